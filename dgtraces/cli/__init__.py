@@ -1,0 +1,66 @@
+"""The ``dgtraces`` command: a thin click layer that parses, calls the library, and prints.
+
+Subcommands are registered by import path and loaded only when invoked, so ``--help``
+imports neither pandas nor any other heavy dependency. Library errors
+(:class:`~dgtraces.errors.DgtracesError`) are printed as reports with exit code 1.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from .._version import __version__
+
+# name -> (module:attribute, one-line help). Add a command here and in its own module.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "info": ("dgtraces.cli.core:info", "Show version, releases, tables and row counts."),
+    "validate": ("dgtraces.cli.core:validate", "Validate CSV/Parquet files against the schemas."),
+    "verify": ("dgtraces.cli.core:verify", "Check every release's bytes against its manifest."),
+    "schemas": ("dgtraces.cli.core:schemas", "Export the table schemas to schemas/*.json."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in COMMANDS:
+            return None
+        target, _ = COMMANDS[name]
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx, formatter):
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="dgtraces")
+def main() -> None:
+    """Layer-wise DL training traces (AlexNet, GoogLeNet, ResNet-50) and a DAG predictor
+    of synchronous data-parallel SGD iteration time."""
+
+
+def run() -> None:
+    """Console-script entry: turn library errors into reports and exit code 1."""
+    from ..errors import DgtracesError
+
+    try:
+        main.main(standalone_mode=False)
+    except DgtracesError as exc:
+        click.echo(exc.report(), err=True)
+        sys.exit(1)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)

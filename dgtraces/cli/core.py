@@ -1,0 +1,83 @@
+"""info, validate, verify, schemas."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def info(as_json: bool) -> None:
+    """Show package version, data folder, releases and the latest release's tables."""
+    from .. import store
+    from .._version import __version__
+
+    rels = store.list_releases()
+    out = {"version": __version__, "data": str(store.data_root()), "releases": rels,
+           "latest": rels[-1] if rels else None, "tables": {}}
+    if rels:
+        out["tables"] = {k: v["rows"] for k, v in sorted(store.tables(rels[-1]).items())}
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+        return
+    click.echo(f"dgtraces {out['version']}")
+    click.echo(f"data:     {out['data']}")
+    click.echo(f"releases: {', '.join(rels) or 'none'}")
+    if rels:
+        click.echo(f"latest:   {rels[-1]}")
+        for name, rows in out["tables"].items():
+            click.echo(f"  {name:<14} {rows:>8} rows")
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--table", default=None, help="Table of all PATHS (default: from file names).")
+@click.option("--no-store", is_flag=True, help="Do not look up run ids in the latest release.")
+def validate(paths, table, no_store) -> None:
+    """Validate CSV/Parquet files lazily; exit 1 with a per-row failure report.
+
+    Files are never modified. The table is taken from each file's name (layer_timings.csv)
+    unless --table is given.
+    """
+    from ..checks import validate_files
+
+    counts = validate_files(list(paths), table, use_store=not no_store)
+    for name, rows in counts.items():
+        click.echo(f"ok  {name}: {rows} rows")
+
+
+@click.command()
+def verify() -> None:
+    """Check manifest digests, sizes and sha256 of every release; exit 1 on any change."""
+    from .. import store
+    from ..errors import IntegrityError
+
+    report = store.verify()
+    for tmp in report.stale_temps:
+        click.echo(f"note: stale temp from an interrupted write (ignored): {tmp}", err=True)
+    if not report.ok:
+        raise IntegrityError(f"{len(report.failures)} integrity failure(s)",
+                             failures=report.failures)
+    click.echo(f"ok  {len(report.releases)} release(s), {report.files_checked} file(s) "
+               f"verified: {', '.join(report.releases)}")
+
+
+@click.command()
+@click.option("--out", default="schemas", show_default=True, type=click.Path(file_okay=False))
+@click.option("--check", is_flag=True, help="Exit 1 if files differ from the code.")
+def schemas(out, check) -> None:
+    """Export every table schema to OUT/<table>.json (or --check they are current)."""
+    from ..schema_export import export, stale
+
+    if check:
+        diff = stale(out)
+        if diff:
+            click.echo("stale: " + ", ".join(diff), err=True)
+            sys.exit(1)
+        click.echo("ok  schemas are current")
+        return
+    for path in export(out):
+        click.echo(f"wrote {path}")

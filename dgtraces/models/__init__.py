@@ -1,0 +1,139 @@
+"""Architecture specs and the ``layers`` table derived from them (one source of truth).
+
+>>> from dgtraces.models import get_spec, layers_frame
+>>> layers_frame("alexnet")["params"].sum()
+60965224
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from ..errors import UnknownModelError
+from .spec import KINDS, InferredLayer, Layer, ModelSpec, Shape, infer
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+MODELS = ("alexnet", "googlenet", "resnet50")
+BYTES_FP32 = 4
+
+LAYER_COLUMNS = (
+    "model", "layer_idx", "layer", "kind", "bottoms", "aux", "out_c", "out_h", "out_w",
+    "params", "bias_params", "buffers", "grad_bytes", "fwd_flops", "bwd_flops",
+    "in_bytes", "act_bytes",
+)
+
+
+@lru_cache(maxsize=None)
+def get_spec(name: str) -> ModelSpec:
+    """Return the architecture spec of ``name`` (GoogLeNet includes its aux classifiers)."""
+    if name == "alexnet":
+        from .alexnet import build
+    elif name == "googlenet":
+        from .googlenet import build
+    elif name == "resnet50":
+        from .resnet50 import build
+    else:
+        raise UnknownModelError(name, MODELS)
+    return build()
+
+
+@lru_cache(maxsize=None)
+def inferred(name: str) -> tuple[InferredLayer, ...]:
+    return tuple(infer(get_spec(name)))
+
+
+def _bias(item: InferredLayer) -> int:
+    layer = item.layer
+    if layer.kind in ("conv", "fc") and layer.bias:
+        return layer.num_output
+    if layer.kind == "scale":
+        return item.params // 2
+    return 0
+
+
+@dataclass(frozen=True)
+class Blob:
+    """A learnable parameter blob in Caffe's parameter order (weights, then bias)."""
+
+    index: int
+    layer: str
+    role: str  # weight | bias
+    numel: int
+    aux: bool
+
+
+def blobs(name: str, aux: bool = True) -> list[Blob]:
+    """Learnable blobs of a model in Caffe order, as B-Caffe logs list them."""
+    out: list[Blob] = []
+    for item in inferred(name):
+        if not item.params or (item.layer.aux and not aux):
+            continue
+        bias = _bias(item)
+        for role, numel in (("weight", item.params - bias), ("bias", bias)):
+            if numel:
+                out.append(Blob(len(out), item.layer.name, role, numel, item.layer.aux))
+    return out
+
+
+def padded_param_count(name: str, align: int = 64, aux: bool = True) -> int:
+    """Parameter count with every blob rounded up to ``align`` elements.
+
+    B-Caffe allocates gradient blobs padded to 64 elements; its logs (and figures quoted
+    from them, e.g. 13,379,136 for GoogLeNet with aux) count those padded sizes.
+    """
+    return sum(-(-b.numel // align) * align for b in blobs(name, aux=aux))
+
+
+def layer_records(name: str) -> list[dict]:
+    rows = []
+    for item in inferred(name):
+        layer = item.layer
+        rows.append({
+            "model": name,
+            "layer_idx": item.index,
+            "layer": layer.name,
+            "kind": layer.kind,
+            "bottoms": ",".join(layer.bottoms),
+            "aux": layer.aux,
+            "out_c": item.out.c,
+            "out_h": item.out.h,
+            "out_w": item.out.w,
+            "params": item.params,
+            "bias_params": _bias(item),
+            "buffers": item.buffers,
+            "grad_bytes": BYTES_FP32 * item.params,
+            "fwd_flops": item.fwd_flops,
+            "bwd_flops": item.bwd_flops,
+            "in_bytes": BYTES_FP32 * item.in_numel,
+            "act_bytes": BYTES_FP32 * item.out.numel,
+        })
+    return rows
+
+
+def layers_frame(models: str | list[str] | tuple[str, ...] | None = None) -> "pd.DataFrame":
+    """The ``layers`` table for one model, several, or all (default)."""
+    import pandas as pd
+
+    if models is None:
+        models = MODELS
+    elif isinstance(models, str):
+        models = (models,)
+    rows = [r for m in models for r in layer_records(m)]
+    df = pd.DataFrame(rows, columns=list(LAYER_COLUMNS))
+    for col in ("layer_idx", "out_c", "out_h", "out_w", "params", "bias_params", "buffers",
+                "grad_bytes", "fwd_flops", "bwd_flops", "in_bytes", "act_bytes"):
+        df[col] = df[col].astype("int64")
+    df["aux"] = df["aux"].astype(bool)
+    for col in ("model", "layer", "kind", "bottoms"):
+        df[col] = df[col].astype(str)
+    return df
+
+
+__all__ = [
+    "MODELS", "KINDS", "LAYER_COLUMNS", "Blob", "Layer", "ModelSpec", "Shape",
+    "blobs", "get_spec", "inferred", "layer_records", "layers_frame", "padded_param_count",
+]

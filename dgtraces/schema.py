@@ -1,0 +1,258 @@
+"""pandera DataFrameModels for every table: declaration only (execution lives in ``checks``).
+
+Column names carry units. ``metadata={"unit": ...}`` and ``description`` feed the exported
+JSON schemas, the dataset card and Croissant. Cross-table keys are declared in ``KEYS`` and
+``FOREIGN_KEYS`` and enforced by :mod:`dgtraces.checks`.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pandera.pandas as pa
+from pandera.typing import Series
+
+from .models import KINDS, MODELS
+
+SCHEMA_VERSION = "1"
+PROVENANCE = ("measured", "reconstructed", "published")
+PRECISIONS = ("fp32", "amp", "fp16", "bf16")
+POLICIES = ("naive", "wfbp", "bucketed", "mgwfbp", "framework-default")
+COLLECTIVES = ("allreduce", "broadcast", "allgather", "reduce_scatter", "reduce")
+ISO_UTC = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$"
+ID = r"^[A-Za-z0-9][A-Za-z0-9._:+-]*$"
+
+
+def F(description: str, unit: str | None = None, **kw):
+    """A pandera Field with a description and a unit in its metadata."""
+    return pa.Field(description=description, metadata={"unit": unit}, **kw)
+
+
+class _Base(pa.DataFrameModel):
+    class Config:
+        strict = True
+        coerce = True
+        ordered = False
+
+
+class Layers(_Base):
+    """Per-layer structure of each model at Caffe granularity, derived from the specs."""
+
+    model: Series[str] = F("model name", isin=MODELS)
+    layer_idx: Series[int] = F("execution order within the model (0-based)", ge=0)
+    layer: Series[str] = F("Caffe layer name", str_length={"min_value": 1})
+    kind: Series[str] = F("layer kind", isin=KINDS)
+    bottoms: Series[str] = F("comma-separated producing layers ('data' = input)")
+    aux: Series[bool] = F("belongs to an auxiliary classifier (GoogLeNet loss1/loss2)")
+    out_c: Series[int] = F("output channels", ge=1)
+    out_h: Series[int] = F("output height", "px", ge=1)
+    out_w: Series[int] = F("output width", "px", ge=1)
+    params: Series[int] = F("learnable parameters", "count", ge=0)
+    bias_params: Series[int] = F("learnable parameters in the bias/beta blob", "count", ge=0)
+    buffers: Series[int] = F("non-learnable state (BatchNorm running mean/var + factor)",
+                             "count", ge=0)
+    grad_bytes: Series[int] = F("fp32 gradient size", "bytes", ge=0)
+    fwd_flops: Series[int] = F("forward FLOPs per sample (multiply-add = 2)", "FLOP", ge=0)
+    bwd_flops: Series[int] = F("backward FLOPs per sample", "FLOP", ge=0)
+    in_bytes: Series[int] = F("fp32 input activations per sample", "bytes", ge=0)
+    act_bytes: Series[int] = F("fp32 output activations per sample", "bytes", ge=0)
+
+    @pa.dataframe_check(error="grad_bytes must be 4 * params (fp32)")
+    def _grad_is_fp32(cls, df: pd.DataFrame) -> Series[bool]:
+        return df["grad_bytes"] == 4 * df["params"]
+
+
+class Runs(_Base):
+    """One row per trace collection (measured, reconstructed or published)."""
+
+    run_id: Series[str] = F("unique run id", unique=True, str_matches=ID)
+    model: Series[str] = F("model name", isin=MODELS)
+    device: Series[str] = F("device key (see devices table)", str_length={"min_value": 1})
+    device_kind: Series[str] = F("cpu or gpu", isin=("cpu", "gpu"))
+    host: Series[str] = F("CPU/GPU model string as reported", nullable=True)
+    framework: Series[str] = F("framework and version", str_length={"min_value": 1})
+    precision: Series[str] = F("numeric precision", isin=PRECISIONS)
+    batch_size: Series[int] = F("per-device batch size", "samples", gt=0)
+    threads: Series[pd.Int64Dtype] = F("intra-op threads (CPU runs)", "count", nullable=True, ge=1)
+    cores: Series[pd.Int64Dtype] = F("cores visible to the collector", "count", nullable=True, ge=1)
+    provenance: Series[str] = F("measured | reconstructed | published", isin=PROVENANCE)
+    source: Series[str] = F("citation or collection description", str_length={"min_value": 3})
+    collector_version: Series[str] = F("collector / method / importer and its version",
+                                       str_length={"min_value": 1})
+    timestamp_utc: Series[str] = F("when the run was made or imported (ISO 8601)",
+                                   str_matches=ISO_UTC)
+    fwd_ms: Series[float] = F("whole-model forward time", "ms", nullable=True, ge=0)
+    bwd_ms: Series[float] = F("whole-model backward time", "ms", nullable=True, ge=0)
+    update_ms: Series[float] = F("optimizer update time", "ms", nullable=True, ge=0)
+    iter_ms: Series[float] = F("whole training iteration time", "ms", nullable=True, ge=0)
+    layer_sum_ratio: Series[float] = F("sum of per-layer fwd+bwd over whole fwd+bwd",
+                                       "ratio", nullable=True, gt=0)
+    flagged: Series[bool] = F("failed a self-consistency check; see flag_reason")
+    flag_reason: Series[str] = F("why the run is flagged", nullable=True)
+    params_json: Series[str] = F("JSON: environment, fitted parameters, calibration rows",
+                                 nullable=True)
+    notes: Series[str] = F("free text", nullable=True)
+
+
+class LayerTimings(_Base):
+    """Per-layer forward/backward times of a run (medians with spread)."""
+
+    run_id: Series[str] = F("run id (runs.run_id)", str_matches=ID)
+    layer: Series[str] = F("layer name (layers.layer of the run's model)")
+    fwd_ms: Series[float] = F("forward time, median", "ms", nullable=True, ge=0)
+    bwd_ms: Series[float] = F("backward time, median", "ms", nullable=True, ge=0)
+    fwd_p10_ms: Series[float] = F("forward time, 10th percentile", "ms", nullable=True, ge=0)
+    fwd_p90_ms: Series[float] = F("forward time, 90th percentile", "ms", nullable=True, ge=0)
+    bwd_p10_ms: Series[float] = F("backward time, 10th percentile", "ms", nullable=True, ge=0)
+    bwd_p90_ms: Series[float] = F("backward time, 90th percentile", "ms", nullable=True, ge=0)
+    comm_ms: Series[float] = F("gradient communication time of the layer, when logged", "ms",
+                               nullable=True, ge=0)
+    n: Series[int] = F("number of timed repetitions", "count", ge=1)
+
+    class Config(_Base.Config):
+        unique = ["run_id", "layer"]
+
+    @pa.dataframe_check(error="need p10 <= median <= p90 where present")
+    def _ordered_spread(cls, df: pd.DataFrame) -> Series[bool]:
+        ok = pd.Series(True, index=df.index)
+        for p in ("fwd", "bwd"):
+            lo, med, hi = df[f"{p}_p10_ms"], df[f"{p}_ms"], df[f"{p}_p90_ms"]
+            eps = 1e-9
+            ok &= ~((lo > med + eps) | (med > hi + eps)).fillna(False).astype(bool)
+        return ok
+
+
+class Iterations(_Base):
+    """End-to-end iteration times (measured S-SGD or published throughputs)."""
+
+    iter_id: Series[str] = F("unique row id", unique=True, str_matches=ID)
+    model: Series[str] = F("model name", isin=MODELS)
+    device: Series[str] = F("device key", str_length={"min_value": 1})
+    framework: Series[str] = F("framework and version", str_length={"min_value": 1})
+    precision: Series[str] = F("numeric precision", isin=PRECISIONS)
+    phase: Series[str] = F("train or inference", isin=("train", "inference"))
+    batch_size: Series[pd.Int64Dtype] = F("per-worker batch size", "samples", nullable=True, gt=0)
+    workers: Series[int] = F("data-parallel workers", "count", ge=1)
+    nodes: Series[int] = F("machines", "count", ge=1)
+    interconnect: Series[str] = F("link the workers used (links table key or 'unknown')")
+    backend: Series[str] = F("communication library (gloo, nccl, mpi)", nullable=True)
+    policy: Series[str] = F("gradient aggregation policy", isin=POLICIES)
+    bucket_bytes: Series[pd.Int64Dtype] = F("bucket size for bucketed policies", "bytes",
+                                            nullable=True, gt=0)
+    io_overlap: Series[pd.BooleanDtype] = F("input pipeline overlapped with compute",
+                                            nullable=True)
+    threads_per_worker: Series[pd.Int64Dtype] = F("intra-op threads per worker", "count",
+                                                  nullable=True, ge=1)
+    iter_ms: Series[float] = F("iteration time, median", "ms", nullable=True, gt=0)
+    iter_p10_ms: Series[float] = F("iteration time, 10th percentile", "ms", nullable=True, gt=0)
+    iter_p90_ms: Series[float] = F("iteration time, 90th percentile", "ms", nullable=True, gt=0)
+    n: Series[pd.Int64Dtype] = F("timed iterations", "count", nullable=True, ge=1)
+    throughput_img_s: Series[float] = F("samples per second, all workers", "img/s",
+                                        nullable=True, gt=0)
+    provenance: Series[str] = F("measured | reconstructed | published", isin=PROVENANCE)
+    source: Series[str] = F("citation or collection description", str_length={"min_value": 3})
+    trace_run_id: Series[str] = F("runs.run_id of the layer trace for this setup",
+                                  nullable=True)
+    timestamp_utc: Series[str] = F("when measured or imported", nullable=True,
+                                   str_matches=ISO_UTC)
+    phases_json: Series[str] = F("JSON: per-phase times of the iteration", nullable=True)
+    notes: Series[str] = F("free text", nullable=True)
+
+    @pa.dataframe_check(error="need iter_ms or throughput_img_s")
+    def _has_time(cls, df: pd.DataFrame) -> Series[bool]:
+        return df["iter_ms"].notna() | df["throughput_img_s"].notna()
+
+
+class Comm(_Base):
+    """Collective timings by message size."""
+
+    collective: Series[str] = F("collective operation", isin=COLLECTIVES)
+    backend: Series[str] = F("library (gloo, nccl, mpi/osu)", str_length={"min_value": 1})
+    interconnect: Series[str] = F("link (links table key or description)")
+    workers: Series[int] = F("participating processes", "count", ge=1)
+    message_bytes: Series[int] = F("message size", "bytes", ge=1)
+    time_ms: Series[float] = F("time, median (or average where published so)", "ms", gt=0)
+    p10_ms: Series[float] = F("10th percentile", "ms", nullable=True, gt=0)
+    p90_ms: Series[float] = F("90th percentile", "ms", nullable=True, gt=0)
+    n: Series[pd.Int64Dtype] = F("repetitions", "count", nullable=True, ge=1)
+    provenance: Series[str] = F("measured | reconstructed | published", isin=PROVENANCE)
+    source: Series[str] = F("citation or collection description", str_length={"min_value": 3})
+    timestamp_utc: Series[str] = F("when measured or imported", nullable=True,
+                                   str_matches=ISO_UTC)
+
+    class Config(_Base.Config):
+        unique = ["collective", "backend", "interconnect", "workers", "message_bytes", "source"]
+
+
+class CommFits(_Base):
+    """alpha-beta fits (time = alpha + beta * bytes) of the comm points."""
+
+    collective: Series[str] = F("collective operation", isin=COLLECTIVES)
+    backend: Series[str] = F("library", str_length={"min_value": 1})
+    interconnect: Series[str] = F("link")
+    workers: Series[int] = F("participating processes", "count", ge=1)
+    alpha_us: Series[float] = F("latency term", "us", ge=0)
+    beta_us_per_byte: Series[float] = F("per-byte term", "us/byte", ge=0)
+    bandwidth_gb_s: Series[float] = F("1 / beta", "GB/s", gt=0)
+    r2: Series[float] = F("coefficient of determination of the fit", le=1)
+    n_points: Series[int] = F("points fitted", "count", ge=2)
+    min_bytes: Series[int] = F("smallest message fitted", "bytes", ge=1)
+    max_bytes: Series[int] = F("largest message fitted", "bytes", ge=1)
+    provenance: Series[str] = F("measured | reconstructed | published", isin=PROVENANCE)
+    source: Series[str] = F("citation or collection description", str_length={"min_value": 3})
+
+
+class Devices(_Base):
+    """Device peak figures."""
+
+    device: Series[str] = F("device key", unique=True, str_matches=ID)
+    name: Series[str] = F("full device name")
+    kind: Series[str] = F("cpu or gpu", isin=("cpu", "gpu"))
+    peak_fp32_tflops: Series[float] = F("peak fp32 throughput", "TFLOP/s", gt=0)
+    peak_fp16_tensor_tflops: Series[float] = F("peak fp16 tensor-core throughput (dense)",
+                                               "TFLOP/s", nullable=True, gt=0)
+    mem_bandwidth_gb_s: Series[float] = F("peak memory bandwidth", "GB/s", gt=0)
+    memory_gb: Series[float] = F("memory size", "GB", nullable=True, gt=0)
+    provenance: Series[str] = F("measured | reconstructed | published", isin=PROVENANCE)
+    source: Series[str] = F("citation", str_length={"min_value": 3})
+    notes: Series[str] = F("free text", nullable=True)
+
+
+class Links(_Base):
+    """Interconnect presets for the predictor's comm models."""
+
+    link: Series[str] = F("preset key", unique=True, str_matches=ID)
+    alpha_us: Series[float] = F("per-message latency", "us", ge=0)
+    bandwidth_gb_s: Series[float] = F("effective bandwidth per direction", "GB/s", gt=0)
+    scope: Series[str] = F("intra-node, inter-node or either", isin=("intra", "inter", "any"))
+    provenance: Series[str] = F("measured | reconstructed | published", isin=PROVENANCE)
+    source: Series[str] = F("citation or measurement", str_length={"min_value": 3})
+    notes: Series[str] = F("free text", nullable=True)
+
+
+TABLES: dict[str, type[_Base]] = {
+    "layers": Layers,
+    "runs": Runs,
+    "layer_timings": LayerTimings,
+    "iterations": Iterations,
+    "comm": Comm,
+    "comm_fits": CommFits,
+    "devices": Devices,
+    "links": Links,
+}
+
+# Primary keys (unique per table) and foreign keys (table.column -> table.column).
+KEYS: dict[str, tuple[str, ...]] = {
+    "layers": ("model", "layer"),
+    "runs": ("run_id",),
+    "layer_timings": ("run_id", "layer"),
+    "iterations": ("iter_id",),
+    "comm": ("collective", "backend", "interconnect", "workers", "message_bytes", "source"),
+    "comm_fits": ("collective", "backend", "interconnect", "workers", "source"),
+    "devices": ("device",),
+    "links": ("link",),
+}
+FOREIGN_KEYS: tuple[tuple[str, str, str, str], ...] = (
+    ("layer_timings", "run_id", "runs", "run_id"),
+    ("iterations", "trace_run_id", "runs", "run_id"),
+)
+DESCRIPTIONS = {name: (model.__doc__ or "").strip() for name, model in TABLES.items()}

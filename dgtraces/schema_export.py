@@ -1,0 +1,74 @@
+"""Portable JSON descriptions of the schemas (schemas/*.json), also used by cards/Croissant."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def _check_text(check) -> str:
+    stats = {k: v for k, v in (check.statistics or {}).items()}
+    if not stats:
+        return str(check.name or check.error)
+    args = ", ".join(f"{k}={sorted(v) if isinstance(v, (set, frozenset)) else v!r}"
+                     for k, v in sorted(stats.items()))
+    return f"{check.name}({args})"
+
+
+def describe(table: str) -> dict:
+    """A JSON-ready description of one table: columns with dtype, unit, checks; keys."""
+    from .schema import DESCRIPTIONS, FOREIGN_KEYS, KEYS, SCHEMA_VERSION, TABLES
+
+    schema = TABLES[table].to_schema()
+    cols = []
+    for name, col in schema.columns.items():
+        cols.append({
+            "name": name,
+            "dtype": str(col.dtype),
+            "nullable": bool(col.nullable),
+            "unique": bool(col.unique),
+            "unit": (col.metadata or {}).get("unit"),
+            "description": col.description,
+            "checks": [_check_text(c) for c in col.checks],
+        })
+    return {
+        "table": table,
+        "schema_version": SCHEMA_VERSION,
+        "description": DESCRIPTIONS[table],
+        "strict": bool(schema.strict),
+        "primary_key": list(KEYS[table]),
+        "foreign_keys": [{"column": c, "references": f"{t}.{tc}"}
+                         for (src, c, t, tc) in FOREIGN_KEYS if src == table],
+        "dataframe_checks": [str(c.error) for c in schema.checks],
+        "columns": cols,
+    }
+
+
+def render(table: str) -> str:
+    return json.dumps(describe(table), indent=2, sort_keys=False) + "\n"
+
+
+def export(out: str | Path = "schemas") -> list[Path]:
+    from .schema import TABLES
+    from .store import atomic_write_bytes
+
+    out = Path(out)
+    paths = []
+    for table in TABLES:
+        path = out / f"{table}.json"
+        atomic_write_bytes(path, render(table).encode())
+        paths.append(path)
+    return paths
+
+
+def stale(out: str | Path = "schemas") -> list[str]:
+    """Tables whose exported JSON is missing or differs from the code."""
+    from .schema import TABLES
+
+    out = Path(out)
+    bad = []
+    for table in TABLES:
+        path = out / f"{table}.json"
+        if not path.is_file() or path.read_text(encoding="utf-8") != render(table):
+            bad.append(table)
+    return bad

@@ -1,0 +1,322 @@
+"""Versioned, immutable releases under ``data/releases/vX.Y.Z/`` with a verified manifest.
+
+A release folder holds one Parquet file per table plus ``manifest.json`` (version, schema
+version, per-file bytes, sha256 and row counts, and a digest of the manifest itself).
+Releases are written into a temp folder beside the target and renamed into place last, so a
+crash leaves either the old state or the complete new release. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+from .errors import Failure, IntegrityError, StoreError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+DATA_ENV = "DGTRACES_DATA"
+DATASET = "dgtraces"
+MANIFEST = "manifest.json"
+TMP_PREFIX = ".tmp-"
+_SEMVER = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
+
+
+def data_root(root: str | os.PathLike | None = None) -> Path:
+    """The data folder: ``root``, else ``$DGTRACES_DATA``, else the checkout's ``data/``."""
+    if root is not None:
+        return Path(root)
+    env = os.environ.get(DATA_ENV)
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parent.parent / "data"
+
+
+def releases_dir(root=None) -> Path:
+    return data_root(root) / "releases"
+
+
+def parse_version(version: str) -> tuple[int, int, int]:
+    m = _SEMVER.match(str(version).strip())
+    if not m:
+        raise StoreError(f"malformed release version {version!r}; expected X.Y.Z",
+                         code="VERSION")
+    return int(m[1]), int(m[2]), int(m[3])
+
+
+def norm_version(version: str) -> str:
+    return "%d.%d.%d" % parse_version(version)
+
+
+def list_releases(root=None) -> list[str]:
+    """Complete releases (folders with a manifest), oldest first."""
+    rdir = releases_dir(root)
+    if not rdir.is_dir():
+        return []
+    found = []
+    for p in rdir.iterdir():
+        if p.is_dir() and _SEMVER.match(p.name) and (p / MANIFEST).is_file():
+            found.append(norm_version(p.name))
+    return sorted(found, key=parse_version)
+
+
+def latest(root=None) -> str:
+    rels = list_releases(root)
+    if not rels:
+        raise StoreError(f"no release found under {releases_dir(root)}")
+    return rels[-1]
+
+
+def release_path(version: str | None = None, root=None) -> Path:
+    version = latest(root) if version is None else norm_version(version)
+    path = releases_dir(root) / f"v{version}"
+    if not (path / MANIFEST).is_file():
+        raise StoreError(f"release {version} not found; available: "
+                         f"{', '.join(list_releases(root)) or 'none'}")
+    return path
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _digest(manifest: Mapping) -> str:
+    body = {k: v for k, v in manifest.items() if k != "digest"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temp file in the same folder, fsync, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f"{TMP_PREFIX}{path.name}.{secrets.token_hex(4)}"
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def read_manifest(version: str | None = None, root=None) -> dict:
+    path = release_path(version, root) / MANIFEST
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise IntegrityError(f"{path}: manifest is not valid JSON ({exc})") from exc
+
+
+def tables(version: str | None = None, root=None) -> dict[str, dict]:
+    """Table name -> manifest entry (file, bytes, sha256, rows) for a release."""
+    return read_manifest(version, root)["tables"]
+
+
+def read_table(table: str, version: str | None = None, root=None) -> "pd.DataFrame":
+    import pandas as pd
+
+    entries = tables(version, root)
+    if table not in entries:
+        raise StoreError(f"table {table!r} not in release {version or latest(root)}; "
+                         f"tables: {', '.join(sorted(entries))}")
+    return pd.read_parquet(release_path(version, root) / entries[table]["file"])
+
+
+def read_all(version: str | None = None, root=None) -> dict[str, "pd.DataFrame"]:
+    return {name: read_table(name, version, root) for name in tables(version, root)}
+
+
+def _write_parquet(df: "pd.DataFrame", path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False)
+    pq.write_table(table, path, compression="zstd", write_statistics=True)
+    with open(path, "rb+") as fh:
+        os.fsync(fh.fileno())
+
+
+def clean_stale_temps(root=None) -> list[Path]:
+    """Remove temp folders/files left by an interrupted write; returns what was removed."""
+    rdir = releases_dir(root)
+    removed = []
+    if rdir.is_dir():
+        for p in rdir.iterdir():
+            if p.name.startswith(TMP_PREFIX):
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+                removed.append(p)
+    return removed
+
+
+def write_release(version: str, frames: Mapping[str, "pd.DataFrame"], *, root=None,
+                  parent: str | None = None, notes: str = "", validate: bool = True,
+                  allow_older: bool = False) -> Path:
+    """Validate ``frames`` and write them as a new immutable release; returns its folder.
+
+    Refuses (code VERSION) an existing version or one not newer than the latest.
+    """
+    from .checks import validate_tables
+
+    version = norm_version(version)
+    existing = list_releases(root)
+    if version in existing or (releases_dir(root) / f"v{version}").exists():
+        raise StoreError(f"release {version} exists already; releases are immutable",
+                         code="VERSION")
+    if existing and not allow_older and parse_version(version) <= parse_version(existing[-1]):
+        raise StoreError(f"release {version} is not newer than the latest ({existing[-1]})",
+                         code="VERSION")
+    frames = dict(frames)
+    if validate:
+        frames = validate_tables(frames)
+    rdir = releases_dir(root)
+    rdir.mkdir(parents=True, exist_ok=True)
+    tmp = rdir / f"{TMP_PREFIX}v{version}-{os.getpid()}-{secrets.token_hex(3)}"
+    tmp.mkdir()
+    try:
+        entries = {}
+        for name in sorted(frames):
+            df = frames[name]
+            file = f"{name}.parquet"
+            _write_parquet(df, tmp / file)
+            entries[name] = {"file": file, "bytes": (tmp / file).stat().st_size,
+                             "sha256": sha256_file(tmp / file), "rows": int(len(df)),
+                             "columns": [str(c) for c in df.columns]}
+        from .schema import SCHEMA_VERSION
+
+        manifest = {
+            "dataset": DATASET,
+            "version": version,
+            "schema_version": SCHEMA_VERSION,
+            "created_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "parent": parent,
+            "notes": notes,
+            "tables": entries,
+        }
+        manifest["digest"] = _digest(manifest)
+        with open(tmp / MANIFEST, "w", encoding="utf-8") as fh:
+            json.dump(manifest, fh, indent=2, sort_keys=True)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        _fsync_dir(tmp)
+        os.rename(tmp, rdir / f"v{version}")  # the commit point
+        _fsync_dir(rdir)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return rdir / f"v{version}"
+
+
+def extend_release(version: str, additions: Mapping[str, "pd.DataFrame"], *,
+                   base: str | None = None, root=None, notes: str = "",
+                   replace: Iterable[str] = ()) -> Path:
+    """New release = ``base`` (default latest) + rows in ``additions``.
+
+    Tables named in ``replace`` are replaced instead of appended to.
+    """
+    import pandas as pd
+
+    base = latest(root) if base is None else norm_version(base)
+    frames = read_all(base, root)
+    replace = set(replace)
+    for name, df in additions.items():
+        if name in frames and name not in replace:
+            frames[name] = pd.concat([frames[name], df], ignore_index=True)
+        else:
+            frames[name] = df
+    return write_release(version, frames, root=root, parent=base, notes=notes)
+
+
+@dataclass
+class VerifyReport:
+    releases: list[str] = field(default_factory=list)
+    files_checked: int = 0
+    failures: list[Failure] = field(default_factory=list)
+    stale_temps: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def _verify_one(path: Path, report: VerifyReport) -> None:
+    def fail(msg, file=None, expected=None, found=None):
+        report.failures.append(Failure("INTEGRITY", msg, file=file, expected=expected,
+                                       found=found))
+
+    mpath = path / MANIFEST
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        fail(f"manifest unreadable: {exc}", str(mpath))
+        return
+    if manifest.get("digest") != _digest(manifest):
+        fail("manifest digest mismatch (the manifest was edited)", str(mpath),
+             manifest.get("digest"), _digest(manifest))
+    if manifest.get("version") != norm_version(path.name):
+        fail("manifest version differs from folder name", str(mpath), path.name,
+             manifest.get("version"))
+    listed = {MANIFEST}
+    for name, entry in sorted(manifest.get("tables", {}).items()):
+        fpath = path / entry["file"]
+        listed.add(entry["file"])
+        report.files_checked += 1
+        if not fpath.is_file():
+            fail(f"table {name}: file missing", str(fpath))
+            continue
+        size = fpath.stat().st_size
+        if size != entry["bytes"]:
+            fail(f"table {name}: size changed", str(fpath), entry["bytes"], size)
+        digest = sha256_file(fpath)
+        if digest != entry["sha256"]:
+            fail(f"table {name}: sha256 changed", str(fpath), entry["sha256"], digest)
+    for extra in sorted(p.name for p in path.iterdir() if p.name not in listed):
+        fail("file not listed in the manifest", str(path / extra))
+
+
+def verify(root=None) -> VerifyReport:
+    """Check every release's manifest digest, file sizes and sha256; lists stale temps."""
+    report = VerifyReport()
+    rdir = releases_dir(root)
+    if not rdir.is_dir():
+        report.failures.append(Failure("NOT_FOUND", "no releases folder", file=str(rdir)))
+        return report
+    for p in sorted(rdir.iterdir()):
+        if p.name.startswith(TMP_PREFIX):
+            report.stale_temps.append(str(p))
+        elif p.is_dir() and _SEMVER.match(p.name):
+            if not (p / MANIFEST).is_file():
+                report.failures.append(Failure("INTEGRITY", "release folder has no manifest",
+                                               file=str(p)))
+                continue
+            report.releases.append(norm_version(p.name))
+            _verify_one(p, report)
+        else:
+            report.failures.append(Failure("INTEGRITY", "unexpected entry in releases",
+                                           file=str(p)))
+    report.releases.sort(key=parse_version)
+    return report

@@ -1,0 +1,97 @@
+import json
+
+import pandas as pd
+import pytest
+
+from dgtraces import store
+from dgtraces.errors import StoreError, ValidationError
+from dgtraces.models import layers_frame
+
+
+def test_committed_v010_is_intact_and_matches_code():
+    report = store.verify()
+    assert report.ok, [f.line() for f in report.failures]
+    assert "0.1.0" in report.releases
+    df = store.read_table("layers", "0.1.0")
+    expected = layers_frame()
+    pd.testing.assert_frame_equal(df.reset_index(drop=True), expected, check_dtype=False)
+
+
+def test_write_release_manifest_and_reads(empty_store):
+    lf = layers_frame("alexnet")
+    path = store.write_release("0.1.0", {"layers": lf})
+    m = json.loads((path / "manifest.json").read_text())
+    assert m["tables"]["layers"]["rows"] == 23
+    assert m["tables"]["layers"]["sha256"] == store.sha256_file(path / "layers.parquet")
+    assert store.latest() == "0.1.0" and store.verify().ok
+    assert store.read_table("layers")["params"].sum() == 60_965_224
+
+
+def test_verify_detects_any_changed_byte(tmp_store):
+    f = tmp_store / "releases" / "v0.1.0" / "layers.parquet"
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    f.write_bytes(bytes(data))
+    report = store.verify()
+    assert not report.ok and report.failures[0].code == "INTEGRITY"
+
+
+def test_verify_detects_manifest_edit_and_extra_file(tmp_store):
+    rel = tmp_store / "releases" / "v0.1.0"
+    m = json.loads((rel / "manifest.json").read_text())
+    m["notes"] = "edited"
+    (rel / "manifest.json").write_text(json.dumps(m))
+    (rel / "extra.txt").write_text("x")
+    msgs = [f.message for f in store.verify().failures]
+    assert any("digest" in x for x in msgs) and any("not listed" in x for x in msgs)
+
+
+def test_refuses_existing_and_older_versions(tmp_store):
+    with pytest.raises(StoreError) as exc:
+        store.write_release("0.1.0", {"layers": layers_frame("alexnet")})
+    assert exc.value.code == "VERSION"
+    store.write_release("0.2.0", {"layers": layers_frame("alexnet")})
+    with pytest.raises(StoreError) as exc:
+        store.write_release("0.1.5", {"layers": layers_frame("alexnet")})
+    assert exc.value.code == "VERSION"
+    with pytest.raises(StoreError) as exc:
+        store.write_release("one", {"layers": layers_frame("alexnet")})
+    assert exc.value.code == "VERSION"
+
+
+def test_invalid_tables_write_nothing(tmp_store):
+    before = sorted(p.name for p in (tmp_store / "releases").iterdir())
+    bad = layers_frame("alexnet").assign(params=-1)
+    with pytest.raises(ValidationError):
+        store.write_release("0.2.0", {"layers": bad})
+    assert sorted(p.name for p in (tmp_store / "releases").iterdir()) == before
+
+
+def test_extend_release_appends_and_keeps_old(tmp_store):
+    runs = pd.DataFrame([dict(
+        run_id="r1", model="alexnet", device="cpu-test", device_kind="cpu", host=None,
+        framework="pytorch", precision="fp32", batch_size=8, threads=1, cores=2,
+        provenance="measured", source="unit test", collector_version="t",
+        timestamp_utc="2026-12-02T10:00:00Z", fwd_ms=None, bwd_ms=None, update_ms=None,
+        iter_ms=None, layer_sum_ratio=None, flagged=False, flag_reason=None,
+        params_json=None, notes=None)])
+    store.extend_release("0.2.0", {"runs": runs})
+    assert store.list_releases() == ["0.1.0", "0.2.0"]
+    assert len(store.read_table("runs")) == 1
+    assert len(store.read_table("layers", "0.2.0")) == len(store.read_table("layers", "0.1.0"))
+    assert store.read_manifest("0.2.0")["parent"] == "0.1.0"
+    assert store.verify().ok
+
+
+def test_stale_temp_is_ignored_by_verify_and_cleaned(tmp_store):
+    (tmp_store / "releases" / ".tmp-v9.9.9-1-abc").mkdir()
+    report = store.verify()
+    assert report.ok and report.stale_temps
+    assert store.clean_stale_temps() and not store.verify().stale_temps
+
+
+def test_atomic_write_bytes(tmp_path):
+    p = tmp_path / "a" / "f.txt"
+    store.atomic_write_bytes(p, b"one")
+    store.atomic_write_bytes(p, b"two")
+    assert p.read_bytes() == b"two" and [x.name for x in p.parent.iterdir()] == ["f.txt"]
