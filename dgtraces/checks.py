@@ -97,49 +97,70 @@ def validate_frame(table: str, df: "pd.DataFrame", *, file: str | None = None,
                               failures=failures) from None
 
 
+def _row_failures(mask, values, make) -> list[tuple[int, Failure]]:
+    """(row, failure) for each True position of ``mask`` (vectorised selection)."""
+    import numpy as np
+
+    rows = np.flatnonzero(np.asarray(mask, dtype=bool))
+    return [(int(r), make(int(r), values[r])) for r in rows]
+
+
 def cross_failures(frames: Mapping[str, "pd.DataFrame"], *,
                    files: Mapping[str, str] | None = None,
                    known_runs: "pd.DataFrame | None" = None) -> list[Failure]:
     """Cross-table keys: timing runs exist, timing layers exist for the run's model,
-    iterations' trace runs exist. ``known_runs`` adds runs from the store."""
+    iterations' trace runs exist. ``known_runs`` adds runs from the store.
+
+    Vectorised (membership via pandas indexes); tables missing a key column are skipped
+    (their schema failure already reports it). Failures come in row order per table.
+    """
     import pandas as pd
 
-    from .models import MODELS, layer_records
+    from .models import MODELS, layers_frame
 
     files = dict(files or {})
     out: list[Failure] = []
-    runs_parts = [f for f in (frames.get("runs"), known_runs) if f is not None]
-    runs = pd.concat(runs_parts, ignore_index=True) if runs_parts else None
-    run_model = {} if runs is None else dict(zip(runs["run_id"], runs["model"]))
-    names = {m: {r["layer"] for r in layer_records(m)} for m in MODELS}
+    runs_parts = [f[["run_id", "model"]] for f in (frames.get("runs"), known_runs)
+                  if f is not None and {"run_id", "model"} <= set(f.columns)]
+    run_model = (pd.concat(runs_parts, ignore_index=True).drop_duplicates("run_id", keep="last")
+                 .set_index("run_id")["model"] if runs_parts else pd.Series(dtype=object))
+    # object dtype: plain Python equality, as dict lookups had (no arrow casts of odd keys)
+    run_model.index = run_model.index.astype(object)
+    valid = pd.MultiIndex.from_frame(layers_frame()[["model", "layer"]])
+
+    def layer_check(model: "pd.Series", layer: "pd.Series", known: "pd.Series", f):
+        bad = known & model.astype(object).isin(MODELS) & ~pd.MultiIndex.from_arrays(
+            [model.astype(object), layer.astype(object)]).isin(valid)
+        models, layers = model.to_numpy(), layer.to_numpy()
+        return _row_failures(bad, layers, lambda r, v: Failure(
+            "UNKNOWN_LAYER", f"layer not in model {models[r]}", file=f, row=r, column="layer",
+            expected=f"a layer of {models[r]}", found=repr(v)))
+
     lt = frames.get("layer_timings")
-    if lt is not None:
+    if lt is not None and {"run_id", "layer"} <= set(lt.columns):
         f = files.get("layer_timings")
-        for row, (rid, layer) in enumerate(zip(lt["run_id"], lt["layer"])):
-            model = run_model.get(rid)
-            if model is None:
-                out.append(Failure("CROSS_TABLE", "run_id not in runs", file=f, row=row,
-                                   column="run_id", expected="a runs.run_id", found=repr(rid)))
-            elif model in names and layer not in names[model]:
-                out.append(Failure("UNKNOWN_LAYER", f"layer not in model {model}", file=f,
-                                   row=row, column="layer",
-                                   expected=f"a layer of {model}", found=repr(layer)))
+        rid = lt["run_id"].reset_index(drop=True).astype(object)
+        known = rid.isin(run_model.index)
+        model = rid.map(run_model).where(known)
+        found = _row_failures(~known, rid.to_numpy(), lambda r, v: Failure(
+            "CROSS_TABLE", "run_id not in runs", file=f, row=r, column="run_id",
+            expected="a runs.run_id", found=repr(v)))
+        found += layer_check(model, lt["layer"].reset_index(drop=True), known, f)
+        out += [fail for _, fail in sorted(found, key=lambda x: x[0])]
     it = frames.get("iterations")
     if it is not None and "trace_run_id" in it:
         f = files.get("iterations")
-        for row, rid in enumerate(it["trace_run_id"]):
-            if isinstance(rid, str) and rid not in run_model:
-                out.append(Failure("CROSS_TABLE", "trace_run_id not in runs", file=f, row=row,
-                                   column="trace_run_id", expected="a runs.run_id",
-                                   found=repr(rid)))
+        rid = it["trace_run_id"].reset_index(drop=True).astype(object)
+        bad = rid.map(lambda v: isinstance(v, str)).astype(bool) & ~rid.isin(run_model.index)
+        out += [fail for _, fail in _row_failures(bad, rid.to_numpy(), lambda r, v: Failure(
+            "CROSS_TABLE", "trace_run_id not in runs", file=f, row=r, column="trace_run_id",
+            expected="a runs.run_id", found=repr(v)))]
     lay = frames.get("layers")
-    if lay is not None:
-        f = files.get("layers")
-        for row, (model, layer) in enumerate(zip(lay["model"], lay["layer"])):
-            if model in names and layer not in names[model]:
-                out.append(Failure("UNKNOWN_LAYER", f"layer not in model {model}", file=f,
-                                   row=row, column="layer", expected=f"a layer of {model}",
-                                   found=repr(layer)))
+    if lay is not None and {"model", "layer"} <= set(lay.columns):
+        model = lay["model"].reset_index(drop=True)
+        out += [fail for _, fail in layer_check(model, lay["layer"].reset_index(drop=True),
+                                                pd.Series(True, index=model.index),
+                                                files.get("layers"))]
     return out
 
 

@@ -23,6 +23,7 @@ CODES = {
     "UNSAFE_ARCHIVE": "an archive has unsafe members (traversal, links, bombs)",
     "BAD_FILE": "a file cannot be read (encoding, truncated, wrong format)",
     "LOCKED": "another process holds the store lock",
+    "METADATA": "contribution.yaml lacks a required field or has a bad value",
     "NOT_FOUND": "a release, table, run or file does not exist",
     "VERSION": "a release version is malformed, exists already, or is not newer",
     "INTEGRITY": "a stored file's bytes differ from its manifest",
@@ -31,6 +32,7 @@ CODES = {
     "SQL": "a query failed or was refused by the sandbox",
     "COLLECT": "a measurement failed or was inconsistent",
     "NO_CALIBRATION": "no calibration rows exist for the requested device",
+    "INCOMPLETE_TRACE": "a layer trace lacks timings for layers of its model",
 }
 
 

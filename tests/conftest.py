@@ -9,9 +9,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def tmp_store(tmp_path, monkeypatch):
-    """A private copy of data/ (releases only) with DGTRACES_DATA pointing at it."""
+    """A private store holding a copy of release v0.1.0 only (later releases come and go),
+    with DGTRACES_DATA pointing at it."""
     root = tmp_path / "data"
-    shutil.copytree(REPO / "data" / "releases", root / "releases")
+    shutil.copytree(REPO / "data" / "releases" / "v0.1.0", root / "releases" / "v0.1.0")
     monkeypatch.setenv("DGTRACES_DATA", str(root))
     return root
 
@@ -22,3 +23,96 @@ def empty_store(tmp_path, monkeypatch):
     root.mkdir()
     monkeypatch.setenv("DGTRACES_DATA", str(root))
     return root
+
+
+# --- query / hf / card tests (issue #7): a small release with every table -------------------
+def _mini_frames():
+    """A few valid rows per table, with nulls, two provenances and a B-Caffe source."""
+    import pandas as pd
+
+    from dgtraces.models import layers_frame
+
+    ts = "2026-12-02T10:00:00Z"
+    run = dict(model="alexnet", host=None, framework="pytorch 2.13.0", precision="fp32",
+               threads=None, cores=None, collector_version="fixture 0", timestamp_utc=ts,
+               fwd_ms=None, bwd_ms=None, update_ms=None, iter_ms=None, layer_sum_ratio=None,
+               flagged=False, flag_reason=None, params_json=None, notes=None)
+    runs = pd.DataFrame([
+        dict(run, run_id="m1", device="cpu-x", device_kind="cpu", batch_size=8, threads=2,
+             cores=2, provenance="measured", source="fixture measurement", fwd_ms=30.0),
+        dict(run, run_id="p1", device="k80", device_kind="gpu", batch_size=64,
+             provenance="published", source="shyhuai/B-Caffe logdata/tmp4comm.log"),
+    ])
+    lt = []
+    for rid, scale, comm in (("m1", 1.0, None), ("p1", 0.25, 2.0)):
+        for layer, f in (("conv1", 4.0), ("fc6", 2.0), ("fc7", 1.0)):
+            lt.append(dict(run_id=rid, layer=layer, fwd_ms=f * scale, bwd_ms=2 * f * scale,
+                           fwd_p10_ms=None, fwd_p90_ms=None, bwd_p10_ms=None, bwd_p90_ms=None,
+                           comm_ms=None if comm is None else comm * f, n=5))
+    it = dict(model="alexnet", framework="pytorch 2.13.0", precision="fp32", phase="train",
+              interconnect="loopback", backend="gloo", policy="wfbp", bucket_bytes=None,
+              io_overlap=None, threads_per_worker=None, iter_p10_ms=None, iter_p90_ms=None,
+              timestamp_utc=ts, phases_json=None, notes=None)
+    iterations = pd.DataFrame([
+        dict(it, iter_id="i1", device="cpu-x", batch_size=8, workers=2, nodes=1, iter_ms=80.0,
+             n=10, throughput_img_s=None, provenance="measured", source="fixture s-sgd",
+             trace_run_id="m1"),
+        dict(it, iter_id="i2", device="k80", batch_size=None, workers=1, nodes=1, iter_ms=None,
+             n=None, throughput_img_s=51.9, provenance="published",
+             source="tensorflow benchmarks.md", trace_run_id=None, backend=None,
+             timestamp_utc=None),
+    ])
+    comm = pd.DataFrame([
+        dict(collective="allreduce", backend="mpi/osu", interconnect="10GbE", workers=4,
+             message_bytes=b, time_ms=t, p10_ms=None, p90_ms=None, n=None,
+             provenance="published", source="shyhuai/B-Caffe logdata/allreduce4.log",
+             timestamp_utc=None) for b, t in ((4, 0.0545), (1048576, 2.252))
+    ] + [dict(collective="allreduce", backend="gloo", interconnect="loopback", workers=2,
+              message_bytes=1024, time_ms=0.1, p10_ms=0.09, p90_ms=0.12, n=20,
+              provenance="measured", source="fixture comm sweep", timestamp_utc=ts)])
+    fits = pd.DataFrame([dict(collective="allreduce", backend="mpi/osu", interconnect="10GbE",
+                              workers=4, alpha_us=54.0, beta_us_per_byte=0.002,
+                              bandwidth_gb_s=0.5, r2=0.99, n_points=2, min_bytes=4,
+                              max_bytes=1048576, provenance="reconstructed",
+                              source="fit of B-Caffe allreduce4.log")])
+    devices = pd.DataFrame([dict(device="k80", name="NVIDIA Tesla K80 (one GK210 die)",
+                                 kind="gpu", peak_fp32_tflops=4.37,
+                                 peak_fp16_tensor_tflops=None, mem_bandwidth_gb_s=240.0,
+                                 memory_gb=12.0, provenance="published",
+                                 source="NVIDIA Tesla K80 datasheet", notes=None)])
+    links = pd.DataFrame([dict(link="loopback", alpha_us=5.0, bandwidth_gb_s=10.0,
+                               scope="intra", provenance="measured", source="fixture link",
+                               notes=None)])
+    return {"layers": layers_frame("alexnet"), "runs": runs,
+            "layer_timings": pd.DataFrame(lt), "iterations": iterations, "comm": comm,
+            "comm_fits": fits, "devices": devices, "links": links}
+
+
+@pytest.fixture(scope="session")
+def mini_release_root(tmp_path_factory):
+    """A data root with v0.1.0 (layers only) and v0.2.0 (every table); build once, read only."""
+    from dgtraces import store
+
+    frames = _mini_frames()
+    root = tmp_path_factory.mktemp("mini") / "data"
+    store.write_release("0.1.0", {"layers": frames["layers"]}, root=root, notes="layers")
+    store.write_release("0.2.0", frames, root=root, parent="0.1.0", notes="all tables")
+    return root
+
+
+@pytest.fixture
+def mini_store(mini_release_root, monkeypatch):
+    monkeypatch.setenv("DGTRACES_DATA", str(mini_release_root))
+    return mini_release_root
+
+
+# Hypothesis profiles (contribution fuzzing): "ci" runs >= 500 examples; pick "dev" for a
+# quick local run with HYPOTHESIS_PROFILE=dev. Loaded only when the variable is set.
+from hypothesis import HealthCheck, settings as _hyp_settings  # noqa: E402
+
+_hyp_settings.register_profile("ci", max_examples=500, deadline=None, derandomize=True,
+                               suppress_health_check=[HealthCheck.too_slow])
+_hyp_settings.register_profile("dev", max_examples=60, deadline=None,
+                               suppress_health_check=[HealthCheck.too_slow])
+if os.environ.get("HYPOTHESIS_PROFILE"):
+    _hyp_settings.load_profile(os.environ["HYPOTHESIS_PROFILE"])

@@ -1,0 +1,243 @@
+"""The dataset card: README.md with Hugging Face YAML front matter, generated from the schemas
+and the release's manifest, plus every ``cards/fragments/*.md`` (sorted) that other parts of
+the project contribute (published data, reconstruction method and error).
+
+Numbers in the card (rows, provenance counts, sources) are computed from the release's Parquet
+files through the sandboxed DuckDB connection, so the card cannot disagree with the data.
+``write_card`` writes ``README.md`` and ``croissant.json``; the same text is the README of the
+Hub export (:mod:`dgtraces.hf`), whose layout (``data/<table>.parquet``) the YAML ``configs``
+and Croissant ``contentUrl`` refer to.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DATASET_NAME = "dgtraces"
+PRETTY_NAME = "dgtraces: layer-wise DL training traces (AlexNet, GoogLeNet, ResNet-50)"
+SUMMARY = ("Layer-wise deep-learning training traces (per-layer forward/backward time, gradient "
+           "size, FLOPs, communication time) for AlexNet, GoogLeNet and ResNet-50, with "
+           "end-to-end S-SGD iteration times and collective-communication timings, for "
+           "predicting synchronous data-parallel SGD iteration time with a DAG model. Every "
+           "row carries its provenance (measured, reconstructed or published) and source.")
+HOMEPAGE = None  # no public URL yet; fill in when the dataset is published on the Hub
+LICENSE = "cc-by-4.0"
+LICENSE_URL = "https://creativecommons.org/licenses/by/4.0/"
+TAGS = ("distributed-training", "deep-learning", "performance-modeling", "sgd",
+        "layer-wise-traces", "benchmark")
+BCAFFE_PATTERN = r"(?i)b-caffe"  # sources of rows derived from the shyhuai/B-Caffe logs
+REPO = Path(__file__).resolve().parent.parent
+FRAGMENTS = REPO / "cards" / "fragments"
+
+PAPER_BIBTEX = """@inproceedings{shi2018dag,
+  title     = {A DAG Model of Synchronous Stochastic Gradient Descent in Distributed Deep Learning},
+  author    = {Shi, Shaohuai and Wang, Qiang and Chu, Xiaowen and Li, Bo},
+  booktitle = {2018 IEEE 24th International Conference on Parallel and Distributed Systems (ICPADS)},
+  year      = {2018},
+  note      = {arXiv:1805.03812}
+}"""
+LICENSES = f"""The dataset is released under **CC-BY-4.0** ({LICENSE_URL}) for the rows we
+produced: the `layers` table (computed from the cited architecture definitions) and the rows
+with provenance `measured` or `reconstructed`, except those derived from B-Caffe below.
+
+Rows with provenance `published` restate figures from the source named in their `source`
+column; cite that source when you use them. Rows whose source names the B-Caffe repository
+(`shyhuai/B-Caffe`, `logdata/`; counted in the last column above, whatever their provenance)
+are derived from its logs, which are distributed under Caffe's **BSD 2-Clause** license; the
+repository's copyright notice and license (its `LICENSE` file) apply to those rows."""
+
+
+def citation_bibtex(version: str) -> str:
+    """BibTeX for the dataset release followed by the paper it builds on."""
+    return (f"@misc{{dgtraces_{version.replace('.', '_')},\n"
+            f"  title  = {{dgtraces: layer-wise deep-learning training traces, release "
+            f"{version}}},\n  author = {{{{dgtraces developers}}}},\n  year   = {{2026}},\n"
+            f"  note   = {{Dataset release {version}}}\n}}\n\n{PAPER_BIBTEX}")
+
+
+def size_category(rows: int) -> str:
+    bounds = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"),
+              (1_000_000, "100K<n<1M"), (10_000_000, "1M<n<10M")]
+    return next((label for bound, label in bounds if rows < bound), "10M<n<100M")
+
+
+def _provenance_from(table: str, cols: set[str], entries: dict) -> str | None:
+    """SQL FROM clause giving ``provenance`` and ``source`` for each row of ``table``: its own
+    columns, or those of the row it references (layer_timings -> runs); None if neither."""
+    from .schema import FOREIGN_KEYS
+
+    if {"provenance", "source"} <= cols:
+        return f'"{table}"'
+    for src, col, ref, ref_col in FOREIGN_KEYS:
+        ref_cols = set(entries.get(ref, {}).get("columns") or [])
+        if src == table and col in cols and {"provenance", "source"} <= ref_cols:
+            return (f'(SELECT coalesce(r.provenance, \'unknown\') AS provenance, '
+                    f'coalesce(r.source, \'{ref} row not found\') AS source FROM "{table}" t '
+                    f'LEFT JOIN "{ref}" r ON t."{col}" = r."{ref_col}")')
+    return None
+
+
+def provenance_stats(version: str | None = None, root=None) -> dict[str, dict]:
+    """Per table: rows, provenance counts, (provenance, source, rows) and B-Caffe rows.
+
+    Rows of tables without their own ``provenance`` column take it from the row they
+    reference (``layer_timings`` from ``runs``, ``via`` names it); ``layers`` has none.
+    """
+    from .query import connect
+    from .store import read_manifest
+
+    entries = read_manifest(version, root)["tables"]
+    con = connect(version, root)
+    stats = {}
+    try:
+        for table, entry in sorted(entries.items()):
+            cols = set(entry.get("columns") or [])
+            item = {"rows": int(entry["rows"]), "provenance": {}, "sources": [], "bcaffe": 0,
+                    "via": None}
+            frm = _provenance_from(table, cols, entries)
+            if frm is not None:
+                item["via"] = None if frm == f'"{table}"' else "runs"
+                item["sources"] = con.execute(
+                    f"SELECT provenance, source, count(*) FROM {frm} GROUP BY ALL "
+                    f"ORDER BY provenance, count(*) DESC, source").fetchall()
+                for prov, _, n in item["sources"]:
+                    item["provenance"][prov] = item["provenance"].get(prov, 0) + n
+                item["bcaffe"] = con.execute(
+                    f"SELECT count(*) FROM {frm} WHERE regexp_matches(source, ?)",
+                    [BCAFFE_PATTERN]).fetchone()[0]
+            stats[table] = item
+    finally:
+        con.close()
+    return stats
+
+
+def default_config(tables) -> str:
+    """The Hub viewer's default config: the per-layer traces when present."""
+    tables = sorted(tables)
+    return "layer_timings" if "layer_timings" in tables else tables[0]
+
+
+def _yaml_header(manifest: dict, stats: dict, data_dir: str) -> str:
+    import yaml
+
+    tables = sorted(manifest["tables"])
+    default = default_config(tables)
+    configs = []
+    for t in tables:
+        path = f"{data_dir}/{manifest['tables'][t]['file']}" if data_dir else \
+            manifest["tables"][t]["file"]
+        cfg = {"config_name": t, "data_files": [{"split": "train", "path": path}]}
+        if t == default:
+            cfg["default"] = True
+        configs.append(cfg)
+    total = sum(s["rows"] for s in stats.values())
+    meta = {"license": LICENSE, "pretty_name": PRETTY_NAME, "language": ["en"],
+            "tags": list(TAGS), "size_categories": [size_category(total)],
+            "configs": configs}
+    return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n"
+
+
+def _md(text) -> str:
+    return "" if text is None else str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _provenance_table(stats: dict) -> list[str]:
+    lines = ["| table | rows | measured | reconstructed | published | derived from B-Caffe "
+             "logs (BSD-2-Clause) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for t, s in stats.items():
+        if not s["sources"]:
+            what = "computed from the architecture specs" if t == "layers" else "not recorded"
+            lines.append(f"| `{t}` | {s['rows']} | {what} (no provenance column) | | | |")
+            continue
+        p = s["provenance"]
+        other = {k: v for k, v in p.items() if k not in ("measured", "reconstructed",
+                                                           "published")}
+        name = f"`{t}`" + (f" (provenance of its `{s['via']}` row)" if s["via"] else "")
+        name += "".join(f"; {v} {k}" for k, v in sorted(other.items()))
+        lines.append(f"| {name} | {s['rows']} | {p.get('measured', 0)} | "
+                     f"{p.get('reconstructed', 0)} | {p.get('published', 0)} | {s['bcaffe']} |")
+    return lines
+
+
+def _table_section(table: str, stat: dict, entry: dict, max_sources: int = 25) -> list[str]:
+    from .schema_export import describe
+
+    desc = describe(table)
+    out = [f"### `{table}`", "", desc["description"], "",
+           f"{stat['rows']} rows; primary key ({', '.join(desc['primary_key'])}); file "
+           f"`{entry['file']}` (sha256 `{entry['sha256']}`).", ""]
+    present = set(entry.get("columns") or [])
+    out += ["| column | dtype | unit | nullable | description |", "| --- | --- | --- | --- | --- |"]
+    for col in desc["columns"]:
+        if present and col["name"] not in present:
+            continue
+        dtype = "string" if col["dtype"].startswith("str") else col["dtype"]
+        out.append(f"| `{col['name']}` | {dtype} | {_md(col['unit']) or ''} | "
+                   f"{'yes' if col['nullable'] else 'no'} | {_md(col['description'])} |")
+    if stat["sources"]:
+        out += ["", "Sources:", "", "| provenance | source | rows |", "| --- | --- | ---: |"]
+        for prov, source, n in stat["sources"][:max_sources]:
+            out.append(f"| {prov} | {_md(source)} | {n} |")
+        if len(stat["sources"]) > max_sources:
+            rest = stat["sources"][max_sources:]
+            out.append(f"| | ... and {len(rest)} more sources | {sum(r[2] for r in rest)} |")
+    return out + [""]
+
+
+def fragments(folder: str | Path | None = None) -> list[tuple[str, str]]:
+    """(file name, text) of every ``*.md`` in the fragments folder, sorted by name."""
+    folder = FRAGMENTS if folder is None else Path(folder)
+    if not folder.is_dir():
+        return []
+    return [(p.name, p.read_text(encoding="utf-8").strip())
+            for p in sorted(folder.glob("*.md")) if p.is_file()]
+
+
+def render_card(version: str | None = None, root=None, *, data_dir: str = "data",
+                fragments_dir: str | Path | None = None) -> str:
+    """The card text of a release (default: latest). Deterministic for a given release."""
+    from .store import read_manifest
+
+    manifest = read_manifest(version, root)
+    version = manifest["version"]
+    stats = provenance_stats(version, root)
+    lines = [_yaml_header(manifest, stats, data_dir), f"# {PRETTY_NAME}", "",
+             f"Release **{version}** (schema version {manifest['schema_version']}, created "
+             f"{manifest['created_utc']}). {SUMMARY}", ""]
+    if manifest.get("notes"):
+        lines += [f"Release notes: {manifest['notes']}", ""]
+    first = default_config(manifest["tables"])
+    lines += ["## Loading", "", "```python", "from datasets import load_dataset",
+              f'ds = load_dataset("<this folder or Hub id>", "{first}", split="train")', "",
+              "import dgtraces                          # the package that built this release",
+              f'df = dgtraces.load("{first}", "{version}")   # pandas DataFrame',
+              f'con = dgtraces.connect("{version}")           # sandboxed DuckDB, a view per table',
+              "```", "", "## Provenance of rows", ""]
+    lines += _provenance_table(stats) + ["", "## License", "", LICENSES, "", "## Tables", ""]
+    for table in sorted(manifest["tables"]):
+        lines += _table_section(table, stats[table], manifest["tables"][table])
+    for name, text in fragments(fragments_dir):
+        lines += [f"<!-- from cards/fragments/{name} -->", "", text, ""]
+    lines += ["## Files (manifest)", "", "| file | rows | bytes | sha256 |",
+              "| --- | ---: | ---: | --- |"]
+    for table, e in sorted(manifest["tables"].items()):
+        lines.append(f"| `{data_dir + '/' if data_dir else ''}{e['file']}` | {e['rows']} | "
+                     f"{e['bytes']} | `{e['sha256']}` |")
+    lines += ["", f"Manifest digest: `{manifest['digest']}`. `dgtraces verify` re-checks every "
+              f"file against it.", "", "## Citation", "",
+              "Cite the dataset release and the paper whose DAG model it supports:", "",
+              "```bibtex", citation_bibtex(version), "```", ""]
+    return "\n".join(lines)
+
+
+def write_card(out_dir: str | Path = "cards", version: str | None = None, root=None, *,
+               fragments_dir: str | Path | None = None) -> list[Path]:
+    """Write ``README.md`` and ``croissant.json`` of a release (default: latest) to ``out_dir``."""
+    from . import croissant
+    from .store import atomic_write_bytes
+
+    out = Path(out_dir)
+    readme, meta = out / "README.md", out / "croissant.json"
+    atomic_write_bytes(readme, render_card(version, root, fragments_dir=fragments_dir).encode())
+    atomic_write_bytes(meta, croissant.render(version, root).encode())
+    return [readme, meta]

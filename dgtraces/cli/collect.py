@@ -1,0 +1,125 @@
+"""``dgtraces collect layers|comm|ssgd``: measure traces with PyTorch on this machine."""
+
+from __future__ import annotations
+
+import click
+
+MODEL_HELP = "alexnet | googlenet | resnet50"
+
+
+def _progress(label: str):
+    """A rich progress bar and the (done, total, what) callback that drives it."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                   TextColumn("{task.completed}/{task.total} {task.fields[what]}"),
+                   TimeElapsedColumn(), transient=False)
+    task = bar.add_task(label, total=None, what="")
+
+    def update(done: int, total: int, what: str) -> None:
+        bar.update(task, completed=done, total=total, what=what)
+
+    return bar, update
+
+
+def _written(paths) -> None:
+    for p in paths:
+        click.echo(f"wrote {p}")
+
+
+@click.group()
+def collect() -> None:
+    """Measure layer timings, collectives and S-SGD iterations (needs dgtraces[collect])."""
+
+
+@collect.command()
+@click.option("--model", required=True, help=MODEL_HELP)
+@click.option("--batch-size", type=int, required=True)
+@click.option("--repeats", type=int, default=10, show_default=True)
+@click.option("--warmup", type=int, default=2, show_default=True)
+@click.option("--threads", type=int, default=1, show_default=True, help="intra-op threads")
+@click.option("--aux", is_flag=True, help="GoogLeNet: include the auxiliary classifiers.")
+@click.option("--out", required=True, type=click.Path(file_okay=False),
+              help="new folder for runs.parquet + layer_timings.parquet")
+@click.option("--csv", is_flag=True, help="Also write CSV copies.")
+def layers(model, batch_size, repeats, warmup, threads, aux, out, csv) -> None:
+    """Caffe-time-style per-layer forward/backward timing plus the whole iteration."""
+    from ..collect.env import check_positive, write_tables
+    from ..collect.layers import collect_layers
+    from ..models import get_spec
+
+    get_spec(model)
+    check_positive("batch size", batch_size)
+    bar, update = _progress(f"{model} b{batch_size} t{threads}")
+    with bar:
+        trace = collect_layers(model, batch_size, repeats=repeats, warmup=warmup,
+                               threads=threads, aux=aux, progress=update)
+    run = trace.runs.iloc[0]
+    _written(write_tables(out, trace.frames(), csv=csv))
+    click.echo(f"run {run.run_id}: fwd {run.fwd_ms:.1f} ms, bwd {run.bwd_ms:.1f} ms, "
+               f"update {run.update_ms:.1f} ms, layer_sum_ratio {run.layer_sum_ratio:.3f}")
+    if run.flagged:
+        click.echo(f"FLAGGED: {run.flag_reason}", err=True)
+
+
+@collect.command()
+@click.option("--backend", default="gloo", show_default=True)
+@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--sizes", default="4B..64MiB", show_default=True,
+              help="range LO..HI (x --factor) or a comma list")
+@click.option("--factor", type=int, default=4, show_default=True)
+@click.option("--repeats", type=int, default=20, show_default=True)
+@click.option("--warmup", type=int, default=3, show_default=True)
+@click.option("--collective", "collectives", multiple=True,
+              default=("allreduce", "broadcast"), show_default=True)
+@click.option("--out", required=True, type=click.Path(file_okay=False))
+@click.option("--csv", is_flag=True, help="Also write CSV copies.")
+def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv) -> None:
+    """Time collectives across message sizes on 127.0.0.1; fit alpha-beta with R^2."""
+    from ..collect.comm import collect_comm, parse_sizes
+    from ..collect.env import write_tables
+
+    parsed = parse_sizes(sizes, factor)
+    click.echo(f"{len(parsed)} sizes x {len(collectives)} collective(s), {workers} workers")
+    frames = collect_comm(workers=workers, sizes=parsed, repeats=repeats, warmup=warmup,
+                          backend=backend, collectives=tuple(collectives))
+    _written(write_tables(out, frames, csv=csv))
+    for fit in frames["comm_fits"].itertuples():
+        click.echo(f"{fit.collective}: alpha {fit.alpha_us:.1f} us, "
+                   f"{fit.bandwidth_gb_s:.3f} GB/s, R^2 {fit.r2:.3f}")
+
+
+@collect.command()
+@click.option("--model", required=True, help=MODEL_HELP)
+@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--threads-per-worker", type=int, default=1, show_default=True)
+@click.option("--policy", "policies", multiple=True, default=("naive",), show_default=True,
+              type=click.Choice(["naive", "wfbp", "bucketed"]), help="repeatable")
+@click.option("--bucket-mb", type=float, default=25.0, show_default=True)
+@click.option("--iters", type=int, default=10, show_default=True)
+@click.option("--warmup", type=int, default=2, show_default=True)
+@click.option("--batch-size", type=int, default=8, show_default=True)
+@click.option("--aux", is_flag=True, help="GoogLeNet: include the auxiliary classifiers.")
+@click.option("--trace", type=click.Path(file_okay=False), default=None,
+              help="output folder of a `collect layers` run (threads=1, same model and batch)"
+                   " whose run id becomes trace_run_id")
+@click.option("--out", required=True, type=click.Path(file_okay=False))
+@click.option("--csv", is_flag=True, help="Also write CSV copies.")
+def ssgd(model, workers, threads_per_worker, policies, bucket_mb, iters, warmup, batch_size,
+         aux, trace, out, csv) -> None:
+    """Real synchronous data-parallel SGD (gloo, localhost) -> iterations rows."""
+    from ..collect.env import write_tables
+    from ..collect.ssgd import collect_ssgd
+
+    runs = trace_id = None
+    if trace:
+        from ..collect.ssgd import find_trace
+
+        runs, trace_id = find_trace(trace, model, batch_size)
+    df = collect_ssgd(model, workers=workers, threads_per_worker=threads_per_worker,
+                      policies=policies, bucket_mb=bucket_mb, iters=iters, warmup=warmup,
+                      batch_size=batch_size, aux=aux, trace_run_id=trace_id)
+    _written(write_tables(out, {"iterations": df}, known_runs=runs, csv=csv))
+    for row in df.itertuples():
+        click.echo(f"{row.policy}: {row.iter_ms:.1f} ms/iter "
+                   f"(p10 {row.iter_p10_ms:.1f}, p90 {row.iter_p90_ms:.1f}, n {row.n})")

@@ -1,0 +1,124 @@
+"""contribute, staging (list | show ID | reject ID), release."""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+
+import click
+
+LOCK_HELP = "Seconds to wait for the store lock (data/.lock) before failing with LOCKED."
+
+
+@contextmanager
+def _status(text: str):
+    """A rich spinner on stderr while long work runs."""
+    from rich.console import Console
+
+    with Console(stderr=True).status(text):
+        yield
+
+
+@click.command()
+@click.argument("path", required=False, type=click.Path())
+@click.option("--template", "template_dir", default=None, type=click.Path(file_okay=False),
+              help="Write a fillable example contribution into this (new) folder instead.")
+@click.option("--dry-run", is_flag=True, help="Validate only; stage nothing.")
+@click.option("--lock-timeout", default=10.0, show_default=True, type=float, help=LOCK_HELP)
+def contribute(path, template_dir, dry_run, lock_timeout) -> None:
+    """Validate a contribution (folder or .zip) and stage it under data/staging/<id>/.
+
+    PATH holds contribution.yaml, runs and layer_timings (CSV or Parquet) and optionally
+    iterations and comm. Any failure is reported with file, row, column, expected and found;
+    nothing is written. See CONTRIBUTING.md.
+    """
+    from ..errors import DgtracesError
+
+    if template_dir:
+        from ..contribute.template import write_template
+
+        for p in write_template(template_dir):
+            click.echo(f"wrote {p}")
+        click.echo(f"fill it in, then: dgtraces contribute {template_dir}")
+        return
+    if not path:
+        raise DgtracesError("give PATH (a folder or .zip) or --template DIR",
+                            code="BAD_INPUT")
+    from ..contribute import contribute as run
+
+    with _status(f"validating {path}"):
+        result = run(path, timeout=lock_timeout, dry_run=dry_run)
+    rows = ", ".join(f"{t} {n}" for t, n in sorted(result.rows.items()))
+    if dry_run:
+        click.echo(f"ok  {path} passes every check ({rows} rows); nothing staged")
+        return
+    click.echo(f"staged {result.id}  ({rows} rows)")
+    click.echo("a maintainer publishes it with: dgtraces release X.Y.Z")
+
+
+@click.group()
+def staging() -> None:
+    """List, show or reject staged contributions."""
+
+
+@staging.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def list_cmd(as_json) -> None:
+    """Staged contributions, oldest first."""
+    from ..contribute.staging import list_staged
+
+    entries = list_staged()
+    if as_json:
+        click.echo(json.dumps([{"id": e.id, "contributor": e.contributor,
+                                "rows": e.info["rows"]} for e in entries], indent=2))
+        return
+    if not entries:
+        click.echo("staging is empty")
+    for e in entries:
+        rows = ", ".join(f"{t} {n}" for t, n in sorted(e.info["rows"].items()))
+        click.echo(f"{e.id}  {e.contributor}  ({rows})")
+
+
+@staging.command()
+@click.argument("entry_id")
+def show(entry_id) -> None:
+    """Metadata, row counts and runs of one staged contribution."""
+    from ..contribute.staging import get_staged
+
+    e = get_staged(entry_id)
+    info = {k: e.info[k] for k in ("id", "created_utc", "source", "digest", "rows", "meta")}
+    info["runs"] = sorted(e.info["fingerprints"])
+    click.echo(json.dumps(info, indent=2, sort_keys=True))
+
+
+@staging.command()
+@click.argument("entry_id")
+@click.option("--lock-timeout", default=10.0, show_default=True, type=float, help=LOCK_HELP)
+def reject(entry_id, lock_timeout) -> None:
+    """Remove a staged contribution (it will not be released)."""
+    from ..contribute.staging import reject as run
+
+    e = run(entry_id, timeout=lock_timeout)
+    click.echo(f"rejected {e.id} ({e.contributor})")
+
+
+@click.command()
+@click.argument("version")
+@click.option("--lock-timeout", default=10.0, show_default=True, type=float, help=LOCK_HELP)
+def release(version, lock_timeout) -> None:
+    """Build release VERSION = latest release + every staged contribution.
+
+    Writes the release (immutable, manifest with sha256), a CHANGELOG entry and the card,
+    then clears the released entries from staging. Interrupted? Rerun the same command.
+    """
+    from ..contribute.release import build_release
+
+    with _status(f"building release {version}"):
+        result = build_release(version, timeout=lock_timeout)
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
+    verb = "completed" if result.resumed else "released"
+    added = ", ".join(f"+{n} {t}" for t, n in sorted(result.rows_added.items()))
+    click.echo(f"{verb} {result.version} (parent {result.parent}) from "
+               f"{len(result.ids)} contribution(s){': ' + added if added else ''}")
+    click.echo(f"  {result.path}")

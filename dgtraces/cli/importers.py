@@ -1,0 +1,146 @@
+"""``dgtraces import kineto|bcaffe|osu|published``: traces recorded elsewhere -> table CSVs.
+
+Each subcommand writes ``<table>.csv`` files into ``--out`` (named after their tables, so
+``dgtraces validate OUT/*.csv`` checks them) and never touches data/.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+OUT = click.option("--out", required=True, type=click.Path(file_okay=False),
+                   help="Folder for the <table>.csv files.")
+FORCE = click.option("--force", is_flag=True, help="Overwrite existing table files in --out.")
+
+
+def _write(frames: dict, out: str, force: bool) -> None:
+    from ..errors import DgtracesError
+    from ..store import atomic_write_bytes
+
+    folder = Path(out)
+    targets = {name: folder / f"{name}.csv" for name in frames}
+    clash = [str(p) for p in targets.values() if p.exists()]
+    if clash and not force:
+        raise DgtracesError(f"refusing to overwrite {', '.join(clash)} (use --force)",
+                            code="BAD_INPUT")
+    for name, df in frames.items():
+        atomic_write_bytes(targets[name], df.to_csv(index=False).encode("utf-8"))
+        click.echo(f"wrote {targets[name]}  ({len(df)} rows)")
+
+
+@click.group("import")
+def import_group() -> None:
+    """Import traces recorded elsewhere (PyTorch profiler, B-Caffe, OSU) as table CSVs."""
+
+
+@import_group.command("kineto")
+@click.argument("trace", type=click.Path(dir_okay=False))
+@click.option("--model", required=True, help="alexnet | googlenet | resnet50")
+@click.option("--batch-size", required=True, type=int, help="Per-device batch of the trace.")
+@click.option("--run-id", default=None, help="Default: kineto-<model>-<file stem>.")
+@click.option("--device", default=None, help="Device key (default cpu; required for GPU).")
+@click.option("--map", "map_path", default=None, type=click.Path(dir_okay=False),
+              help="CSV scope,layer mapping module/annotation scopes to layers.")
+@click.option("--source", default=None, help="Where the trace comes from (citation).")
+@click.option("--precision", default="fp32", show_default=True)
+@OUT
+@FORCE
+def kineto(trace, model, batch_size, run_id, device, map_path, source, precision, out,
+           force) -> None:
+    """PyTorch-profiler Chrome trace (.json or .json.gz) -> runs + layer_timings.
+
+    Forward time per layer from scopes named like the layers (record_function) or mapped
+    by --map; backward time from autograd nodes linked by sequence number. Everything that
+    cannot be attributed is listed, never dropped.
+    """
+    from ..importers.kineto import import_trace
+
+    res = import_trace(trace, model, batch_size=batch_size, run_id=run_id, device=device,
+                       map_path=map_path, source=source, precision=precision)
+    run = res.runs.iloc[0]
+    click.echo(f"{len(res.layers)} layer(s) over {res.iterations} iteration(s); mapped fwd "
+               f"{res.mapped_fwd_ms:.3f} ms, bwd {res.mapped_bwd_ms:.3f} ms of "
+               f"{res.trace_bwd_ms:.3f} ms traced backward; layer sum ratio "
+               f"{run['layer_sum_ratio']:.3f}" + ("  FLAGGED" if run["flagged"] else ""))
+    un = res.unmapped
+    click.echo(f"unmapped: {un.ops} op(s), {un.time_ms:.3f} ms ({100 * un.share:.1f}% of "
+               f"attributed + unmapped time)")
+    for name, count, ms in un.names[:15]:
+        click.echo(f"  {ms:10.3f} ms  x{count:<5} {name}")
+    if len(un.names) > 15:
+        click.echo(f"  ... and {len(un.names) - 15} more op name(s)")
+    if un.scopes:
+        click.echo("scopes matching no layer: " + ", ".join(un.scopes[:20]))
+    _write({"runs": res.runs, "layer_timings": res.layer_timings}, out, force)
+
+
+@import_group.command("bcaffe")
+@click.argument("log", type=click.Path(dir_okay=False))
+@click.option("--model", default="googlenet", show_default=True)
+@click.option("--run-id", default=None, help="Default: bcaffe-<model>-<file stem>.")
+@click.option("--source", default=None, help="Citation; required unless a shipped log.")
+@click.option("--device", default=None, help="Required unless a shipped log (k80 inferred).")
+@click.option("--batch-size", default=None, type=int, help="Required unless a shipped log.")
+@click.option("--workers", default=None, type=int)
+@OUT
+@FORCE
+def bcaffe(log, model, run_id, source, device, batch_size, workers, out, force) -> None:
+    """B-Caffe distributed.cpp per-blob log -> runs + layer_timings (provenance published).
+
+    Blob sizes are checked against the model (64-element padding accepted).
+    """
+    from ..importers.bcaffe import import_log
+
+    res = import_log(log, model, run_id=run_id, source=source, device=device,
+                     batch_size=batch_size, workers=workers)
+    click.echo(f"{res.blocks_total} block(s): {res.blocks_zero} all-zero skipped, "
+               f"{res.blocks_duplicate} re-print(s) merged, {res.blocks_used} used; "
+               f"{res.padded_blobs} blob(s) 64-padded; {len(res.layer_timings)} layers")
+    if res.inferred:
+        click.echo("INFERRED (not in the log): " + ", ".join(
+            f"{k}={v}" for k, v in res.inferred.items()))
+    if res.ignored_lines:
+        click.echo(f"ignored {res.ignored_lines} non-blob line(s)")
+    _write({"runs": res.runs, "layer_timings": res.layer_timings}, out, force)
+
+
+@import_group.command("osu")
+@click.argument("logs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--workers", default=None, type=int,
+              help="Process count for logs without that column (default: from the name).")
+@click.option("--source", default=None, help="Citation; required unless a shipped log.")
+@click.option("--interconnect", default=None, help="Default: unknown (B-Caffe cluster).")
+@OUT
+@FORCE
+def osu(logs, workers, source, interconnect, out, force) -> None:
+    """OSU MPI allreduce latency logs -> comm points + comm_fits (alpha-beta, R^2)."""
+    import pandas as pd
+
+    from ..importers.osu import INTERCONNECT, import_log
+
+    comm, fits = [], []
+    for log in logs:
+        res = import_log(log, source=source, workers=workers,
+                         interconnect=interconnect or INTERCONNECT)
+        how = " (from the file name)" if res.workers_from_name else ""
+        click.echo(f"{log}: {len(res.comm)} sizes, {res.workers} processes{how}")
+        for f in res.comm_fits.itertuples():
+            click.echo(f"  {f.min_bytes}-{f.max_bytes} B: alpha {f.alpha_us:.2f} us, "
+                       f"{f.bandwidth_gb_s:.3f} GB/s, r2 {f.r2:.3f}")
+        comm.append(res.comm)
+        fits.append(res.comm_fits)
+    _write({"comm": pd.concat(comm, ignore_index=True),
+            "comm_fits": pd.concat(fits, ignore_index=True)}, out, force)
+
+
+@import_group.command("published")
+@OUT
+@FORCE
+def published(out, force) -> None:
+    """Every published reference table (devices, calibration iterations, OSU comm and
+    fits, B-Caffe runs and layer timings), validated together."""
+    from ..importers.published import published_tables
+
+    _write(published_tables(), out, force)

@@ -1,0 +1,230 @@
+"""predict, sweep, validate-predictor: the DAG predictor of S-SGD iteration time."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+ALGOS = ("ring", "tree", "dbtree", "hierarchical", "ps")
+POLICIES = ("naive", "wfbp", "bucketed", "mgwfbp")
+
+
+def _cluster_options(f):
+    for opt in reversed([
+        click.option("--gpus-per-node", default=1, show_default=True, type=int),
+        click.option("--algorithm", default="ring", show_default=True,
+                     type=click.Choice(ALGOS)),
+        click.option("--servers", default=1, show_default=True, type=int,
+                     help="Parameter servers (algorithm ps)."),
+        click.option("--bucket-mb", default=25.0, show_default=True, type=float,
+                     help="Bucket size of the bucketed policy (MiB)."),
+        click.option("--link-alpha-us", type=float, default=None,
+                     help="Override every link's latency (us)."),
+        click.option("--link-gbps", type=float, default=None,
+                     help="Override every link's bandwidth (Gb/s)."),
+        click.option("--release", default=None, help="Release for traces and comm fits."),
+        click.option("--staging", default=None,
+                     help="Link of the copies around each message (cpu-memcpy, pcie3)."),
+        click.option("--staging-passes", default=2, show_default=True, type=int,
+                     help="Copies of each message over --staging."),
+        click.option("--shared-cpu", is_flag=True,
+                     help="The collective runs on the compute cores (no overlap)."),
+    ]):
+        f = opt(f)
+    return f
+
+
+@click.command()
+@click.option("--model", default=None, help="alexnet | googlenet | resnet50.")
+@click.option("--device", default=None, help="Device key (e.g. k80, v100, a CPU key).")
+@click.option("--batch-size", type=int, default=None, help="Per-worker batch size.")
+@click.option("--run-id", default=None, help="Use this stored run's layer trace.")
+@click.option("--precision", default="fp32", show_default=True)
+@click.option("--workers", default=1, show_default=True, type=int)
+@click.option("--intra", default="pcie3", show_default=True, help="Intra-node link preset.")
+@click.option("--inter", default="10gbe", show_default=True, help="Inter-node link preset.")
+@click.option("--policy", default="wfbp", show_default=True, type=click.Choice(POLICIES))
+@click.option("--io-overlap", is_flag=True, help="Prefetch the next batch during compute.")
+@click.option("--io-ms", type=float, default=None, help="Input read+decode time per batch.")
+@click.option("--h2d-ms", type=float, default=None, help="Host-to-device copy per batch.")
+@click.option("--calibrate-img-s", type=float, default=None,
+              help="Scale compute so that 1 worker runs at this many img/s.")
+@click.option("--raw-layer-times", is_flag=True,
+              help="Do not scale layer times to the run's whole-model medians.")
+@_cluster_options
+@click.option("--timeline", type=click.Path(dir_okay=False), default=None,
+              help="Write Chrome trace-event JSON (Perfetto) of one iteration.")
+@click.option("--gantt", type=click.Path(dir_okay=False), default=None,
+              help="Write a PNG Gantt chart of one iteration.")
+@click.option("--json", "as_json", is_flag=True, help="Print the prediction as JSON.")
+def predict(model, device, batch_size, run_id, precision, workers, intra, inter, policy,
+            io_overlap, io_ms, h2d_ms, calibrate_img_s, raw_layer_times, gpus_per_node,
+            algorithm, servers, bucket_mb, link_alpha_us, link_gbps, release, staging,
+            staging_passes, shared_cpu, timeline, gantt, as_json) -> None:
+    """Predict one S-SGD iteration (modelled) from a stored or reconstructed layer trace."""
+    from dataclasses import replace
+
+    from ..predict import Cluster, Policy, calibrate, predict_trace, resolve
+    from ..predict.cluster import bad
+
+    if run_id is None:
+        for name, value in (("model", model), ("device", device), ("batch_size", batch_size)):
+            if value is None:
+                raise bad(name, "needed unless --run-id is given", "a value", None)
+    trace = resolve(model, device, batch_size, precision=precision, run_id=run_id,
+                    release=release, whole=not raw_layer_times)
+    if io_ms is not None or h2d_ms is not None:
+        from ..predict.trace import _nonneg
+
+        trace = replace(trace, io_ms=trace.io_ms if io_ms is None else _nonneg("io_ms", io_ms),
+                        h2d_ms=trace.h2d_ms if h2d_ms is None else _nonneg("h2d_ms", h2d_ms))
+    pol = Policy(policy, io_overlap, int(bucket_mb * 1024 * 1024))
+    if calibrate_img_s is not None:
+        trace = calibrate(trace, calibrate_img_s, pol)
+    cluster = Cluster(workers, gpus_per_node, intra, inter, algorithm, servers,
+                      link_alpha_us, link_gbps, release or "latest", staging, staging_passes,
+                      shared_cpu)
+    pred, sched = predict_trace(trace, cluster, pol)
+    if timeline:
+        from ..predict.timeline import write_chrome_trace
+
+        write_chrome_trace(timeline, sched, pred)
+    if gantt:
+        from ..predict.timeline import write_gantt
+
+        write_gantt(gantt, sched, pred)
+    if as_json:
+        click.echo(json.dumps(pred.to_dict(), indent=2, default=str))
+        return
+    _print_prediction(pred, timeline, gantt)
+
+
+def _print_prediction(pred, timeline, gantt) -> None:
+    b = pred.breakdown
+    click.echo(f"modelled iteration: {pred.iter_ms:.3f} ms  ({pred.throughput_img_s:.1f} img/s "
+               f"on {pred.workers} workers; speedup {pred.speedup_vs_1:.2f}, "
+               f"efficiency {pred.efficiency:.1%})")
+    click.echo("breakdown (ms): " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float)
+                                              else f"{k} {v}" for k, v in b.items()))
+    click.echo(f"critical path: {len(pred.critical_path)} tasks, ends "
+               + " -> ".join(pred.critical_path[-3:]))
+    click.echo(f"trace: {pred.trace_provenance} ({pred.trace_run_id}); {pred.trace_source}")
+    for side in ("intra", "inter"):
+        link = pred.cluster[side]
+        click.echo(f"{side}: {link['link']} alpha {link['alpha_us']:.4g} us, "
+                   f"{link['bandwidth_gb_s']:.4g} GB/s ({link['provenance']}: {link['source']})")
+    for note in pred.notes:
+        click.echo(f"note: {note}")
+    for what, path in (("timeline", timeline), ("gantt", gantt)):
+        if path:
+            click.echo(f"wrote {what} {path}")
+
+
+def _split(text: str, cast=str) -> tuple:
+    return tuple(cast(x.strip()) for x in str(text).split(",") if x.strip())
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    """'1,2,4' or '1-64' or '2-64:2' -> ints."""
+    out = []
+    for part in _split(text):
+        if "-" in part:
+            span, _, step = part.partition(":")
+            lo, hi = span.split("-", 1)
+            out.extend(range(int(lo), int(hi) + 1, int(step or 1)))
+        else:
+            out.append(int(part))
+    return tuple(out)
+
+
+@click.command()
+@click.option("--models", default="resnet50", show_default=True, help="Comma list.")
+@click.option("--device", required=True, help="Device key of the traces.")
+@click.option("--batch-sizes", default="64", show_default=True, help="Comma list.")
+@click.option("--workers", "workers_", default="1,2,4,8,16", show_default=True,
+              help="Comma list or ranges (1-64, 2-64:2).")
+@click.option("--gpus-per-node", "gpn", default="1", show_default=True, help="Comma list.")
+@click.option("--intra", default="pcie3", show_default=True, help="Comma list of presets.")
+@click.option("--inter", default="10gbe", show_default=True, help="Comma list of presets.")
+@click.option("--algorithms", default="ring", show_default=True, help="Comma list.")
+@click.option("--policies", default="naive,wfbp,bucketed,mgwfbp", show_default=True)
+@click.option("--io-overlap", "overlap", default="off", show_default=True,
+              type=click.Choice(["off", "on", "both"]))
+@click.option("--servers", default=1, show_default=True, type=int)
+@click.option("--bucket-mb", default=25.0, show_default=True, type=float)
+@click.option("--link-alpha-us", type=float, default=None)
+@click.option("--link-gbps", type=float, default=None)
+@click.option("--release", default=None)
+@click.option("--staging", default=None, help="Link of the copies around each message.")
+@click.option("--staging-passes", default=2, show_default=True, type=int)
+@click.option("--shared-cpu", is_flag=True, help="Collective on the compute cores.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Write all rows to .parquet or .csv.")
+def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, policies,
+          overlap, servers, bucket_mb, link_alpha_us, link_gbps, release, staging,
+          staging_passes, shared_cpu, out) -> None:
+    """Predict every combination of the lists (vectorised); modelled numbers."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from ..predict import resolve
+    from ..predict.sweep import Grid, run_sweep
+
+    grid = Grid(models=_split(models), batch_sizes=_ints(batch_sizes), workers=_ints(workers_),
+                gpus_per_node=_ints(gpn), intra=_split(intra), inter=_split(inter),
+                algorithms=_split(algorithms), policies=_split(policies),
+                io_overlap={"off": (False,), "on": (True,), "both": (False, True)}[overlap],
+                bucket_bytes=int(bucket_mb * 1024 * 1024), servers=servers,
+                alpha_us=link_alpha_us, gbps=link_gbps, staging=staging,
+                staging_passes=staging_passes, shared_cpu=shared_cpu)
+    console = Console(stderr=True)
+    with Progress(console=console, transient=True) as bar:
+        task = bar.add_task("sweep", total=grid.size())
+        df = run_sweep(grid, lambda m, b: resolve(m, device, b, release=release),
+                       progress=lambda n: bar.advance(task, n))
+    if out:
+        _write_frame(df, out)
+        click.echo(f"wrote {len(df)} rows to {out}")
+    best = df.sort_values("throughput_img_s", ascending=False).head(10)
+    click.echo(f"{len(df)} configurations (modelled); top by throughput:")
+    click.echo(best[["model", "batch_size", "workers", "gpus_per_node", "intra", "inter",
+                     "algorithm", "policy", "io_overlap", "iter_ms", "throughput_img_s",
+                     "efficiency"]].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+
+
+def _write_frame(df, out: str) -> None:
+    import io
+
+    from ..store import atomic_write_bytes
+
+    buf = io.BytesIO()
+    if out.lower().endswith(".csv"):
+        buf.write(df.to_csv(index=False).encode())
+    else:
+        df.to_parquet(buf, index=False)
+    atomic_write_bytes(out, buf.getvalue())
+
+
+@click.command("validate-predictor")
+@click.option("--release", default=None, help="Release to validate against (default latest).")
+@click.option("--plot", type=click.Path(dir_okay=False), default="parity.png",
+              show_default=True, help="Parity plot PNG.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Write per-row predictions to .csv or .parquet.")
+@click.option("--json", "as_json", is_flag=True)
+def validate_predictor(release, plot, out, as_json) -> None:
+    """Predict every measured/published iterations row; print MAPE; write a parity plot."""
+    from ..predict.validation import parity_plot, validate
+
+    res = validate(release)
+    if plot:
+        parity_plot(res, plot)
+    if out:
+        _write_frame(res.rows, out)
+    if as_json:
+        click.echo(json.dumps(res.to_dict(), indent=2, default=str))
+        return
+    click.echo(res.report())
+    if plot:
+        click.echo(f"wrote parity plot {plot}")

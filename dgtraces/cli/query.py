@@ -1,0 +1,176 @@
+"""sql, export-hf, card.
+
+Only what each path needs is imported: the default table output of ``sql`` needs duckdb and
+rich, never pandas or pandera.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import sys
+from pathlib import Path
+
+import click
+
+FORMATS = ("table", "csv", "json", "parquet")
+
+
+@contextlib.contextmanager
+def _atomic_open(path: str | None, mode: str):
+    """Yield a writable file for ``path`` (temp file + rename) or stdout when ``path`` is None."""
+    if path is None:
+        yield sys.stdout
+        return
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".tmp-{target.name}.{secrets.token_hex(4)}"
+    try:
+        with open(tmp, mode, **({"encoding": "utf-8", "newline": ""} if "b" not in mode else {})) \
+                as fh:
+            yield fh
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _json_value(value):
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    return str(value)
+
+
+def _csv_value(value):
+    return ("true" if value else "false") if isinstance(value, bool) else value
+
+
+def _write_csv(q, out) -> int:
+    import csv
+
+    n = 0
+    batches = q.batches()
+    with _atomic_open(out, "w") as fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(q.columns)
+        for batch in batches:
+            writer.writerows([_csv_value(v) for v in row] for row in batch)
+            n += len(batch)
+    return n
+
+
+def _write_json(q, out) -> int:
+    import json
+
+    n = 0
+    batches = q.batches()
+    with _atomic_open(out, "w") as fh:
+        fh.write("[")
+        for batch in batches:
+            for row in batch:
+                rec = {c: _json_value(v) for c, v in zip(q.columns, row)}
+                fh.write(("\n  " if n == 0 else ",\n  ") + json.dumps(rec, allow_nan=False))
+                n += 1
+        fh.write("\n]\n" if n else "]\n")
+    return n
+
+
+def _write_parquet(q, out) -> int:
+    import pyarrow.parquet as pq
+
+    schema, batches = q.arrow_batches()
+    n = 0
+    with _atomic_open(out, "wb") as fh:
+        with pq.ParquetWriter(fh, schema, compression="zstd") as writer:
+            for batch in batches:
+                writer.write_batch(batch)
+                n += batch.num_rows
+    return n
+
+
+def _print_table(q, max_rows: int) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    res = q.fetch(limit=max_rows)
+    shown = f"first {len(res.rows)} rows" if res.truncated else f"{len(res.rows)} row(s)"
+    table = Table()
+    numeric = ("INT", "DOUBLE", "FLOAT", "DECIMAL", "REAL", "HUGEINT")
+    for col, typ in zip(res.columns, res.types):
+        right = any(t in typ.upper() for t in numeric)
+        table.add_column(f"{col}\n[dim]{typ.lower()}[/dim]", justify="right" if right else "left",
+                         overflow="fold")
+    for row in res.rows:
+        table.add_row(*("[dim]null[/dim]" if v is None else str(v) for v in row))
+    console = Console()
+    console.print(f"[dim]dgtraces {res.version}: {shown}[/dim]")
+    console.print(table)
+    if res.truncated:
+        console.print(f"[yellow]more rows not shown; raise --max-rows or use "
+                      f"--format csv --out FILE[/yellow]")
+
+
+@click.command()
+@click.argument("query")
+@click.option("--release", "version", default=None, help="Release version (default: latest).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--out", default=None, type=click.Path(dir_okay=False),
+              help="Write the result to this file instead of stdout.")
+@click.option("--max-rows", default=1000, show_default=True, type=click.IntRange(1),
+              help="Rows shown by --format table.")
+def sql(query, version, fmt, out, max_rows) -> None:
+    """Run a read-only SQL QUERY on a release; every table is a view of the same name.
+
+    The sandbox allows reading only the release's Parquet files: other files, URLs,
+    COPY/EXPORT, ATTACH, INSTALL/LOAD and SET are refused (exit 1).
+
+    \b
+    dgtraces sql "SELECT model, count(*) FROM layers GROUP BY model"
+    """
+    from ..query import Query
+
+    if fmt == "parquet" and out is None:
+        raise click.UsageError("--format parquet needs --out FILE")
+    with Query(query, version) as q:
+        if fmt == "table" and out is None:
+            _print_table(q, max_rows)
+            return
+        if fmt == "table":
+            raise click.UsageError("--format table prints to the terminal; use csv, json or "
+                                   "parquet with --out")
+        n = {"csv": _write_csv, "json": _write_json, "parquet": _write_parquet}[fmt](q, out)
+    if out is not None:
+        click.echo(f"wrote {out}: {n} row(s)", err=True)
+
+
+@click.command("export-hf")
+@click.argument("out", type=click.Path(file_okay=False))
+@click.option("--release", "version", default=None, help="Release version (default: latest).")
+def export_hf(out, version) -> None:
+    """Write a Hugging Face Hub-ready dataset folder for a release to OUT.
+
+    OUT gets data/<table>.parquet (byte-for-byte), manifest.json, README.md (card with
+    YAML configs, one per table) and croissant.json. OUT must not exist or be empty.
+    """
+    from ..hf import export
+
+    for path in export(out, version):
+        click.echo(f"wrote {path}")
+
+
+@click.command()
+@click.option("--out", default="cards", show_default=True, type=click.Path(file_okay=False))
+@click.option("--release", "version", default=None, help="Release version (default: latest).")
+def card(out, version) -> None:
+    """Regenerate the dataset card (README.md) and croissant.json for a release."""
+    from ..cards import write_card
+
+    for path in write_card(out, version):
+        click.echo(f"wrote {path}")

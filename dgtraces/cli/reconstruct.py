@@ -1,0 +1,56 @@
+"""reconstruct: K80/V100 traces from the calibrated cost model, and the method's error."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command()
+@click.option("--device", default=None, help="Device key with calibration rows (k80, v100).")
+@click.option("--model", default=None, help="alexnet | googlenet | resnet50.")
+@click.option("--batch-size", type=int, default=None, help="Per-device batch size (> 0).")
+@click.option("--precision", default="fp32", show_default=True,
+              type=click.Choice(["fp32", "amp"]), help="amp: V100 tensor-core variant.")
+@click.option("--out", default=None, type=click.Path(file_okay=False),
+              help="Write runs.parquet + layer_timings.parquet into this new folder.")
+@click.option("--csv", "as_csv", is_flag=True, help="Also write CSV copies.")
+@click.option("--report", is_flag=True, help="Print the method's measured error and exit.")
+@click.option("--release", default=None, help="Release for --report (default: latest).")
+@click.option("--fragment", default=None, type=click.Path(file_okay=False),
+              help="With --report: also write reconstruction.md (+ PNG) into this folder.")
+def reconstruct(device, model, batch_size, precision, out, as_csv, report, release,
+                fragment) -> None:
+    """Reconstruct a per-layer training trace (provenance=reconstructed), or --report the
+    method's fit and its error measured on this CPU and against B-Caffe."""
+    from ..errors import DgtracesError
+
+    if report:
+        from ..reconstruct.report import build_report
+
+        rep = build_report(release)
+        click.echo(rep.text())
+        if fragment:
+            from ..reconstruct.fragment import write
+
+            for path in write(rep, fragment):
+                click.echo(f"wrote {path}")
+        return
+    if device is None or model is None or batch_size is None:
+        raise DgtracesError("--device, --model and --batch-size are required (or --report)",
+                            code="BAD_INPUT")
+    from ..reconstruct import reconstruct_trace, runs_frame
+
+    rec = reconstruct_trace(device, model, batch_size, precision)
+    r = rec.run
+    click.echo(f"{r['run_id']}: fwd {r['fwd_ms']:.2f} ms, bwd {r['bwd_ms']:.2f} ms, update "
+               f"{r['update_ms']:.2f} ms, iteration {r['iter_ms']:.2f} ms "
+               f"({1000 * batch_size / r['iter_ms']:.1f} img/s)  [reconstructed, "
+               f"{r['collector_version']}]")
+    counts = rec.bound[["fwd_bound", "bwd_bound"]].stack().value_counts()
+    click.echo("layer-directions by bound: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    if out:
+        from ..collect.env import write_tables
+
+        for path in write_tables(out, {"runs": runs_frame([rec]),
+                                       "layer_timings": rec.layer_timings}, csv=as_csv):
+            click.echo(f"wrote {path}")

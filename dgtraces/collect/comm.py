@@ -1,0 +1,152 @@
+"""Collective microbenchmark over gloo on localhost -> ``comm`` points + ``comm_fits``.
+
+Each repetition starts after a barrier; its time is the slowest rank's (the collective is
+done when every rank is done). Points are medians with p10/p90. The alpha-beta model
+``time = alpha + beta * bytes`` is fitted by least squares over all sizes of a collective,
+weighting each point by 1/time (i.e. minimising *relative* residuals, so that small-message
+latency is not swamped by the largest messages, whose absolute residuals dominate plain OLS
+on a 4 B..64 MiB sweep). R^2 is computed on the unweighted times. If the fit gives a
+negative alpha, it is redone through the origin (alpha = 0), and the fit's ``source`` says so.
+A collective whose fitted slope is not positive (sizes too small to resolve bandwidth) gets
+no ``comm_fits`` row.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from ..errors import DgtracesError
+from . import env, procs
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1024 ** 2, "MB": 1024 ** 2,
+         "MIB": 1024 ** 2, "G": 1024 ** 3, "GB": 1024 ** 3, "GIB": 1024 ** 3}
+SUPPORTED = ("allreduce", "broadcast")
+
+
+def parse_size(text: str) -> int:
+    """'4B', '64MiB', '1K' -> bytes (binary units; a multiple of 4 = whole fp32 elements)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", str(text))
+    if not m or m[2].upper() not in UNITS:
+        raise DgtracesError(f"bad size {text!r}; use e.g. 4B, 256KiB, 64MiB", code="BAD_INPUT")
+    value = int(m[1]) * UNITS[m[2].upper()]
+    if value < 4 or value % 4:
+        raise DgtracesError(f"size {text!r} must be a positive multiple of 4 bytes",
+                            code="BAD_INPUT")
+    return value
+
+
+def parse_sizes(text: str, factor: int = 4) -> list[int]:
+    """'4B..64MiB' (geometric, x ``factor``) or a comma list '4B,1MiB'."""
+    if factor < 2:
+        raise DgtracesError("size factor must be >= 2", code="BAD_INPUT")
+    if ".." in text:
+        lo, hi = (parse_size(p) for p in text.split("..", 1))
+        if lo > hi:
+            raise DgtracesError(f"empty size range {text!r}", code="BAD_INPUT")
+        sizes = [lo]
+        while sizes[-1] * factor <= hi:
+            sizes.append(sizes[-1] * factor)
+        return sizes
+    return sorted({parse_size(p) for p in text.split(",") if p.strip()})
+
+
+def fit_alpha_beta(sizes, times_ms) -> dict:
+    """Relative-error least squares ``time_us = alpha_us + beta_us_per_byte * bytes``; R^2
+    on the unweighted times."""
+    import numpy as np
+
+    x = np.asarray(sizes, dtype=float)
+    y = np.asarray(times_ms, dtype=float) * 1000.0
+    if x.size < 2:
+        raise DgtracesError("need at least 2 sizes to fit alpha-beta", code="BAD_INPUT")
+    if (y <= 0).any():
+        raise DgtracesError("times must be positive to fit alpha-beta", code="BAD_INPUT")
+    w = 1.0 / y
+    beta, alpha = np.polyfit(x, y, 1, w=w)
+    through_origin = alpha < 0
+    if through_origin:
+        xw, yw = x * w, y * w
+        alpha, beta = 0.0, float((xw @ yw) / (xw @ xw))
+    beta = max(float(beta), 0.0)
+    pred = alpha + beta * x
+    ss_res = float(((y - pred) ** 2).sum())
+    ss_tot = float(((y - y.mean()) ** 2).sum())
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
+    return {"alpha_us": float(alpha), "beta_us_per_byte": beta,
+            "bandwidth_gb_s": (1e-3 / beta) if beta > 0 else float("inf"), "r2": r2,
+            "n_points": int(x.size), "min_bytes": int(x.min()), "max_bytes": int(x.max()),
+            "through_origin": bool(through_origin)}
+
+
+def _worker(rank, world, port, result_path, sizes, collectives, repeats, warmup, backend,
+            threads):
+    import time
+
+    import torch
+
+    dist = procs.init(rank, world, port, backend, threads)
+    times = torch.zeros(len(collectives), len(sizes), repeats, dtype=torch.float64)
+    for ci, coll in enumerate(collectives):
+        for si, size in enumerate(sizes):
+            buf = torch.ones(size // 4, dtype=torch.float32)
+            for r in range(warmup + repeats):
+                dist.barrier()
+                t0 = time.perf_counter()
+                if coll == "allreduce":
+                    dist.all_reduce(buf)
+                else:
+                    dist.broadcast(buf, src=0)
+                dt = time.perf_counter() - t0
+                if r >= warmup:
+                    times[ci, si, r - warmup] = dt
+    dist.all_reduce(times, op=dist.ReduceOp.MAX)
+    procs.finish(rank, result_path, {"times_s": times.tolist(), "loadavg": env.loadavg()})
+
+
+def collect_comm(*, workers: int = 2, sizes: list[int] | None = None, repeats: int = 20,
+                 warmup: int = 3, backend: str = "gloo",
+                 collectives: tuple[str, ...] = SUPPORTED, threads: int = 1
+                 ) -> dict[str, "pd.DataFrame"]:
+    """Measure collectives across ``sizes`` (bytes); returns ``comm`` and ``comm_fits``."""
+    env.check_positive("workers", workers)
+    env.check_positive("repeats", repeats)
+    if backend != "gloo":
+        raise DgtracesError(f"only the gloo backend runs on CPU hosts, got {backend!r}",
+                            code="BAD_INPUT")
+    bad = [c for c in collectives if c not in SUPPORTED]
+    if bad or not collectives:
+        raise DgtracesError(f"collectives must be among {SUPPORTED}, got {bad}",
+                            code="BAD_INPUT")
+    sizes = sorted(set(sizes or parse_sizes("4B..64MiB")))
+    env.require_torch("communication collection")
+    before = env.loadavg()
+    result = procs.spawn(_worker, workers, sizes, list(collectives), repeats, warmup, backend,
+                         threads)
+    stamp = env.utc_now()
+    source = (f"dgtraces collect comm: torch.distributed {backend}, {workers} processes on "
+              f"127.0.0.1 ({env.cpu_model()}, {threads} thread(s) each), median of {repeats} "
+              f"after {warmup} warm-up; loadavg before {before} after {result['loadavg']}")
+    points, fits = [], []
+    for ci, coll in enumerate(collectives):
+        medians = []
+        for si, size in enumerate(sizes):
+            med, p10, p90, n = env.stats([t * 1000.0 for t in result["times_s"][ci][si]])
+            medians.append(med)
+            points.append({"collective": coll, "backend": backend,
+                           "interconnect": env.INTERCONNECT, "workers": workers,
+                           "message_bytes": size, "time_ms": med, "p10_ms": p10,
+                           "p90_ms": p90, "n": n, "provenance": "measured",
+                           "source": source, "timestamp_utc": stamp})
+        fit = fit_alpha_beta(sizes, medians) if len(sizes) >= 2 else None
+        if fit is not None and fit["beta_us_per_byte"] > 0:  # else bandwidth unresolvable
+            origin = fit.pop("through_origin")
+            fits.append({"collective": coll, "backend": backend,
+                         "interconnect": env.INTERCONNECT, "workers": workers, **fit,
+                         "provenance": "measured",
+                         "source": source + ("; fit through the origin (OLS alpha < 0)"
+                                             if origin else "")})
+    return {"comm": env.frame(points), "comm_fits": env.frame(fits)}

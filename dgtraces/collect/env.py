@@ -1,0 +1,208 @@
+"""What every measured row carries: host, versions, timestamps, ids, robust statistics, and
+the all-or-nothing writer of a collector's output folder."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import secrets
+import subprocess
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+from ..errors import DgtracesError, require
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+REPO = Path(__file__).resolve().parent.parent.parent
+INTERCONNECT = "loopback-gloo"
+DEVICE = "cpu"
+RATIO_TOLERANCE = 0.10
+
+
+MEASURE_LOCK = Path("/tmp/dgtraces-measure.lock")
+
+
+@contextlib.contextmanager
+def measure_lock(owner: str, poll_s: float = 15.0, path: Path = MEASURE_LOCK):
+    """Hold the machine-wide measurement lock (other helpers pause CPU work while it exists).
+
+    Waits while someone else holds it; the lock file is removed on exit, also on errors,
+    Ctrl-C and SIGTERM (turned into SystemExit while held)."""
+    import signal
+    import time
+
+    while True:
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            break
+        except FileExistsError:
+            time.sleep(poll_s)
+    os.write(fd, f"{owner} pid {os.getpid()} since {utc_now()}\n".encode())
+    os.close(fd)
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(signum, frame):
+    raise SystemExit(143)
+
+
+def require_torch(purpose: str):
+    """Import torch or raise MISSING_DEPENDENCY with the ``[collect]`` install hint."""
+    return require("torch", "collect", purpose)
+
+
+def check_positive(name: str, value: int) -> None:
+    if value is None or int(value) <= 0:
+        raise DgtracesError(f"{name} must be a positive integer, got {value!r}",
+                            code="BAD_INPUT")
+
+
+def cpu_model() -> str:
+    """The CPU model string from /proc/cpuinfo (or platform.processor())."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return os.cpu_count() or 1
+
+
+def git_describe() -> str:
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO,
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def collector_version(tool: str) -> str:
+    from .._version import __version__
+
+    return f"dgtraces {__version__} {tool} (git {git_describe()})"
+
+
+def framework() -> str:
+    import torch
+
+    return f"pytorch {torch.__version__.split('+')[0]}"
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new_id(*parts) -> str:
+    """A unique id such as ``pytorch-alexnet-b4-t1-20261202T150102Z-3fa2``."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return "-".join([*(str(p) for p in parts), stamp, secrets.token_hex(2)])
+
+
+def loadavg() -> list[float] | None:
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except OSError:  # pragma: no cover
+        return None
+
+
+def environment(threads: int | None = None) -> dict:
+    """Environment details stored in params_json so noise and setup are visible."""
+    import torch
+
+    env = {
+        "torch": torch.__version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu": cpu_model(),
+        "cores": cores(),
+        "intra_op_threads": torch.get_num_threads() if threads is None else threads,
+        "interop_threads": torch.get_num_interop_threads(),
+        "mkldnn": bool(torch.backends.mkldnn.is_available()),
+        "flush_denormal": True,
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+    }
+    return env
+
+
+def stats(samples_ms: Sequence[float]) -> tuple[float, float, float, int]:
+    """(median, p10, p90, n) with linear interpolation; p10 <= median <= p90 always."""
+    import numpy as np
+
+    arr = np.asarray(samples_ms, dtype=float)
+    if arr.size == 0:
+        raise DgtracesError("no timing samples", code="COLLECT")
+    med, p10, p90 = np.percentile(arr, [50, 10, 90])
+    return float(med), float(p10), float(p90), int(arr.size)
+
+
+def consistency_flag(ratio: float | None, tol: float = RATIO_TOLERANCE
+                     ) -> tuple[bool, str | None]:
+    """Flag a run whose per-layer sum is not within ``tol`` of the whole-model time."""
+    if ratio is None or ratio != ratio:
+        return True, "layer_sum_ratio could not be computed"
+    if abs(ratio - 1.0) > tol:
+        return True, (f"sum of per-layer fwd+bwd is {ratio:.3f} x the whole-model fwd+bwd "
+                      f"(allowed {1 - tol:.2f}..{1 + tol:.2f})")
+    return False, None
+
+
+def write_tables(out: str | os.PathLike, frames: Mapping[str, "pd.DataFrame"], *,
+                 known_runs: "pd.DataFrame | None" = None, csv: bool = False) -> list[Path]:
+    """Validate ``frames`` and write ``<table>.parquet`` (+ ``.csv``) into ``out``.
+
+    Files go to a temp folder beside ``out`` that is renamed into place last, so an
+    interruption leaves no partial output. ``out`` must not exist or be empty.
+    """
+    from ..checks import validate_tables
+
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise DgtracesError(f"{out} exists and is not an empty folder; pick a new --out",
+                            code="BAD_INPUT")
+    valid = validate_tables(frames, known_runs=known_runs)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    written = []
+    # the temp folder is renamed away on success; on any error it is removed with its files
+    with tempfile.TemporaryDirectory(prefix=f".tmp-{out.name}-", dir=out.parent,
+                                     ignore_cleanup_errors=True) as tmp_name:
+        tmp = Path(tmp_name)
+        for name, df in valid.items():
+            df.to_parquet(tmp / f"{name}.parquet", index=False)
+            written.append(out / f"{name}.parquet")
+            if csv:
+                df.to_csv(tmp / f"{name}.csv", index=False)
+                written.append(out / f"{name}.csv")
+        if out.exists():
+            out.rmdir()
+        os.rename(tmp, out)
+    return written
+
+
+def frame(rows: list[dict], columns: Sequence[str] | None = None) -> "pd.DataFrame":
+    import pandas as pd
+
+    return pd.DataFrame(rows, columns=list(columns) if columns else None)
+
+
+__all__ = ["DEVICE", "INTERCONNECT", "check_positive", "collector_version", "consistency_flag",
+           "environment", "framework", "loadavg", "new_id", "require_torch", "stats",
+           "utc_now", "write_tables"]

@@ -1,0 +1,210 @@
+"""Caffe-``time``-style per-layer forward/backward timing on the CPU -> ``runs`` + ``layer_timings``.
+
+Per repeat, two passes are made back to back (interleaved, so drift hits both alike):
+
+* **layer-wise pass**: layers run one by one in execution order, each on *detached* copies of
+  its inputs that require grad (the data input does not: Caffe's propagate_down is false
+  there), keeping each layer's local graph; then each layer's backward runs in reverse order
+  with its upstream gradient (summed over consumers, like Caffe's Split layers; the summing
+  itself is not timed). Every call is timed with ``time.perf_counter``.
+* **whole pass**: the normal fused forward, ``loss.backward()`` and an SGD-momentum step.
+
+Self-consistency: ``layer_sum_ratio`` = sum over layers of (median fwd + median bwd) over
+(median whole fwd + median whole bwd); outside [0.9, 1.1] the run is stored with
+``flagged=True`` and a ``flag_reason``, never dropped or silently kept.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from ..models import get_spec
+from . import env
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass
+class LayerTrace:
+    """Result of one collection: a one-row ``runs`` frame and its ``layer_timings``."""
+
+    runs: "pd.DataFrame"
+    layer_timings: "pd.DataFrame"
+
+    @property
+    def run_id(self) -> str:
+        return str(self.runs["run_id"].iloc[0])
+
+    def frames(self) -> dict[str, "pd.DataFrame"]:
+        return {"runs": self.runs, "layer_timings": self.layer_timings}
+
+
+def layerwise_pass(net, x, labels, fwd: dict, bwd: dict) -> float:
+    """One instrumented iteration; appends seconds to ``fwd[name]``/``bwd[name]``.
+    Returns the wall time of the whole instrumented iteration (seconds)."""
+    import torch
+
+    clock = time.perf_counter
+    start = clock()
+    blobs = {"data": x}
+    local = {}
+    for name in net.order:
+        bottoms = net.bottoms[name]
+        inputs = [blobs[b].detach().requires_grad_(b != "data") for b in bottoms]
+        t0 = clock()
+        out = net.run_layer(name, inputs, labels)
+        fwd[name].append(clock() - t0)
+        blobs[name] = out
+        local[name] = (inputs, out)
+    del blobs  # like the fused pass, free each activation once its consumers' backward ran
+    grads = {name: torch.tensor(w) for name, w in net.loss_weights.items()}
+    params = net.layer_params()
+    for name in reversed(net.order):
+        inputs, out = local.pop(name)
+        upstream = grads.pop(name, None)
+        if upstream is None:  # output consumed by nobody (not the case in the shipped specs)
+            continue
+        wanted = [t for t in inputs if t.requires_grad] + params.get(name, [])
+        t0 = clock()
+        got = torch.autograd.grad(out, wanted, upstream)
+        bwd[name].append(clock() - t0)
+        got = iter(got)
+        for b, inp in zip(net.bottoms[name], inputs):
+            if inp.requires_grad:
+                g = next(got)
+                grads[b] = grads[b] + g if b in grads else g
+        for p, g in zip(params.get(name, []), got):
+            p.grad = g if p.grad is None else p.grad + g
+    return clock() - start
+
+
+def whole_pass(net, opt, x, labels, sync=None) -> tuple[float, float, float, float]:
+    """One normal training iteration; returns (fwd, bwd, sync, update) seconds, where
+    ``sync()`` (e.g. waiting for gradient allreduces) runs between backward and update."""
+    clock = time.perf_counter
+    t0 = clock()
+    loss = net(x, labels)
+    t1 = clock()
+    loss.backward()
+    t2 = clock()
+    if sync is not None:
+        sync()
+    t3 = clock()
+    opt.step()
+    t4 = clock()
+    return t1 - t0, t2 - t1, t3 - t2, t4 - t3
+
+
+def prepare(model: str, batch_size: int, threads: int, aux: bool = False, seed: int = 0):
+    """Check arguments, set threads, build the net, optimizer and a synthetic batch."""
+    torch = env.require_torch("layer collection")
+    get_spec(model)  # UNKNOWN_MODEL before any work
+    env.check_positive("batch size", batch_size)
+    env.check_positive("threads", threads)
+    torch.set_num_threads(int(threads))
+    torch.set_flush_denormal(True)
+    from . import net as tnet
+
+    net = tnet.build(model, aux=aux, seed=seed)
+    net.train()
+    opt = torch.optim.SGD(net.parameters(), lr=1e-4, momentum=0.9)
+    x, labels = tnet.synthetic_batch(net, batch_size, seed=seed)
+    return net, opt, x, labels
+
+
+def collect_layers(model: str, batch_size: int, *, repeats: int = 10, warmup: int = 2,
+                   threads: int = 1, aux: bool = False, seed: int = 0,
+                   progress: Progress | None = None) -> LayerTrace:
+    """Measure per-layer and whole-model times of ``model``; see the module docstring."""
+    get_spec(model)  # UNKNOWN_MODEL / BAD_INPUT before anything else
+    env.check_positive("batch size", batch_size)
+    env.check_positive("threads", threads)
+    env.check_positive("repeats", repeats)
+    if warmup < 0:
+        from ..errors import DgtracesError
+
+        raise DgtracesError(f"warmup must be >= 0, got {warmup}", code="BAD_INPUT")
+    net, opt, x, labels = prepare(model, batch_size, threads, aux, seed)
+    load_before = env.loadavg()
+    started = env.utc_now()
+    fwd = {n: [] for n in net.order}
+    bwd = {n: [] for n in net.order}
+    whole: list[tuple[float, ...]] = []
+    instrumented: list[float] = []
+    total = warmup + repeats
+    gc.collect()
+    gc.disable()
+    try:
+        for i in range(total):
+            keep = i >= warmup
+            f, b = (fwd, bwd) if keep else ({n: [] for n in net.order},
+                                            {n: [] for n in net.order})
+            opt.zero_grad(set_to_none=True)
+            wall = layerwise_pass(net, x, labels, f, b)
+            opt.zero_grad(set_to_none=True)
+            w = whole_pass(net, opt, x, labels)
+            if keep:
+                instrumented.append(wall)
+                whole.append(w)
+            gc.collect()
+            if progress:
+                progress(i + 1, total, "warmup" if not keep else "timed")
+    finally:
+        gc.enable()
+    return _tables(net, model, batch_size, threads, repeats, warmup, aux, seed, fwd, bwd,
+                   whole, instrumented, load_before, started)
+
+
+def _tables(net, model, batch_size, threads, repeats, warmup, aux, seed, fwd, bwd, whole,
+            instrumented, load_before, started) -> LayerTrace:
+    ms = 1000.0
+    rows = []
+    layer_sum = 0.0
+    for name in net.order:
+        f = env.stats([s * ms for s in fwd[name]])
+        b = env.stats([s * ms for s in bwd[name]]) if bwd[name] else None
+        layer_sum += f[0] + (b[0] if b else 0.0)
+        rows.append({"layer": name, "fwd_ms": f[0], "fwd_p10_ms": f[1], "fwd_p90_ms": f[2],
+                     "bwd_ms": b[0] if b else None, "bwd_p10_ms": b[1] if b else None,
+                     "bwd_p90_ms": b[2] if b else None, "comm_ms": None, "n": f[3]})
+    wf = env.stats([w[0] * ms for w in whole])
+    wb = env.stats([w[1] * ms for w in whole])
+    wu = env.stats([w[3] * ms for w in whole])
+    wi = env.stats([sum(w) * ms for w in whole])
+    ratio = layer_sum / (wf[0] + wb[0]) if wf[0] + wb[0] > 0 else None
+    flagged, reason = env.consistency_flag(ratio)
+    run_id = env.new_id("pytorch", model, f"b{batch_size}", f"t{threads}")
+    info = env.environment(threads)
+    info.update({
+        "repeats": repeats, "warmup": warmup, "aux": aux, "seed": seed,
+        "loadavg_before": load_before, "loadavg_after": env.loadavg(),
+        "started_utc": started, "optimizer": "SGD(lr=1e-4, momentum=0.9)",
+        "whole_p10_p90_ms": {"fwd": wf[1:3], "bwd": wb[1:3], "update": wu[1:3],
+                             "iter": wi[1:3]},
+        "instrumented_iter_ms": env.stats([s * ms for s in instrumented])[0],
+        "method": "layer-wise detached-input fwd then reverse-order bwd per layer; "
+                  "whole fused pass interleaved",
+    })
+    run = {
+        "run_id": run_id, "model": model, "device": env.DEVICE, "device_kind": "cpu",
+        "host": env.cpu_model(), "framework": env.framework(), "precision": "fp32",
+        "batch_size": int(batch_size), "threads": int(threads), "cores": env.cores(),
+        "provenance": "measured",
+        "source": (f"dgtraces collect layers: PyTorch CPU, synthetic input, median of "
+                   f"{repeats} repeats after {warmup} warm-up on {env.cpu_model()}"),
+        "collector_version": env.collector_version("collect.layers"),
+        "timestamp_utc": env.utc_now(), "fwd_ms": wf[0], "bwd_ms": wb[0],
+        "update_ms": wu[0], "iter_ms": wi[0], "layer_sum_ratio": ratio,
+        "flagged": flagged, "flag_reason": reason,
+        "params_json": json.dumps(info, sort_keys=True),
+        "notes": "aux classifiers included" if aux else None,
+    }
+    lt = env.frame([{"run_id": run_id, **r} for r in rows])
+    return LayerTrace(env.frame([run]), lt)

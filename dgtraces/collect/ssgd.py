@@ -1,0 +1,218 @@
+"""Real synchronous data-parallel SGD over gloo on localhost -> measured ``iterations`` rows.
+
+Every worker holds the same model (same seed) and its own synthetic batch. Gradients are
+averaged across workers under one of three policies:
+
+* ``naive``: after the whole backward, each layer's gradients are all-reduced in turn
+  (blocking), last layer first;
+* ``wfbp`` (wait-free backpropagation): a layer's gradients are all-reduced with an async
+  work handle as soon as its last parameter gradient is accumulated
+  (``register_post_accumulate_grad_hook``), overlapping communication with the rest of the
+  backward; the handles are waited on after backward;
+* ``bucketed``: DDP-style; gradients are packed in readiness order into flat buckets of at
+  least ``bucket_mb`` MiB, each bucket all-reduced asynchronously when full (the last one
+  after backward), then unpacked.
+
+One iteration: barrier, forward, backward, communication wait (+ averaging/unpacking),
+SGD-momentum update. Its time is the slowest worker's; phases are medians of the slowest
+worker per phase. All policies of one call share the process group and the model.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from ..errors import DgtracesError
+from ..models import get_spec
+from . import env, procs
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+POLICIES = ("naive", "wfbp", "bucketed")
+PHASES = ("iter", "fwd", "bwd", "comm_wait", "update")
+
+
+class Reducer:
+    """Gradient averaging of one policy; ``attach()`` before, ``finish()`` after backward."""
+
+    def __init__(self, net, policy: str, bucket_bytes: int, world: int) -> None:
+        self.dist = __import__("torch.distributed", fromlist=["all_reduce"])
+        self.policy, self.bucket_bytes, self.world = policy, bucket_bytes, world
+        self.layer_params = net.layer_params()
+        self.owner = {p: name for name, ps in self.layer_params.items() for p in ps}
+        self.hooks, self.pending, self.bucket = [], [], []
+        self.left: dict[str, int] = {}
+        self.calls = 0
+
+    def attach(self) -> None:
+        if self.policy == "naive":
+            return
+        for name, ps in self.layer_params.items():
+            for p in ps:
+                self.hooks.append(p.register_post_accumulate_grad_hook(self._ready))
+
+    def detach(self) -> None:
+        for h in self.hooks:
+            h.remove()
+        self.hooks = []
+
+    def start(self) -> None:
+        self.left = {name: len(ps) for name, ps in self.layer_params.items()}
+        self.pending, self.bucket, self.calls = [], [], 0
+
+    def _launch(self, params) -> None:
+        import torch
+
+        flat = torch.cat([p.grad.reshape(-1) for p in params])
+        handle = self.dist.all_reduce(flat, async_op=True)
+        self.pending.append((handle, flat, params))
+        self.calls += 1
+
+    def _ready(self, p) -> None:
+        if self.policy == "wfbp":
+            name = self.owner[p]
+            self.left[name] -= 1
+            if self.left[name] == 0:
+                self._launch(self.layer_params[name])
+            return
+        self.bucket.append(p)
+        if sum(q.numel() for q in self.bucket) * 4 >= self.bucket_bytes:
+            self._launch(self.bucket)
+            self.bucket = []
+
+    def finish(self) -> None:
+        if self.policy == "naive":
+            for name in reversed(list(self.layer_params)):
+                self._launch(self.layer_params[name])
+                self._unpack(*self.pending.pop())
+            return
+        if self.bucket:
+            self._launch(self.bucket)
+            self.bucket = []
+        for item in self.pending:
+            self._unpack(*item)
+        self.pending = []
+
+    def _unpack(self, handle, flat, params) -> None:
+        handle.wait()
+        flat.div_(self.world)
+        offset = 0
+        for p in params:
+            n = p.numel()
+            p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
+            offset += n
+
+
+def _worker(rank, world, port, result_path, cfg):
+    import torch
+
+    dist = procs.init(rank, world, port, "gloo", cfg["threads"])
+    from . import net as tnet
+    from .layers import whole_pass
+
+    net = tnet.build(cfg["model"], aux=cfg["aux"], seed=0)
+    net.train()
+    opt = torch.optim.SGD(net.parameters(), lr=1e-4, momentum=0.9)
+    x, labels = tnet.synthetic_batch(net, cfg["batch_size"], seed=1 + rank)
+    out = {}
+    for policy in cfg["policies"]:
+        red = Reducer(net, policy, cfg["bucket_bytes"], world)
+        red.attach()
+        samples = []
+        for i in range(cfg["warmup"] + cfg["iters"]):
+            opt.zero_grad(set_to_none=True)
+            red.start()
+            dist.barrier()
+            phases = whole_pass(net, opt, x, labels, sync=red.finish)
+            if i >= cfg["warmup"]:
+                samples.append([sum(phases), *phases])
+        red.detach()
+        mine = torch.tensor(samples, dtype=torch.float64)
+        every = [torch.zeros_like(mine) for _ in range(world)]
+        dist.all_gather(every, mine)
+        out[policy] = {"per_rank_s": [t.tolist() for t in every], "comm_calls": red.calls}
+    procs.finish(rank, result_path, {"policies": out, "loadavg": env.loadavg()})
+
+
+def _row(model, policy, cfg, res, trace_run_id, before, after) -> dict:
+    import numpy as np
+
+    per_rank = np.asarray(res["per_rank_s"]) * 1000.0  # rank x iteration x phase
+    slowest = per_rank.max(axis=0)
+    med = {ph: env.stats(slowest[:, i]) for i, ph in enumerate(PHASES)}
+    it_med, it_p10, it_p90, n = med["iter"]
+    phases = {f"{ph}_ms": med[ph][0] for ph in PHASES[1:]}
+    phases.update({
+        "per_rank_median_ms": {f"rank{r}": {ph: float(np.median(per_rank[r, :, i]))
+                                            for i, ph in enumerate(PHASES)}
+                               for r in range(per_rank.shape[0])},
+        "iter_samples_ms": [round(float(v), 3) for v in slowest[:, 0]],
+        "allreduce_calls_per_iter": res["comm_calls"], "warmup": cfg["warmup"],
+        "loadavg_before": before, "loadavg_after": after,
+        "phase_definition": "fwd | bwd (incl. launching async allreduces) | comm_wait "
+                            "(remaining allreduce, averaging, unpacking) | update (SGD step)",
+    })
+    bucket = cfg["bucket_bytes"] if policy == "bucketed" else None
+    workers, batch = cfg["workers"], cfg["batch_size"]
+    return {
+        "iter_id": env.new_id("ssgd", model, f"b{batch}", f"w{workers}", policy),
+        "model": model, "device": env.DEVICE, "framework": env.framework(),
+        "precision": "fp32", "phase": "train", "batch_size": batch, "workers": workers,
+        "nodes": 1, "interconnect": env.INTERCONNECT, "backend": "gloo", "policy": policy,
+        "bucket_bytes": bucket, "io_overlap": None,
+        "threads_per_worker": cfg["threads"], "iter_ms": it_med, "iter_p10_ms": it_p10,
+        "iter_p90_ms": it_p90, "n": n, "throughput_img_s": workers * batch / (it_med / 1e3),
+        "provenance": "measured",
+        "source": (f"dgtraces collect ssgd: {workers} torch.distributed gloo processes on "
+                   f"127.0.0.1 ({env.cpu_model()}), synthetic input, median of {n} "
+                   f"iterations after {cfg['warmup']} warm-up"),
+        "trace_run_id": trace_run_id, "timestamp_utc": env.utc_now(),
+        "phases_json": json.dumps(phases, sort_keys=True),
+        "notes": "synthetic input (no input pipeline); aux classifiers included"
+                 if cfg["aux"] else "synthetic input (no input pipeline)",
+    }
+
+
+def find_trace(folder, model: str, batch_size: int) -> tuple["pd.DataFrame", str]:
+    """The runs frame in a ``collect layers`` output folder and the id of its threads=1 run
+    of ``model`` at ``batch_size`` (code NOT_FOUND if there is none)."""
+    from pathlib import Path
+
+    from ..checks import read_file
+
+    runs = read_file(Path(folder) / "runs.parquet")
+    hit = runs[(runs["model"] == model) & (runs["batch_size"] == batch_size)
+               & (runs["threads"] == 1)]
+    if hit.empty:
+        raise DgtracesError(f"{folder}: no threads=1 run of {model} at batch {batch_size}",
+                            code="NOT_FOUND")
+    return runs, str(hit["run_id"].iloc[0])
+
+
+def collect_ssgd(model: str, *, workers: int = 2, threads_per_worker: int = 1,
+                 policies=("naive",), bucket_mb: float = 25.0, iters: int = 10,
+                 warmup: int = 2, batch_size: int = 8, aux: bool = False,
+                 trace_run_id: str | None = None) -> "pd.DataFrame":
+    """Run real S-SGD for each policy; returns one ``iterations`` row per policy."""
+    get_spec(model)
+    for name, value in (("workers", workers), ("threads per worker", threads_per_worker),
+                        ("iterations", iters), ("batch size", batch_size)):
+        env.check_positive(name, value)
+    policies = tuple(dict.fromkeys(policies))
+    bad = [p for p in policies if p not in POLICIES]
+    if bad or not policies:
+        raise DgtracesError(f"policies must be among {POLICIES}, got {list(policies)}",
+                            code="BAD_INPUT")
+    if bucket_mb <= 0 or warmup < 0:
+        raise DgtracesError("bucket size must be > 0 MiB and warmup >= 0", code="BAD_INPUT")
+    env.require_torch("S-SGD collection")
+    cfg = {"model": model, "workers": workers, "threads": threads_per_worker,
+           "policies": list(policies), "bucket_bytes": int(bucket_mb * 1024 * 1024),
+           "iters": iters, "warmup": warmup, "batch_size": batch_size, "aux": aux}
+    before = env.loadavg()
+    result = procs.spawn(_worker, workers, cfg)
+    rows = [_row(model, p, cfg, result["policies"][p], trace_run_id, before,
+                 result["loadavg"]) for p in policies]
+    return env.frame(rows)

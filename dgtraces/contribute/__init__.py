@@ -1,0 +1,29 @@
+"""Contribution workflow: read safely (``intake``), check (``validate``), stage
+(``staging``), release (``release``). Heavy dependencies load inside functions.
+
+>>> from dgtraces.contribute import contribute
+>>> entry = contribute("my_traces.zip")        # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+
+from .intake import DEFAULT_LIMITS, Limits
+
+
+def contribute(path: str | os.PathLike, *, root=None, limits: Limits = DEFAULT_LIMITS,
+               timeout: float | None = None, dry_run: bool = False):
+    """Validate ``path`` and stage it; returns the StagedEntry (or the Checked result when
+    ``dry_run``). Refused input raises a typed error and writes nothing."""
+    from .staging import LOCK_TIMEOUT, stage
+    from .validate import validate_contribution
+
+    checked = validate_contribution(path, root=root, limits=limits)
+    if dry_run:
+        return checked
+    return stage(checked, str(path), root=root,
+                 timeout=LOCK_TIMEOUT if timeout is None else timeout)
+
+
+__all__ = ["DEFAULT_LIMITS", "Limits", "contribute"]

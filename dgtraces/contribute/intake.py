@@ -1,0 +1,272 @@
+"""Reading a contribution (folder or .zip) safely: archive limits, file limits, metadata.
+
+Nothing here writes into the data folder. A zip is checked member by member (no absolute
+paths, no ``..``, no links, no encryption, size and compression-ratio limits) and extracted
+into a private temp folder with byte counting, so declared sizes are never trusted. Folders
+may not contain symlinks. Tables are read with :func:`dgtraces.checks.read_file` after
+size, row-count and field-length limits.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+import zipfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Iterator
+
+from ..errors import DgtracesError, Failure, ValidationError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+META_FILE = "contribution.yaml"
+REQUIRED_TABLES = ("runs", "layer_timings")
+OPTIONAL_TABLES = ("iterations", "comm")
+TABLE_SUFFIXES = (".csv", ".parquet")
+EXTRA_FILES = ("README.md",)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for one contribution (defaults sized for real trace sets)."""
+
+    max_members: int = 32            # files in a zip or folder
+    max_file_bytes: int = 256 << 20  # one file, uncompressed
+    max_total_bytes: int = 512 << 20  # all files, uncompressed
+    max_ratio: float = 100.0         # uncompressed / compressed, per zip member > 64 KiB
+    max_rows: int = 5_000_000        # rows per table
+    max_field_chars: int = 65_536    # one text cell
+    max_meta_bytes: int = 64 << 10   # contribution.yaml
+
+
+DEFAULT_LIMITS = Limits()
+
+
+@dataclass
+class Contribution:
+    """Raw tables and metadata of a contribution, before validation."""
+
+    source: str
+    meta: dict
+    frames: dict[str, "pd.DataFrame"] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def _unsafe(message: str, name: str, found: str | None = None) -> DgtracesError:
+    return DgtracesError(f"refused: {message}", code="UNSAFE_ARCHIVE",
+                         failures=[Failure("UNSAFE_ARCHIVE", message, file=name, found=found)])
+
+
+def _bad_file(message: str, name: str, expected=None, found=None) -> DgtracesError:
+    return DgtracesError(f"{name}: {message}", code="BAD_FILE",
+                         failures=[Failure("BAD_FILE", message, file=name, expected=expected,
+                                           found=found)])
+
+
+def _member_path(name: str) -> PurePosixPath:
+    """A zip member name as a safe relative path, or UNSAFE_ARCHIVE."""
+    if "\\" in name or "\0" in name:
+        raise _unsafe("member name has a backslash or NUL", repr(name))
+    p = PurePosixPath(name)
+    if p.is_absolute() or (len(name) > 1 and name[1] == ":"):
+        raise _unsafe("absolute member path", name)
+    if any(part == ".." for part in p.parts):
+        raise _unsafe("path traversal ('..') in member name", name)
+    return p
+
+
+def _check_zip(zf: zipfile.ZipFile, limits: Limits) -> list[zipfile.ZipInfo]:
+    infos = zf.infolist()
+    files = [i for i in infos if not i.is_dir()]
+    if len(files) > limits.max_members:
+        raise _unsafe("too many members", zf.filename or "zip",
+                      found=f"{len(files)} > {limits.max_members}")
+    seen, total = set(), 0
+    for info in infos:
+        path = _member_path(info.filename)
+        mode = info.external_attr >> 16
+        if stat.S_ISLNK(mode):
+            raise _unsafe("symbolic link in archive", info.filename)
+        if info.flag_bits & 0x1:
+            raise _unsafe("encrypted member", info.filename)
+        key = str(path).rstrip("/")
+        if key in seen:
+            raise _unsafe("duplicate member name", info.filename)
+        seen.add(key)
+        if info.is_dir():
+            continue
+        if info.file_size > limits.max_file_bytes:
+            raise _unsafe("member too large", info.filename,
+                          found=f"{info.file_size} > {limits.max_file_bytes} bytes")
+        if info.file_size > 65_536 and info.file_size > limits.max_ratio * max(info.compress_size, 1):
+            raise _unsafe("compression ratio too high (zip bomb?)", info.filename,
+                          found=f"{info.file_size / max(info.compress_size, 1):.0f}:1")
+        total += info.file_size
+    if total > limits.max_total_bytes:
+        raise _unsafe("archive too large when unpacked", zf.filename or "zip",
+                      found=f"{total} > {limits.max_total_bytes} bytes")
+    return files
+
+
+def _extract(zpath: Path, dest: Path, limits: Limits) -> None:
+    """Extract ``zpath`` into ``dest`` counting real bytes (declared sizes may lie)."""
+    try:
+        zf = zipfile.ZipFile(zpath)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise _bad_file(f"not a readable zip ({exc})", str(zpath)) from exc
+    with zf:
+        total = 0
+        for info in _check_zip(zf, limits):
+            target = dest.joinpath(*_member_path(info.filename).parts)
+            if not target.resolve().is_relative_to(dest.resolve()):
+                raise _unsafe("member escapes the extraction folder", info.filename)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            written = 0
+            try:
+                with zf.open(info) as src, open(target, "xb") as out:
+                    for chunk in iter(lambda: src.read(1 << 16), b""):
+                        written += len(chunk)
+                        total += len(chunk)
+                        if written > max(info.file_size, 0) or written > limits.max_file_bytes \
+                                or total > limits.max_total_bytes:
+                            raise _unsafe("member inflates beyond its declared/allowed size",
+                                          info.filename)
+                        out.write(chunk)
+            except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
+                raise _bad_file(f"corrupt zip member ({exc})", info.filename) from exc
+
+
+def _scan_folder(folder: Path, limits: Limits) -> list[Path]:
+    """Regular files of a folder (one optional wrapping level); symlinks are refused."""
+    found: list[Path] = []
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            st = os.lstat(p)
+            if stat.S_ISLNK(st.st_mode):
+                raise _unsafe("symbolic link in contribution folder", str(p.relative_to(folder)))
+            if stat.S_ISDIR(st.st_mode):
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                raise _unsafe("special file in contribution folder", str(p.relative_to(folder)))
+            if st.st_size > limits.max_file_bytes:
+                raise _bad_file("file too large", str(p), limits.max_file_bytes, st.st_size)
+            total += st.st_size
+            found.append(p)
+    if len(found) > limits.max_members:
+        raise _unsafe("too many files", str(folder), found=f"{len(found)} > {limits.max_members}")
+    if total > limits.max_total_bytes:
+        raise _bad_file("contribution too large", str(folder), limits.max_total_bytes, total)
+    return found
+
+
+def _contribution_dir(root: Path, files: list[Path]) -> Path:
+    """The folder holding contribution.yaml: ``root`` or its single sub-folder."""
+    if (root / META_FILE).is_file():
+        return root
+    subs = [p for p in root.iterdir() if p.is_dir()]
+    if len(subs) == 1 and (subs[0] / META_FILE).is_file():
+        return subs[0]
+    raise DgtracesError(f"{root}: no {META_FILE} at the top level", code="BAD_INPUT",
+                        failures=[Failure("BAD_INPUT", f"missing {META_FILE}", file=str(root))])
+
+
+@contextmanager
+def opened(path: str | os.PathLike, limits: Limits = DEFAULT_LIMITS) -> Iterator[Path]:
+    """Yield a safe folder with the contribution's files (a temp copy for zips)."""
+    path = Path(path)
+    if path.is_symlink():
+        raise _unsafe("the contribution path is a symbolic link", str(path))
+    if path.is_dir():
+        files = _scan_folder(path, limits)
+        yield _contribution_dir(path, files)
+        return
+    if not path.is_file():
+        raise DgtracesError(f"{path}: no such file or folder", code="NOT_FOUND")
+    if path.suffix.lower() != ".zip":
+        raise _bad_file("expected a folder or a .zip", str(path), ".zip", path.suffix)
+    tmp = Path(tempfile.mkdtemp(prefix="dgtraces-contrib-"))
+    try:
+        _extract(path, tmp, limits)
+        yield _contribution_dir(tmp, _scan_folder(tmp, limits))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _table_files(folder: Path) -> dict[str, Path]:
+    allowed = {META_FILE, *EXTRA_FILES}
+    out: dict[str, Path] = {}
+    for p in sorted(folder.iterdir()):
+        if p.is_dir() or p.name in allowed:
+            if p.is_dir():
+                raise _bad_file("unexpected sub-folder", p.name, "table files only", p.name)
+            continue
+        stem, suffix = p.name.split(".")[0], p.suffix.lower()
+        if stem not in REQUIRED_TABLES + OPTIONAL_TABLES or suffix not in TABLE_SUFFIXES \
+                or p.name != stem + suffix:
+            raise _bad_file("unexpected file", p.name,
+                            " | ".join(f"{t}.csv/.parquet" for t in
+                                       REQUIRED_TABLES + OPTIONAL_TABLES), p.name)
+        if stem in out:
+            raise _bad_file(f"two files for table {stem}", p.name)
+        out[stem] = p
+    missing = [t for t in REQUIRED_TABLES if t not in out]
+    if missing:
+        raise DgtracesError(f"{folder}: missing required table(s) {', '.join(missing)}",
+                            code="BAD_INPUT",
+                            failures=[Failure("BAD_INPUT", "missing table", file=f"{t}.csv",
+                                              expected="present", found="absent")
+                                      for t in missing])
+    return out
+
+
+def _read_table(path: Path, limits: Limits) -> "pd.DataFrame":
+    from ..checks import read_file
+
+    if path.suffix.lower() == ".parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            rows = pq.ParquetFile(path).metadata.num_rows
+        except Exception as exc:  # truncated / not Parquet: pyarrow raises various types
+            raise _bad_file(f"not a readable Parquet file ({type(exc).__name__})",
+                            path.name) from exc
+        if rows > limits.max_rows:
+            raise _bad_file("too many rows", path.name, limits.max_rows, rows)
+    try:
+        df = read_file(path)
+    except ValidationError as exc:
+        exc.failures = exc.failures or [Failure(exc.code, exc.message, file=path.name)]
+        raise
+    if len(df) > limits.max_rows:
+        raise _bad_file("too many rows", path.name, limits.max_rows, len(df))
+    for col in df.columns:
+        if len(str(col)) > 256:
+            raise _bad_file("huge column name", path.name, "<= 256 chars", len(str(col)))
+        if df[col].dtype == object or str(df[col].dtype).startswith("str"):
+            import pandas as pd
+
+            longest = df[col].astype("string").str.len().max()
+            if pd.notna(longest) and longest > limits.max_field_chars:
+                raise _bad_file("huge field", path.name, f"<= {limits.max_field_chars} chars",
+                                int(longest))
+    return df
+
+
+def read_contribution(path: str | os.PathLike, limits: Limits = DEFAULT_LIMITS) -> Contribution:
+    """Open ``path`` safely and read its metadata and tables (no validation yet)."""
+    from .metadata import read_meta
+
+    with opened(path, limits) as folder:
+        meta = read_meta(folder / META_FILE, limits.max_meta_bytes)
+        out = Contribution(source=str(path), meta=meta)
+        for table, p in _table_files(folder).items():
+            out.frames[table] = _read_table(p, limits)
+            out.files[table] = p.name
+    return out

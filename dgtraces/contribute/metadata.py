@@ -1,0 +1,125 @@
+"""``contribution.yaml``: who contributed, under which license, on what, and how.
+
+Parsed with PyYAML's safe loader after refusing anchors/aliases (no billion-laughs) and
+files over a size limit. Required: ``contributor``, ``license`` (one of
+:data:`LICENSES`), ``hardware``, ``software``, ``collection``. Optional ``devices``: a
+list of ``{device, kind, name}`` for devices that are not in the store's devices table,
+and ``notes``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..errors import DgtracesError, Failure
+
+REQUIRED = ("contributor", "license", "hardware", "software", "collection")
+OPTIONAL = ("devices", "notes", "email")
+LICENSES = ("CC-BY-4.0", "CC0-1.0", "ODC-By-1.0", "PDDL-1.0")
+MAX_TEXT = 4000
+_DEVICE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]*$")
+
+
+def _fail(failures: list[Failure], column: str, message: str, expected=None, found=None):
+    failures.append(Failure("METADATA", message, file="contribution.yaml", column=column,
+                            expected=expected, found=found))
+
+
+def _text_ok(value) -> bool:
+    """A short string, or a flat mapping/list of short scalars."""
+    def scalar(v):
+        return isinstance(v, (str, int, float, bool)) and len(str(v)) <= MAX_TEXT
+
+    if isinstance(value, str):
+        return 0 < len(value.strip()) and len(value) <= MAX_TEXT
+    if isinstance(value, dict):
+        return 0 < len(value) <= 64 and all(isinstance(k, str) and scalar(v)
+                                            for k, v in value.items())
+    if isinstance(value, list):
+        return 0 < len(value) <= 64 and all(scalar(v) for v in value)
+    return False
+
+
+def _check_devices(devices, failures: list[Failure]) -> None:
+    if not isinstance(devices, list) or len(devices) > 64:
+        _fail(failures, "devices", "devices must be a list (at most 64)",
+              "list of {device, kind, name}", type(devices).__name__)
+        return
+    for i, dev in enumerate(devices):
+        if not isinstance(dev, dict) or not isinstance(dev.get("device"), str) \
+                or not _DEVICE_KEY.match(dev["device"]):
+            _fail(failures, f"devices[{i}].device", "bad device key",
+                  "letters, digits, ._:+-", repr(dev)[:80])
+        elif dev.get("kind") not in ("cpu", "gpu"):
+            _fail(failures, f"devices[{i}].kind", "bad device kind", "cpu | gpu",
+                  repr(dev.get("kind")))
+        elif not isinstance(dev.get("name"), str) or not dev["name"].strip():
+            _fail(failures, f"devices[{i}].name", "device needs a name", "text",
+                  repr(dev.get("name")))
+
+
+def parse_meta(text: str) -> dict:
+    """Parse and check the YAML text; raises METADATA / BAD_FILE with every problem."""
+    import yaml
+
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                raise DgtracesError("contribution.yaml: anchors/aliases are not allowed",
+                                    code="BAD_FILE",
+                                    failures=[Failure("BAD_FILE", "YAML anchor or alias",
+                                                      file="contribution.yaml")])
+        meta = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise DgtracesError(f"contribution.yaml: not valid YAML ({str(exc)[:200]})",
+                            code="BAD_FILE",
+                            failures=[Failure("BAD_FILE", "invalid YAML",
+                                              file="contribution.yaml")]) from None
+    if not isinstance(meta, dict):
+        raise DgtracesError("contribution.yaml must be a mapping", code="METADATA",
+                            failures=[Failure("METADATA", "not a mapping",
+                                              file="contribution.yaml", expected="mapping",
+                                              found=type(meta).__name__)])
+    failures: list[Failure] = []
+    for key in meta:
+        if key not in REQUIRED + OPTIONAL:
+            _fail(failures, str(key), "unknown field", " | ".join(REQUIRED + OPTIONAL),
+                  repr(key)[:80])
+    for key in REQUIRED:
+        if key not in meta:
+            _fail(failures, key, "required field missing", "present", "absent")
+        elif not _text_ok(meta[key]):
+            _fail(failures, key, "must be non-empty text (or a flat mapping/list)",
+                  f"<= {MAX_TEXT} chars", repr(meta[key])[:80])
+    if "license" in meta and meta["license"] not in LICENSES:
+        _fail(failures, "license", "license not accepted", " | ".join(LICENSES),
+              repr(meta["license"])[:80])
+    for key in ("notes", "email"):
+        if key in meta and not _text_ok(meta[key]):
+            _fail(failures, key, "must be text", f"<= {MAX_TEXT} chars", repr(meta[key])[:80])
+    if "devices" in meta:
+        _check_devices(meta["devices"], failures)
+    if failures:
+        raise DgtracesError(f"contribution.yaml: {len(failures)} problem(s)", code="METADATA",
+                            failures=failures)
+    return meta
+
+
+def read_meta(path: Path, max_bytes: int) -> dict:
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise DgtracesError(f"{path.name}: too large", code="BAD_FILE",
+                            failures=[Failure("BAD_FILE", "file too large", file=path.name,
+                                              expected=f"<= {max_bytes} bytes", found=size)])
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DgtracesError(f"{path.name}: not UTF-8", code="BAD_FILE",
+                            failures=[Failure("BAD_FILE", f"not UTF-8 at byte {exc.start}",
+                                              file=path.name)]) from None
+    return parse_meta(text)
+
+
+def device_keys(meta: dict) -> set[str]:
+    return {d["device"] for d in meta.get("devices", []) or []}

@@ -1,0 +1,162 @@
+"""Checks beyond the schemas, all vectorised: gradient sizes, finiteness, layer sums, devices.
+
+Tolerances (documented in CONTRIBUTING.md):
+
+* every float must be finite; ``layer_timings.fwd_ms`` and ``bwd_ms`` must be present;
+* every run needs layer timings, and its layers' forward (backward) medians must sum to a
+  positive total;
+* where a run gives its whole-model ``fwd_ms`` / ``bwd_ms``, the sum of its layers' medians
+  divided by it must lie in [:data:`SUM_RATIO_MIN`, :data:`SUM_RATIO_MAX`] (per-layer timing
+  adds hooks and synchronisation, fused kernels can make the sum smaller);
+* a declared ``layer_sum_ratio`` must match the computed one within
+  :data:`RATIO_REL_TOL` (relative), and a run whose computed fwd+bwd ratio is off 1 by more
+  than the collector's ``RATIO_TOLERANCE`` (0.10, :mod:`dgtraces.collect.env`) must carry
+  ``flagged = true`` (the collector keeps such runs, flagged; so do we);
+* ``grad_bytes`` / ``grad_numel`` carried in layer_timings must equal the model structure:
+  numel = learnable parameters of the layer, bytes = numel x 4 (fp32, amp) or x 2 (fp16, bf16).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from ..errors import Failure
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+SUM_RATIO_MIN = 0.5
+SUM_RATIO_MAX = 1.5
+RATIO_REL_TOL = 0.05
+GRAD_COLUMNS = ("grad_bytes", "grad_numel")
+BYTES_PER_GRAD = {"fp32": 4, "amp": 4, "fp16": 2, "bf16": 2}
+MAX_REPORTED = 200  # failures per check; the report says how many more
+
+
+def _located(code: str, message: str, mask: "pd.Series", df: "pd.DataFrame", column: str,
+             file: str | None, expected: str,
+             found: Callable[[int], str] | None = None) -> list[Failure]:
+    """One failure per True row of ``mask`` (row = position in the file), capped.
+
+    ``found(row)`` describes the found value (default: the cell's repr); it runs only for
+    reported rows, so the hot path stays vectorised.
+    """
+    import numpy as np
+
+    rows = np.flatnonzero(mask.to_numpy(dtype=bool, na_value=False))
+    if found is None:
+        values = df[column].to_numpy()
+        found = lambda r: repr(values[r])  # noqa: E731
+    out = [Failure(code, message, file=file, row=int(r), column=column, expected=expected,
+                   found=found(int(r))) for r in rows[:MAX_REPORTED]]
+    if len(rows) > MAX_REPORTED:
+        out.append(Failure(code, f"{len(rows) - MAX_REPORTED} more rows fail: {message}",
+                           file=file, column=column))
+    return out
+
+
+def finite_failures(frames, files) -> list[Failure]:
+    import numpy as np
+    import pandas as pd
+
+    out: list[Failure] = []
+    for name, df in frames.items():
+        for col in df.columns:
+            if df[col].dtype.kind != "f":
+                continue
+            values = df[col].to_numpy(dtype=float, na_value=np.nan)
+            bad = np.isinf(values)
+            if name == "layer_timings" and col in ("fwd_ms", "bwd_ms"):
+                bad |= np.isnan(values)
+            if bad.any():
+                out += _located("PLAUSIBILITY", "value must be a finite number",
+                                pd.Series(bad), df, col, files.get(name), "finite")
+    return out
+
+
+def grad_failures(lt: "pd.DataFrame", grads: "pd.DataFrame", runs: "pd.DataFrame",
+                  file: str | None) -> list[Failure]:
+    """Compare contributed grad_numel/grad_bytes with the model structure."""
+    import pandas as pd
+
+    from ..models import layers_frame
+
+    out: list[Failure] = []
+    layers = layers_frame()[["model", "layer", "params"]]
+    run_info = runs[["run_id", "model", "precision"]].drop_duplicates("run_id")
+    key = lt[["run_id", "layer"]].reset_index(drop=True)
+    merged = key.merge(run_info, on="run_id", how="left").merge(
+        layers, on=["model", "layer"], how="left")
+    known = merged["params"].notna()
+    for col in GRAD_COLUMNS:
+        if col not in grads:
+            continue
+        values = pd.to_numeric(grads[col].reset_index(drop=True), errors="coerce")
+        bad_type = values.isna() | (values != values.round())
+        out += _located("SCHEMA", "must be a whole number", bad_type, grads, col, file,
+                        "integer")
+        expected = merged["params"].astype(float)
+        if col == "grad_bytes":
+            expected = expected * merged["precision"].map(BYTES_PER_GRAD).astype(float)
+        mismatch = known & ~bad_type & (values != expected)
+        exp_text = "numel = params of the layer" if col == "grad_numel" else \
+            "bytes = params x 4 (fp32/amp) or x 2 (fp16/bf16)"
+        out += _located("GRAD_MISMATCH", f"{col} disagrees with the model structure",
+                        mismatch, grads, col, file, exp_text,
+                        lambda i, v=values, e=expected: f"{v[i]:.0f} (structure: {e[i]:.0f})")
+    return out
+
+
+def layer_sum_failures(runs: "pd.DataFrame", lt: "pd.DataFrame",
+                       files: dict) -> list[Failure]:
+    """Per run: has timings, positive layer sums, sums vs whole-model times."""
+    out: list[Failure] = []
+    sums = lt.groupby("run_id", sort=False)[["fwd_ms", "bwd_ms"]].sum()
+    r = runs.reset_index(drop=True)
+    fsum = r["run_id"].map(sums["fwd_ms"])
+    bsum = r["run_id"].map(sums["bwd_ms"])
+    rfile = files.get("runs")
+    out += _located("PLAUSIBILITY", "run has no layer timings", fsum.isna(), r, "run_id",
+                    rfile, "rows in layer_timings")
+    for phase, total in (("fwd", fsum), ("bwd", bsum)):
+        col = f"{phase}_ms"
+        out += _located("PLAUSIBILITY", f"sum of layer {col} is not positive",
+                        total.notna() & (total <= 0), r, "run_id", rfile, "> 0",
+                        lambda i, t=total: f"sum {t[i]}")
+        whole = r[col].astype(float)
+        ratio = total / whole
+        bad = whole.notna() & total.notna() & (
+            (whole <= 0) | (ratio < SUM_RATIO_MIN) | (ratio > SUM_RATIO_MAX))
+        out += _located("PLAUSIBILITY", f"sum of layer {col} vs the run's whole {col}",
+                        bad, r, col, rfile, f"ratio in [{SUM_RATIO_MIN}, {SUM_RATIO_MAX}]",
+                        lambda i, w=whole, t=total, q=ratio:
+                        f"{w[i]} (layer sum {t[i]:.6g}, ratio {q[i]:.3g})")
+    whole = r["fwd_ms"].astype(float) + r["bwd_ms"].astype(float)
+    computed = (fsum + bsum) / whole
+    declared = r["layer_sum_ratio"].astype(float)
+    bad = declared.notna() & computed.notna() & (
+        (declared - computed).abs() > RATIO_REL_TOL * computed.abs())
+    out += _located("PLAUSIBILITY", "declared layer_sum_ratio differs from the timings",
+                    bad, r, "layer_sum_ratio", rfile, f"within {RATIO_REL_TOL:.0%} of computed",
+                    lambda i: f"{declared[i]} (computed {computed[i]:.4g})")
+    from ..collect.env import RATIO_TOLERANCE  # the collector's own flagging rule
+
+    unflagged = computed.notna() & ((computed - 1).abs() > RATIO_TOLERANCE) & ~r["flagged"]
+    out += _located("PLAUSIBILITY", "run must be flagged: its layer sum is off the whole "
+                    "fwd+bwd by more than the collector's tolerance", unflagged, r, "flagged",
+                    rfile, f"flagged = true when |ratio - 1| > {RATIO_TOLERANCE}",
+                    lambda i: f"False (ratio {computed[i]:.3g})")
+    return out
+
+
+def device_failures(frames, files, known: set[str]) -> list[Failure]:
+    out: list[Failure] = []
+    for name in ("runs", "iterations"):
+        df = frames.get(name)
+        if df is None:
+            continue
+        d = df.reset_index(drop=True)
+        out += _located("UNKNOWN_DEVICE", "device not in the store's devices table nor in "
+                        "contribution.yaml devices", ~d["device"].isin(sorted(known)), d,
+                        "device", files.get(name), "a known device key")
+    return out

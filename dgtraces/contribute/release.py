@@ -1,0 +1,203 @@
+"""``release X.Y.Z``: previous release + staged contributions -> a new immutable release.
+
+Crash safety (a SIGKILL anywhere leaves the old state or the complete new release, and a
+rerun of the same command completes):
+
+1. under the store lock, finish or discard a pending journal of an earlier run (below);
+2. refuse a malformed/existing/older version (VERSION), an empty staging area (EMPTY), a
+   store whose ``verify`` fails (INTEGRITY);
+3. write ``data/.release-journal.json`` (version, parent, staged ids) atomically;
+4. :func:`dgtraces.store.write_release` writes a temp folder and renames it into place:
+   **the commit point**. Before it, nothing visible has changed (staging untouched; a stale
+   temp folder is removed by the rerun). After it, the remaining steps are idempotent:
+5. CHANGELOG entry (skipped if its heading is present), card regeneration (skipped with a
+   note if :mod:`dgtraces.cards` is unavailable), removal of the released staged entries,
+   and finally removal of the journal.
+
+A rerun that finds a journal whose release exists completes steps 5; one whose release
+does not exist discards the journal and starts over. Test-only hooks:
+``DGTRACES_TEST_RELEASE_DELAY`` (seconds slept at each checkpoint) and
+``DGTRACES_TEST_RELEASE_CRASH`` (checkpoint name at which the process SIGKILLs itself).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .. import store
+from ..errors import DgtracesError, IntegrityError, StoreError
+from . import staging
+
+JOURNAL = ".release-journal.json"
+CHANGELOG_ENV = "DGTRACES_CHANGELOG"
+CARDS_ENV = "DGTRACES_CARDS"
+RELEASES_HEADING = "## Dataset releases"
+CHECKPOINTS = ("start", "journal", "committed", "changelog", "card", "staging", "done")
+
+
+@dataclass
+class ReleaseResult:
+    version: str
+    path: Path
+    parent: str | None
+    ids: list[str]
+    rows_added: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    resumed: bool = False
+
+
+def _checkpoint(name: str) -> None:
+    delay = os.environ.get("DGTRACES_TEST_RELEASE_DELAY")
+    if delay:
+        time.sleep(float(delay))
+    if os.environ.get("DGTRACES_TEST_RELEASE_CRASH") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def changelog_path(root=None) -> Path:
+    """$DGTRACES_CHANGELOG, else CHANGELOG.md beside the data folder (a temp store gets its
+    own)."""
+    env = os.environ.get(CHANGELOG_ENV)
+    return Path(env) if env else store.data_root(root).resolve().parent / "CHANGELOG.md"
+
+
+def cards_path(root=None) -> Path:
+    env = os.environ.get(CARDS_ENV)
+    return Path(env) if env else store.data_root(root).resolve().parent / "cards"
+
+
+def changelog_entry(version: str, entries: list[dict], day: str) -> str:
+    lines = [f"### [v{version}] - {day}", "#### Added"]
+    for info in entries:
+        meta = info["meta"]
+        rows = ", ".join(f"{n} {t} rows" for t, n in sorted(info["rows"].items()))
+        lines.append(f"- Contribution `{info['id']}` by {meta['contributor']} "
+                     f"({meta['license']}): {rows}.")
+    return "\n".join(lines) + "\n"
+
+
+def add_changelog_entry(path: Path, version: str, text: str) -> bool:
+    """Insert ``text`` right under the "Dataset releases" heading; False if present."""
+    old = path.read_text("utf-8") if path.is_file() else "# Changelog\n"
+    if f"### [v{version}]" in old:
+        return False
+    if RELEASES_HEADING in old:
+        head, tail = old.split(RELEASES_HEADING, 1)
+        rest = tail.lstrip("\n")
+        new = f"{head}{RELEASES_HEADING}\n\n{text}" + (f"\n{rest}" if rest else "")
+    else:
+        new = old.rstrip("\n") + f"\n\n{RELEASES_HEADING}\n\n{text}"
+    store.atomic_write_bytes(path, new.encode("utf-8"))
+    return True
+
+
+def _card(version: str, root, notes: list[str]) -> None:
+    try:
+        from ..cards import write_card
+    except ImportError:
+        notes.append("card not regenerated: dgtraces.cards.write_card is not available; "
+                     "run the card generator after installing it")
+        return
+    try:
+        write_card(out_dir=str(cards_path(root)), version=version, root=root)
+    except Exception as exc:  # the release is committed: report, never undo it
+        notes.append(f"card not regenerated: {type(exc).__name__}: {str(exc)[:200]}")
+
+
+def _finish(journal: dict, root, notes: list[str]) -> None:
+    version = journal["version"]
+    infos = journal["entries"]
+    day = journal["created_utc"][:10]
+    if not add_changelog_entry(changelog_path(root), version,
+                               changelog_entry(version, infos, day)):
+        notes.append(f"CHANGELOG already has v{version}")
+    _checkpoint("changelog")
+    _card(version, root, notes)
+    _checkpoint("card")
+    for info in infos:
+        staging.remove_entry(info["id"], root)
+    _checkpoint("staging")
+    os.unlink(store.data_root(root) / JOURNAL)
+    _checkpoint("done")
+
+
+def _recover(root, notes: list[str]) -> dict | None:
+    """Finish (committed) or discard (not committed) a pending journal; return it if
+    it was finished."""
+    path = store.data_root(root) / JOURNAL
+    if not path.is_file():
+        return None
+    journal = json.loads(path.read_text("utf-8"))
+    version = journal["version"]
+    if version in store.list_releases(root):
+        notes.append(f"completed the interrupted release {version}")
+        _finish(journal, root, notes)
+        return journal
+    for p in store.releases_dir(root).glob(f"{store.TMP_PREFIX}v{version}-*"):
+        shutil.rmtree(p, ignore_errors=True)
+    os.unlink(path)
+    notes.append(f"discarded the uncommitted release {version} (staging was untouched)")
+    return None
+
+
+def _combine(parent: str | None, entries, root) -> tuple[dict, dict[str, int]]:
+    import pandas as pd
+
+    frames = store.read_all(parent, root) if parent else {}
+    added: dict[str, int] = {}
+    for entry in entries:
+        for name, df in entry.frames().items():
+            frames[name] = pd.concat([frames[name], df], ignore_index=True) \
+                if name in frames else df
+            added[name] = added.get(name, 0) + len(df)
+    return frames, added
+
+
+def build_release(version: str, *, root=None,
+                  timeout: float = staging.LOCK_TIMEOUT) -> ReleaseResult:
+    """Build release ``version`` from the latest release and every staged contribution."""
+    version = store.norm_version(version)
+    notes: list[str] = []
+    with staging.store_lock(root, timeout):
+        done = _recover(root, notes)
+        if done is not None and done["version"] == version:
+            return ReleaseResult(version, store.release_path(version, root), done["parent"],
+                                 [e["id"] for e in done["entries"]], notes=notes, resumed=True)
+        _checkpoint("start")
+        releases = store.list_releases(root)
+        parent = releases[-1] if releases else None
+        if version in releases or (parent and store.parse_version(version)
+                                   <= store.parse_version(parent)):
+            raise StoreError(f"release {version} exists or is not newer than the latest "
+                             f"({parent})", code="VERSION")
+        entries = staging.list_staged(root)
+        if not entries:
+            raise DgtracesError("the staging area is empty: nothing to release", code="EMPTY",
+                                hint="stage contributions with `dgtraces contribute PATH`")
+        report = store.verify(root)
+        if not report.ok and releases:
+            raise IntegrityError(f"the store fails verify ({len(report.failures)} "
+                                 "failure(s)); fix it before releasing",
+                                 failures=report.failures)
+        frames, added = _combine(parent, entries, root)
+        created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        journal = {"version": version, "parent": parent, "created_utc": created,
+                   "entries": [{"id": e.id, "rows": e.info["rows"], "meta": e.info["meta"]}
+                               for e in entries]}
+        store.atomic_write_bytes(store.data_root(root) / JOURNAL,
+                                 json.dumps(journal, indent=2, sort_keys=True).encode())
+        _checkpoint("journal")
+        who = "; ".join(f"{e.id} by {e.contributor} ({e.info['meta']['license']})"
+                        for e in entries)
+        path = store.write_release(version, frames, root=root, parent=parent,
+                                   notes=f"contributions: {who}")
+        _checkpoint("committed")
+        _finish(journal, root, notes)
+    return ReleaseResult(version, path, parent, [e.id for e in entries], added, notes)

@@ -1,0 +1,211 @@
+"""The staging area ``data/staging/<id>/``: validated contributions waiting for a release.
+
+Every write to staging (stage, reject) and every release holds the store lock
+``data/.lock`` (:func:`store_lock`). A process that cannot get it within ``timeout``
+seconds (default :data:`LOCK_TIMEOUT`) fails with code LOCKED; it never writes without it.
+An entry is written into ``staging/.tmp-<id>-<rand>/`` (tables as Parquet, the metadata,
+``entry.json``), fsynced and renamed into place, so it appears completely or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+from .. import store
+from ..errors import DgtracesError, Failure, StoreError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from .validate import Checked, Known
+
+LOCK_FILE = ".lock"
+LOCK_TIMEOUT = 10.0
+STAGING = "staging"
+ENTRY = "entry.json"
+ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{12}$")
+
+
+def staging_dir(root=None) -> Path:
+    return store.data_root(root) / STAGING
+
+
+@contextmanager
+def store_lock(root=None, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
+    """Hold ``data/.lock``; raise LOCKED if another process keeps it beyond ``timeout``."""
+    from filelock import FileLock, Timeout
+
+    data = store.data_root(root)
+    data.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(data / LOCK_FILE), timeout=timeout)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise DgtracesError(f"another dgtraces process holds {data / LOCK_FILE} (waited "
+                            f"{timeout:g} s)", code="LOCKED",
+                            hint="retry when the other contribute/release has finished, "
+                                 "or pass a longer --lock-timeout") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+@dataclass(frozen=True)
+class StagedEntry:
+    id: str
+    path: Path
+    info: dict
+
+    @property
+    def rows(self) -> dict[str, int]:
+        return dict(self.info["rows"])
+
+    @property
+    def contributor(self) -> str:
+        return str(self.info["meta"].get("contributor"))
+
+    def frames(self) -> dict[str, "pd.DataFrame"]:
+        import pandas as pd
+
+        return {t: pd.read_parquet(self.path / f"{t}.parquet") for t in self.info["rows"]}
+
+
+def _check_id(entry_id: str) -> str:
+    if not ID_RE.match(str(entry_id)):
+        raise StoreError(f"malformed staging id {entry_id!r}", code="BAD_INPUT",
+                         failures=[Failure("BAD_INPUT", "bad staging id", expected=ID_RE.pattern,
+                                           found=repr(entry_id)[:80])])
+    return entry_id
+
+
+def list_staged(root=None) -> list[StagedEntry]:
+    """Complete staged entries, oldest first (temp folders are ignored)."""
+    sdir = staging_dir(root)
+    if not sdir.is_dir():
+        return []
+    out = []
+    for p in sorted(sdir.iterdir()):
+        if ID_RE.match(p.name) and (p / ENTRY).is_file():
+            out.append(StagedEntry(p.name, p, json.loads((p / ENTRY).read_text("utf-8"))))
+    return out
+
+
+def get_staged(entry_id: str, root=None) -> StagedEntry:
+    _check_id(entry_id)
+    for entry in list_staged(root):
+        if entry.id == entry_id:
+            return entry
+    raise StoreError(f"no staged contribution {entry_id!r}", code="NOT_FOUND")
+
+
+def staged_known(root=None) -> "Known":
+    from .validate import Known
+
+    known = Known()
+    for entry in list_staged(root):
+        info = entry.info
+        known.run_ids.update(info["fingerprints"])
+        known.fingerprints.update(info["fingerprints"].values())
+        known.iter_ids.update(info["iter_ids"])
+        known.comm_keys.update(info["comm_keys"])
+        known.digests.add(info["digest"])
+        known.devices.update(d["device"] for d in info["meta"].get("devices", []) or [])
+    return known
+
+
+def _clean_temps(sdir: Path) -> None:
+    """Remove temp folders of interrupted stage/reject calls (caller holds the lock)."""
+    for p in sdir.iterdir():
+        if p.name.startswith(store.TMP_PREFIX):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _recheck(checked: "Checked", root) -> None:
+    """Under the lock: staging may have changed since validation (concurrent contribute)."""
+    from .validate import SEP
+
+    known = staged_known(root)
+    clash = (set(checked.fingerprints) & known.run_ids
+             or set(checked.fingerprints.values()) & known.fingerprints
+             or set(checked.iter_ids) & known.iter_ids
+             or set(checked.comm_keys) & known.comm_keys
+             or ({checked.digest} & known.digests))
+    if clash:
+        raise DgtracesError("the same content was staged meanwhile", code="DUPLICATE",
+                            failures=[Failure("DUPLICATE", "already staged",
+                                              found=", ".join(sorted(clash))[:200]
+                                              .replace(SEP, "/"))])
+
+
+def _write_entry(tmp: Path, checked: "Checked", entry_id: str, source: str) -> None:
+    import yaml
+
+    from ..store import _write_parquet
+
+    for name, df in sorted(checked.frames.items()):
+        _write_parquet(df, tmp / f"{name}.parquet")
+    store.atomic_write_bytes(tmp / "contribution.yaml",
+                             yaml.safe_dump(checked.meta, sort_keys=True).encode())
+    info = {"id": entry_id, "digest": checked.digest, "source": Path(source).name,
+            "created_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "rows": checked.rows, "fingerprints": checked.fingerprints,
+            "iter_ids": checked.iter_ids, "comm_keys": checked.comm_keys,
+            "meta": checked.meta}
+    store.atomic_write_bytes(tmp / ENTRY, (json.dumps(info, indent=2, sort_keys=True)
+                                           + "\n").encode())
+
+
+def stage(checked: "Checked", source: str, *, root=None,
+          timeout: float = LOCK_TIMEOUT) -> StagedEntry:
+    """Write a checked contribution into staging atomically, under the store lock."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    entry_id = f"{stamp}-{checked.digest[:12]}"
+    with store_lock(root, timeout):
+        _recheck(checked, root)
+        sdir = staging_dir(root)
+        sdir.mkdir(parents=True, exist_ok=True)
+        _clean_temps(sdir)
+        tmp = sdir / f"{store.TMP_PREFIX}{entry_id}-{secrets.token_hex(3)}"
+        tmp.mkdir()
+        try:
+            _write_entry(tmp, checked, entry_id, source)
+            store._fsync_dir(tmp)
+            os.rename(tmp, sdir / entry_id)
+            store._fsync_dir(sdir)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    return get_staged(entry_id, root)
+
+
+def remove_entry(entry_id: str, root=None) -> bool:
+    """Remove a staged entry (rename away, then delete); caller holds the lock.
+
+    Returns False if it was already gone (idempotent, used by release recovery).
+    """
+    path = staging_dir(root) / _check_id(entry_id)
+    if not path.exists():
+        return False
+    gone = path.parent / f"{store.TMP_PREFIX}gone-{entry_id}-{secrets.token_hex(3)}"
+    os.rename(path, gone)
+    store._fsync_dir(path.parent)
+    shutil.rmtree(gone, ignore_errors=True)
+    return True
+
+
+def reject(entry_id: str, *, root=None, timeout: float = LOCK_TIMEOUT) -> StagedEntry:
+    """Drop a staged contribution; returns what was removed."""
+    with store_lock(root, timeout):
+        entry = get_staged(entry_id, root)
+        remove_entry(entry_id, root)
+    return entry

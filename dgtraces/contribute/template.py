@@ -1,0 +1,77 @@
+"""``dgtraces contribute --template DIR``: a fillable example contribution that passes.
+
+The example's times are NOT measurements: they are computed from the layers' FLOPs at a
+nominal throughput (:data:`NOMINAL_GFLOP_S`) so that the files have the right shape and
+pass every check; ``source`` and ``notes`` say so. Replace them with your own numbers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import DgtracesError
+
+NOMINAL_GFLOP_S = 100.0
+EXAMPLE_META = """\
+# Fill in every field; see CONTRIBUTING.md.
+contributor: Your Name <you@example.org>
+license: CC-BY-4.0          # one of: CC-BY-4.0, CC0-1.0, ODC-By-1.0, PDDL-1.0
+hardware: 1x Example GPU 24 GB, 16-core host CPU
+software: PyTorch 2.13.0, CUDA 12.x, driver 5xx
+collection: >-
+  dgtraces collect layers --model alexnet --batch-size 32 --repeats 20 --warmup 5
+  --threads 16 --out DIR ; medians of 20 timed iterations after 5 warm-up iterations
+devices:                    # only devices that are not in the store's devices table
+  - device: example-gpu
+    kind: gpu
+    name: Example GPU 24 GB
+"""
+
+
+def template_frames(model: str = "alexnet", batch_size: int = 32):
+    """(runs, layer_timings) example frames for ``model`` (with grad_bytes for the check)."""
+    import pandas as pd
+
+    from ..models import layers_frame
+
+    lay = layers_frame(model)
+    per_ms = NOMINAL_GFLOP_S * 1e6  # FLOP per ms
+    fwd = (lay["fwd_flops"] * batch_size / per_ms + 0.01).round(4)
+    bwd = (lay["bwd_flops"] * batch_size / per_ms + 0.01).round(4)
+    run_id = f"example-{model}-bs{batch_size}"
+    lt = pd.DataFrame({
+        "run_id": run_id, "layer": lay["layer"], "fwd_ms": fwd, "bwd_ms": bwd,
+        "fwd_p10_ms": (fwd * 0.97).round(4), "fwd_p90_ms": (fwd * 1.05).round(4),
+        "bwd_p10_ms": (bwd * 0.97).round(4), "bwd_p90_ms": (bwd * 1.05).round(4),
+        "comm_ms": None, "n": 20, "grad_bytes": lay["grad_bytes"],
+    })
+    fsum, bsum = float(fwd.sum()), float(bwd.sum())
+    runs = pd.DataFrame([{
+        "run_id": run_id, "model": model, "device": "example-gpu", "device_kind": "gpu",
+        "host": "Example host CPU", "framework": "pytorch 2.13.0", "precision": "fp32",
+        "batch_size": batch_size, "threads": None, "cores": 16, "provenance": "measured",
+        "source": "EXAMPLE - replace with a description of your measurement",
+        "collector_version": "dgtraces-collect 0.1", "timestamp_utc": "2026-01-01T00:00:00Z",
+        "fwd_ms": round(fsum * 1.04, 4), "bwd_ms": round(bsum * 1.04, 4), "update_ms": 1.0,
+        "iter_ms": round((fsum + bsum) * 1.04 + 1.0, 4),
+        "layer_sum_ratio": round((fsum + bsum) / ((fsum + bsum) * 1.04), 4),
+        "flagged": False, "flag_reason": None, "params_json": None,
+        "notes": f"template values from FLOPs at a nominal {NOMINAL_GFLOP_S:g} GFLOP/s, "
+                 "not measured",
+    }])
+    return runs, lt
+
+
+def write_template(out_dir: str | Path) -> list[Path]:
+    """Write contribution.yaml, runs.csv and layer_timings.csv into ``out_dir`` (new or
+    empty); returns the written paths."""
+    out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise DgtracesError(f"{out} exists and is not an empty folder", code="BAD_INPUT")
+    out.mkdir(parents=True, exist_ok=True)
+    runs, lt = template_frames()
+    paths = [out / "contribution.yaml", out / "runs.csv", out / "layer_timings.csv"]
+    paths[0].write_text(EXAMPLE_META, encoding="utf-8")
+    runs.to_csv(paths[1], index=False)
+    lt.to_csv(paths[2], index=False)
+    return paths

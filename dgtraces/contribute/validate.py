@@ -1,0 +1,230 @@
+"""Validating a contribution: schemas and keys, structure, plausibility, duplicates.
+
+:func:`check` never writes anything. It raises one
+:class:`~dgtraces.errors.ValidationError` listing every failure it found (schema and key
+failures first: the later checks need well-typed tables), with the most fundamental code
+on the error itself (see :data:`CODE_ORDER`).
+
+Duplicates are found by content, not by name: a run's *fingerprint* is a sha256 over its
+descriptive columns and the sorted per-layer timing rows (floats rounded to 1e-6 ms), so a
+renamed copy of a stored or staged run is still a DUPLICATE.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Mapping
+
+from ..errors import Failure, StoreError, ValidationError
+from . import plausibility as pl
+from .intake import DEFAULT_LIMITS, Contribution, Limits, read_contribution
+from .metadata import device_keys
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+CODE_ORDER = ("SCHEMA", "CROSS_TABLE", "UNKNOWN_LAYER", "GRAD_MISMATCH", "UNKNOWN_DEVICE",
+              "PLAUSIBILITY", "DUPLICATE")
+RUN_DESCRIPTORS = ("model", "device", "framework", "precision", "batch_size", "threads")
+TIMING_COLUMNS = ("layer", "fwd_ms", "bwd_ms", "fwd_p10_ms", "fwd_p90_ms", "bwd_p10_ms",
+                  "bwd_p90_ms", "comm_ms", "n")
+SEP = "\x1f"
+
+
+@dataclass
+class Known:
+    """Content already in the store or in staging (for duplicate and device checks)."""
+
+    run_ids: set = field(default_factory=set)
+    fingerprints: set = field(default_factory=set)
+    iter_ids: set = field(default_factory=set)
+    comm_keys: set = field(default_factory=set)
+    digests: set = field(default_factory=set)
+    devices: set = field(default_factory=set)
+
+    def update(self, other: "Known") -> "Known":
+        for name in self.__dataclass_fields__:
+            getattr(self, name).update(getattr(other, name))
+        return self
+
+
+@dataclass
+class Checked:
+    """A contribution that passed every check, with the keys staging records."""
+
+    meta: dict
+    frames: dict
+    files: dict
+    digest: str
+    fingerprints: dict  # run_id -> fingerprint
+    iter_ids: list
+    comm_keys: list
+
+    @property
+    def rows(self) -> dict[str, int]:
+        return {name: int(len(df)) for name, df in self.frames.items()}
+
+
+def _rounded(df: "pd.DataFrame") -> "pd.DataFrame":
+    out = df.copy()
+    for col in out.columns:
+        if out[col].dtype.kind == "f":
+            out[col] = out[col].round(6)
+    return out
+
+
+def joined(df: "pd.DataFrame", cols) -> list[str]:
+    """Row keys: the columns' text joined by a separator (missing values as <NA>)."""
+    parts = [df[c].astype("string").fillna("<NA>") for c in cols]
+    return list(parts[0].str.cat(parts[1:], sep=SEP)) if len(parts) > 1 else list(parts[0])
+
+
+def run_fingerprints(runs: "pd.DataFrame", lt: "pd.DataFrame") -> dict[str, str]:
+    """run_id -> sha256 of (descriptors, sorted timing rows); order- and name-independent."""
+    import numpy as np
+    import pandas as pd
+
+    lt = lt.sort_values(["run_id", "layer"], kind="stable")
+    cols = [c for c in TIMING_COLUMNS if c in lt.columns]
+    rows = pd.util.hash_pandas_object(_rounded(lt[cols]), index=False).to_numpy()
+    rid = lt["run_id"].astype(str).to_numpy()
+    uniq, start = np.unique(rid, return_index=True)
+    ends = list(start[1:]) + [len(rid)]
+    desc_cols = [c for c in RUN_DESCRIPTORS if c in runs.columns]
+    desc = dict(zip(runs["run_id"].astype(str), joined(runs, desc_cols)))
+    out = {}
+    for run_id, a, b in zip(uniq, start, ends):
+        h = hashlib.sha256(desc.get(run_id, "").encode())
+        h.update(rows[a:b].tobytes())
+        out[str(run_id)] = h.hexdigest()
+    return out
+
+
+def comm_keys(comm: "pd.DataFrame") -> list[str]:
+    from ..schema import KEYS
+
+    return joined(comm, KEYS["comm"])
+
+
+def content_digest(frames: Mapping[str, "pd.DataFrame"]) -> str:
+    """sha256 of the normalised tables (sorted columns and rows, rounded floats)."""
+    import pandas as pd
+
+    from ..schema import KEYS
+
+    h = hashlib.sha256()
+    for name in sorted(frames):
+        df = frames[name]
+        df = df[sorted(df.columns)].sort_values(list(KEYS[name]), kind="stable")
+        h.update(name.encode() + b"\0" + SEP.join(df.columns).encode() + b"\0")
+        h.update(pd.util.hash_pandas_object(_rounded(df), index=False).to_numpy().tobytes())
+    return h.hexdigest()
+
+
+def store_known(root=None) -> Known:
+    """Keys, fingerprints and devices of the latest release (empty store: nothing)."""
+    from .. import store
+
+    known = Known()
+    try:
+        version = store.latest(root)
+    except StoreError:
+        return known
+    tables = store.tables(version, root)
+
+    def read(name):
+        return store.read_table(name, version, root) if name in tables else None
+
+    runs, lt = read("runs"), read("layer_timings")
+    if runs is not None:
+        known.run_ids.update(runs["run_id"].astype(str))
+        if lt is not None and len(lt):
+            known.fingerprints.update(run_fingerprints(runs, lt).values())
+    it = read("iterations")
+    if it is not None:
+        known.iter_ids.update(it["iter_id"].astype(str))
+    comm = read("comm")
+    if comm is not None:
+        known.comm_keys.update(comm_keys(comm))
+    devices = read("devices")
+    if devices is not None:
+        known.devices.update(devices["device"].astype(str))
+    return known
+
+
+def _duplicates(frames, files, fingerprints: dict, known: Known) -> list[Failure]:
+    out: list[Failure] = []
+    runs = frames["runs"].reset_index(drop=True)
+    seen: dict[str, str] = {}
+    for row, rid in enumerate(runs["run_id"].astype(str)):
+        fp = fingerprints.get(rid)
+        where = dict(file=files.get("runs"), row=row, column="run_id", found=repr(rid))
+        if rid in known.run_ids:
+            out.append(Failure("DUPLICATE", "run_id already in the store or staging",
+                               expected="a new run_id", **where))
+        if fp is not None and fp in known.fingerprints:
+            out.append(Failure("DUPLICATE", "same timings as a run in the store or staging",
+                               expected="new content", **where))
+        elif fp is not None and fp in seen:
+            out.append(Failure("DUPLICATE", f"same timings as run {seen[fp]!r} in this "
+                               "contribution", expected="new content", **where))
+        if fp is not None:
+            seen.setdefault(fp, rid)
+    for name, known_keys, col in (("iterations", known.iter_ids, "iter_id"),
+                                  ("comm", known.comm_keys, "message_bytes")):
+        df = frames.get(name)
+        if df is None:
+            continue
+        keys = df["iter_id"].astype(str) if name == "iterations" else comm_keys(df)
+        for row, key in enumerate(keys):
+            if key in known_keys:
+                out.append(Failure("DUPLICATE", f"{name} row already in the store or staging",
+                                   file=files.get(name), row=row, column=col,
+                                   found=repr(key.replace(SEP, "/"))))
+    return out
+
+
+def check(contrib: Contribution, known: Known) -> Checked:
+    """Run every check on a read contribution; raise one error listing all failures."""
+    from ..checks import validate_tables
+
+    frames, files = dict(contrib.frames), contrib.files
+    lt = frames["layer_timings"]
+    gcols = [c for c in pl.GRAD_COLUMNS if c in lt.columns]
+    grads = lt[gcols].reset_index(drop=True) if gcols else None
+    frames["layer_timings"] = lt.drop(columns=gcols)
+    frames = validate_tables(frames, files=files)
+    runs, lt = frames["runs"], frames["layer_timings"]
+    failures = pl.finite_failures(frames, files)
+    if grads is not None:
+        failures += pl.grad_failures(lt, grads, runs, files.get("layer_timings"))
+    failures += pl.layer_sum_failures(runs, lt, files)
+    failures += pl.device_failures(frames, files, known.devices | device_keys(contrib.meta))
+    fingerprints = run_fingerprints(runs, lt)
+    failures += _duplicates(frames, files, fingerprints, known)
+    digest = content_digest(frames)
+    if digest in known.digests:
+        failures.append(Failure("DUPLICATE", "identical contribution already staged",
+                                found=digest[:16]))
+    if failures:
+        codes = {f.code for f in failures}
+        code = next(c for c in CODE_ORDER + tuple(sorted(codes)) if c in codes)
+        raise ValidationError(f"{contrib.source}: {len(failures)} failure(s)", code=code,
+                              failures=failures)
+    return Checked(meta=contrib.meta, frames=frames, files=dict(files), digest=digest,
+                   fingerprints=fingerprints,
+                   iter_ids=list(frames["iterations"]["iter_id"].astype(str))
+                   if "iterations" in frames else [],
+                   comm_keys=comm_keys(frames["comm"]) if "comm" in frames else [])
+
+
+def validate_contribution(path: str | os.PathLike, *, root=None,
+                          limits: Limits = DEFAULT_LIMITS) -> Checked:
+    """Read ``path`` and check it against the latest release and the staging area."""
+    from .staging import staged_known
+
+    contrib = read_contribution(path, limits)
+    known = store_known(root).update(staged_known(root))
+    return check(contrib, known)

@@ -1,0 +1,140 @@
+"""Croissant 1.0 (MLCommons) metadata for a release, generated from the same schemas as the
+card: one RecordSet per table, one Field per column (``dataType`` from the pandera dtype,
+unit in the description), one FileObject per Parquet file with the manifest's sha256.
+
+Built as plain JSON, so generating it needs no ``mlcroissant``; the tests validate it and
+load its records with ``mlcroissant`` (extra ``[hf]``). Paths are relative to the folder
+``croissant.json`` is written in (the Hub export's layout: ``data/<table>.parquet``).
+"""
+
+from __future__ import annotations
+
+import json
+
+CONFORMS_TO = "http://mlcommons.org/croissant/1.0"
+# The standard Croissant 1.0 JSON-LD context (as published with the spec's examples).
+CONTEXT = {
+    "@language": "en",
+    "@vocab": "https://schema.org/",
+    "citeAs": "cr:citeAs",
+    "column": "cr:column",
+    "conformsTo": "dct:conformsTo",
+    "cr": "http://mlcommons.org/croissant/",
+    "rai": "http://mlcommons.org/croissant/RAI/",
+    "data": {"@id": "cr:data", "@type": "@json"},
+    "dataType": {"@id": "cr:dataType", "@type": "@vocab"},
+    "dct": "http://purl.org/dc/terms/",
+    "equivalentProperty": "cr:equivalentProperty",
+    "examples": {"@id": "cr:examples", "@type": "@json"},
+    "extract": "cr:extract",
+    "field": "cr:field",
+    "fileProperty": "cr:fileProperty",
+    "fileObject": "cr:fileObject",
+    "fileSet": "cr:fileSet",
+    "format": "cr:format",
+    "includes": "cr:includes",
+    "isLiveDataset": "cr:isLiveDataset",
+    "jsonPath": "cr:jsonPath",
+    "key": "cr:key",
+    "md5": "cr:md5",
+    "parentField": "cr:parentField",
+    "path": "cr:path",
+    "recordSet": "cr:recordSet",
+    "references": "cr:references",
+    "regex": "cr:regex",
+    "repeated": "cr:repeated",
+    "replace": "cr:replace",
+    "samplingRate": "cr:samplingRate",
+    "sc": "https://schema.org/",
+    "separator": "cr:separator",
+    "source": "cr:source",
+    "subField": "cr:subField",
+    "transform": "cr:transform",
+}
+DATA_TYPES = {
+    "int64": "sc:Integer",
+    "Int64": "sc:Integer",
+    "float64": "sc:Float",
+    "bool": "sc:Boolean",
+    "boolean": "sc:Boolean",
+    "str": "sc:Text",
+    "string": "sc:Text",
+    "string[pyarrow]": "sc:Text",
+    "object": "sc:Text",
+}
+
+
+def data_type(dtype: str) -> str:
+    """The Croissant dataType of a pandera dtype string (``Int64`` -> ``sc:Integer``)."""
+    return DATA_TYPES.get(dtype, "sc:Text")
+
+
+def _field_description(col: dict) -> str:
+    text = col["description"] or col["name"]
+    if col.get("unit"):
+        text += f" [{col['unit']}]"
+    if col.get("nullable"):
+        text += " (nullable)"
+    return text
+
+
+def build(version: str | None = None, root=None, data_dir: str = "data") -> dict:
+    """The Croissant document (a JSON-ready dict) of a release."""
+    from . import cards as c
+    from . import store
+    from .schema_export import describe
+
+    manifest = store.read_manifest(version, root)
+    version = manifest["version"]
+    files, record_sets = [], []
+    for table, entry in sorted(manifest["tables"].items()):
+        file_id = f"{table}-parquet"
+        files.append({
+            "@type": "cr:FileObject",
+            "@id": file_id,
+            "name": f"{table}.parquet",
+            "description": f"Parquet file of the {table} table ({entry['rows']} rows).",
+            "contentUrl": f"{data_dir}/{entry['file']}" if data_dir else entry["file"],
+            "contentSize": f"{entry['bytes']} B",
+            "encodingFormat": "application/x-parquet",
+            "sha256": entry["sha256"],
+        })
+        desc = describe(table)
+        present = set(entry.get("columns") or [c["name"] for c in desc["columns"]])
+        fields = [{
+            "@type": "cr:Field",
+            "@id": f"{table}/{col['name']}",
+            "name": col["name"],
+            "description": _field_description(col),
+            "dataType": data_type(col["dtype"]),
+            "source": {"fileObject": {"@id": file_id}, "extract": {"column": col["name"]}},
+        } for col in desc["columns"] if col["name"] in present]
+        record_sets.append({
+            "@type": "cr:RecordSet",
+            "@id": table,
+            "name": table,
+            "description": desc["description"],
+            "field": fields,
+        })
+    return {
+        "@context": CONTEXT,
+        "@type": "sc:Dataset",
+        "conformsTo": CONFORMS_TO,
+        "name": c.DATASET_NAME,
+        "description": c.SUMMARY,
+        "license": c.LICENSE_URL,
+        "url": c.HOMEPAGE,
+        "version": version,
+        "datePublished": manifest.get("created_utc", "")[:10] or None,
+        "citeAs": c.citation_bibtex(version),
+        "keywords": list(c.TAGS),
+        "creator": {"@type": "sc:Organization", "name": "dgtraces developers"},
+        "distribution": files,
+        "recordSet": record_sets,
+    }
+
+
+def render(version: str | None = None, root=None, data_dir: str = "data") -> str:
+    doc = build(version, root, data_dir)
+    doc = {k: v for k, v in doc.items() if v is not None}
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,84 @@
+"""Hugging Face Hub export: a dataset folder that ``datasets.load_dataset`` reads as is.
+
+Layout of ``OUT``::
+
+    README.md           card with YAML ``configs`` (one per table -> data/<table>.parquet)
+    croissant.json      Croissant 1.0 metadata (sha256 of every Parquet file)
+    manifest.json       the release manifest, unchanged
+    data/<table>.parquet  byte-for-byte copies of the release files (sha256 re-checked)
+
+No loading script: ``datasets`` reads the Parquet files named in the YAML configs, and the
+Hub streams them (``streaming=True``) without downloading a whole release. The folder is
+built beside ``OUT`` and renamed into place, so a failure leaves no half-written export.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from pathlib import Path
+
+from .errors import DgtracesError, Failure, IntegrityError
+
+DATA_DIR = "data"
+
+
+def export(out: str | os.PathLike, version: str | None = None, root=None, *,
+           fragments_dir: str | os.PathLike | None = None) -> list[Path]:
+    """Write the Hub-ready folder of a release (default: latest) to ``out``; returns its files.
+
+    ``out`` must not exist or be an empty folder (code ``BAD_INPUT`` otherwise).
+    """
+    from . import croissant, store
+    from .cards import render_card
+
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise DgtracesError(f"{out} exists and is not an empty folder; choose a new one",
+                            code="BAD_INPUT")
+    src = store.release_path(version, root)
+    manifest = store.read_manifest(version, root)
+    version = manifest["version"]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f"{store.TMP_PREFIX}{out.name}-{secrets.token_hex(4)}"
+    (tmp / DATA_DIR).mkdir(parents=True)
+    try:
+        bad = []
+        for table, entry in sorted(manifest["tables"].items()):
+            dst = tmp / DATA_DIR / entry["file"]
+            shutil.copyfile(src / entry["file"], dst)
+            digest = store.sha256_file(dst)
+            if digest != entry["sha256"]:
+                bad.append(Failure("INTEGRITY", f"table {table}: sha256 differs from the "
+                                   f"manifest", file=str(src / entry["file"]),
+                                   expected=entry["sha256"], found=digest))
+        if bad:
+            raise IntegrityError(f"release {version} fails its manifest; run "
+                                 f"`dgtraces verify`", failures=bad)
+        shutil.copyfile(src / store.MANIFEST, tmp / store.MANIFEST)
+        _copy_fragment_assets(tmp, fragments_dir)
+        store.atomic_write_bytes(tmp / "README.md", render_card(
+            version, root, data_dir=DATA_DIR, fragments_dir=fragments_dir).encode())
+        store.atomic_write_bytes(tmp / "croissant.json",
+                                 croissant.render(version, root, DATA_DIR).encode())
+        if out.exists():
+            out.rmdir()
+        os.rename(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return sorted(p for p in out.rglob("*") if p.is_file())
+
+
+def _copy_fragment_assets(dest: Path, fragments_dir) -> None:
+    """Copy the fragments' non-Markdown files (figures) to ``dest/fragments/``, where the
+    card's relative links (``fragments/<file>``, as in ``cards/``) expect them."""
+    from .cards import FRAGMENTS
+
+    folder = Path(FRAGMENTS if fragments_dir is None else fragments_dir)
+    assets = [p for p in sorted(folder.glob("*")) if p.is_file() and p.suffix != ".md"] \
+        if folder.is_dir() else []
+    for p in assets:
+        (dest / "fragments").mkdir(exist_ok=True)
+        shutil.copyfile(p, dest / "fragments" / p.name)

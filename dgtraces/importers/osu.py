@@ -1,0 +1,160 @@
+"""OSU MPI allreduce latency logs -> ``comm`` points and ``comm_fits`` alpha-beta fits.
+
+A log has ``# OSU MPI Allreduce Latency Test vX.Y.Z`` and ``# Size Avg Latency(us)`` headers,
+then one line per message size: ``procs,size latency`` or, as in allreduce4.log, just
+``size latency``; the process count then comes from ``workers`` or the file name's digits
+(``allreduce4.log`` -> 4, labelled as inferred from the name in the result).
+
+Fits: ordinary least squares of time_us = alpha + beta * bytes over the points, unweighted
+(so large messages dominate). A two-segment fit split at the largest jump of the
+time-per-size curve (the eager/rendezvous protocol switch, between 8 KiB and 12 KiB in the
+shipped logs) replaces the single fit when its BIC is lower; each segment is one
+``comm_fits`` row whose ``source`` names its size range. alpha and beta are constrained to
+be >= 0 (a negative OLS slope becomes beta = 0 with alpha = mean; a negative intercept
+refits through the origin); ``r2`` is reported for the constrained fit.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import DgtracesError, Failure
+from . import IMPORTER_VERSION, citation, frame, read_text
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+INTERCONNECT = "unknown (B-Caffe cluster)"
+HEADER = re.compile(r"#\s*OSU MPI Allreduce Latency Test v?([0-9.]+)")
+POINT = re.compile(r"^(?:(\d+)\s*,\s*)?(\d+)\s+([0-9.]+(?:[eE][-+]?\d+)?)$")
+
+
+@dataclass
+class OsuImport:
+    comm: "pd.DataFrame"
+    comm_fits: "pd.DataFrame"
+    workers: int
+    workers_from_name: bool
+    split_bytes: int | None  # largest size of the first segment, None for one fit
+
+
+@dataclass(frozen=True)
+class Fit:
+    alpha_us: float
+    beta_us_per_byte: float
+    r2: float
+    sse: float
+    sizes: tuple[int, ...]
+
+
+def parse(text: str, file: str, workers: int | None = None):
+    """-> (version, workers, workers_from_name, [(bytes, us), ...])."""
+    version, points, procs = None, [], set()
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            m = HEADER.match(line)
+            version = m[1] if m else version
+            continue
+        m = POINT.match(line)
+        if not m:
+            raise DgtracesError(f"{file} line {lineno}: malformed OSU line", code="BAD_FILE",
+                                failures=[Failure("BAD_FILE", "malformed OSU line", file=file,
+                                                  row=lineno, expected="[procs,]size latency",
+                                                  found=repr(line[:80]))])
+        if m[1] is not None:
+            procs.add(int(m[1]))
+        points.append((int(m[2]), float(m[3])))
+    if version is None or not points:
+        raise DgtracesError(f"{file}: not an OSU allreduce latency log (no header or points)",
+                            code="BAD_FILE")
+    sizes = [p[0] for p in points]
+    if len(procs) > 1 or len(set(sizes)) != len(sizes) or min(p[1] for p in points) <= 0:
+        raise DgtracesError(f"{file}: mixed process counts, repeated sizes or non-positive "
+                            f"latencies", code="PLAUSIBILITY")
+    from_name = False
+    if procs:
+        found = procs.pop()
+        if workers is not None and workers != found:
+            raise DgtracesError(f"{file}: log says {found} processes, --workers {workers}",
+                                code="BAD_INPUT")
+        workers = found
+    elif workers is None:
+        m = re.search(r"(\d+)\D*$", Path(file).name)
+        if not m:
+            raise DgtracesError(f"{file}: no process-count column; give --workers",
+                                code="BAD_INPUT")
+        workers, from_name = int(m[1]), True
+    return version, workers, from_name, points
+
+
+def fit(points) -> Fit:
+    """Constrained (alpha, beta >= 0) least squares over [(bytes, us), ...]."""
+    xs = [float(p[0]) for p in points]
+    ys = [p[1] for p in points]
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    beta = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+    alpha = my - beta * mx
+    if beta < 0:
+        alpha, beta = my, 0.0
+    elif alpha < 0:
+        alpha, beta = 0.0, sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs)
+    sse = sum((y - alpha - beta * x) ** 2 for x, y in zip(xs, ys))
+    sst = sum((y - my) ** 2 for y in ys)
+    r2 = 1.0 - sse / sst if sst else 1.0
+    return Fit(alpha, beta, r2, sse, tuple(int(x) for x in xs))
+
+
+def _bic(sse: float, n: int, k: int) -> float:
+    return n * math.log(max(sse, 1e-12) / n) + k * math.log(n)
+
+
+def best_fits(points) -> tuple[list[Fit], int | None]:
+    """One fit, or two split at the largest jump in latency if the BIC prefers it."""
+    points = sorted(points)
+    one = fit(points)
+    if len(points) < 6:
+        return [one], None
+    jumps = [points[i + 1][1] / points[i][1] for i in range(len(points) - 1)]
+    candidates = [i for i in range(1, len(points) - 2)]
+    i = max(candidates, key=lambda j: jumps[j])
+    two = [fit(points[:i + 1]), fit(points[i + 1:])]
+    n = len(points)
+    if _bic(two[0].sse + two[1].sse, n, 5) < _bic(one.sse, n, 2):
+        return two, points[i][0]
+    return [one], None
+
+
+def import_log(path, *, source: str | None = None, workers: int | None = None,
+               backend: str | None = None, interconnect: str = INTERCONNECT) -> OsuImport:
+    """Import one OSU allreduce log; a shipped log cites B-Caffe's logdata and commit."""
+    path = Path(path)
+    text, digest = read_text(path)
+    source, _ = citation(digest, source, path)
+    version, workers, from_name, points = parse(text, str(path), workers)
+    backend = backend or f"mpi (osu-micro-benchmarks {version})"
+    base = {"collective": "allreduce", "backend": backend, "interconnect": interconnect,
+            "workers": workers, "provenance": "published", "source": source}
+    comm = frame("comm", [dict(base, message_bytes=b, time_ms=us / 1000.0)
+                          for b, us in points])
+    fits, split = best_fits(points)
+    rows = []
+    for f in fits:
+        what = (f"alpha-beta least squares (dgtraces.importers.osu {IMPORTER_VERSION}) "
+                f"over {f.sizes[0]}-{f.sizes[-1]} B of {source}")
+        if split is not None:
+            what += f"; split at the protocol jump after {split} B"
+        rows.append(dict(base, alpha_us=f.alpha_us, beta_us_per_byte=f.beta_us_per_byte,
+                         bandwidth_gb_s=(1e-3 / f.beta_us_per_byte if f.beta_us_per_byte
+                                         else math.inf),
+                         r2=f.r2, n_points=len(f.sizes), min_bytes=f.sizes[0],
+                         max_bytes=f.sizes[-1], provenance="reconstructed", source=what))
+    return OsuImport(comm, frame("comm_fits", rows), workers, from_name, split)

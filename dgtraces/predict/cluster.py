@@ -1,0 +1,119 @@
+"""What is being predicted: the cluster (workers, links, collective) and the policy."""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field
+
+from ..errors import DgtracesError, Failure
+from .comm import ALGORITHMS, CommCost, Phase, collective
+from .links import Link, get_link
+
+POLICY_NAMES = ("naive", "wfbp", "bucketed", "mgwfbp")
+DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024  # PyTorch DDP bucket_cap_mb default
+
+
+def bad(field_name: str, message: str, expected: str, found, code: str = "BAD_INPUT"):
+    """A typed error naming the offending field."""
+    return DgtracesError(f"{field_name}: {message}", code=code,
+                         failures=[Failure(code, message, column=field_name,
+                                           expected=expected, found=repr(found))])
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """``workers`` data-parallel workers, ``gpus_per_node`` per machine; ``intra``/``inter``
+    are links presets (names) or :class:`Link` objects; ``algorithm`` one of ALGORITHMS;
+    ``servers`` only for ``ps``. ``alpha_us``/``gbps`` override every interconnect.
+
+    ``staging`` (a link, e.g. ``cpu-memcpy`` or ``pcie3``) adds ``staging_passes`` copies of
+    every message around the collective (pack/scale/unpack on CPUs; D2H + H2D for GPUs
+    without GPU-direct). ``shared_cpu`` says the collective runs on the cores that compute
+    (CPU workers filling every core), so it cannot overlap with compute: messages are
+    serialised into the compute chain instead of a separate comm stream."""
+
+    workers: int
+    gpus_per_node: int = 1
+    intra: "str | Link" = "pcie3"
+    inter: "str | Link" = "10gbe"
+    algorithm: str = "ring"
+    servers: int = 1
+    alpha_us: float | None = None
+    gbps: float | None = None
+    release: str | None = field(default="latest", compare=False)
+    staging: "str | Link | None" = None
+    staging_passes: int = 2
+    shared_cpu: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("workers", "gpus_per_node", "servers", "staging_passes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise bad(name, "must be an integer >= 1", ">= 1", value)
+            object.__setattr__(self, name, int(value))
+        if self.algorithm not in ALGORITHMS:
+            raise bad("algorithm", "unknown collective algorithm", " | ".join(ALGORITHMS),
+                      self.algorithm)
+
+    @property
+    def nodes(self) -> int:
+        return -(-self.workers // self.gpus_per_node)
+
+    def links(self) -> tuple[Link, Link]:
+        kw = dict(alpha_us=self.alpha_us, gbps=self.gbps, release=self.release)
+        return (get_link(self.intra, field="intra", **kw),
+                get_link(self.inter, field="inter", **kw))
+
+    def staging_link(self) -> Link | None:
+        if self.staging is None:
+            return None
+        return get_link(self.staging, field="staging", release=self.release)
+
+    def comm_cost(self) -> CommCost:
+        intra, inter = self.links()
+        cost = collective(self.algorithm, self.workers, self.gpus_per_node, intra, inter,
+                          self.servers)
+        stage = self.staging_link()
+        if stage is None or not cost.phases:
+            return cost
+        k = self.staging_passes
+        return CommCost(cost.algorithm, cost.phases + (
+            Phase("staging", stage.name, k * stage.alpha_ms, k * stage.beta_ms_per_byte),))
+
+    def with_workers(self, workers: int) -> "Cluster":
+        from dataclasses import replace
+
+        return replace(self, workers=workers)
+
+    def describe(self) -> dict:
+        intra, inter = self.links()
+        stage = self.staging_link()
+        return {"workers": self.workers, "gpus_per_node": self.gpus_per_node,
+                "nodes": self.nodes, "algorithm": self.algorithm, "servers": self.servers,
+                "intra": _link_dict(intra), "inter": _link_dict(inter),
+                "staging": None if stage is None else dict(_link_dict(stage),
+                                                            passes=self.staging_passes),
+                "shared_cpu": self.shared_cpu}
+
+
+def _link_dict(link: Link) -> dict:
+    return {"link": link.name, "alpha_us": link.alpha_us,
+            "bandwidth_gb_s": link.bandwidth_gb_s, "provenance": link.provenance,
+            "source": link.source}
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Gradient aggregation policy; ``io_overlap`` prefetches the next batch during compute."""
+
+    name: str = "wfbp"
+    io_overlap: bool = False
+    bucket_bytes: int = DEFAULT_BUCKET_BYTES
+
+    def __post_init__(self) -> None:
+        if self.name not in POLICY_NAMES:
+            raise bad("policy", "unknown policy", " | ".join(POLICY_NAMES), self.name)
+        b = self.bucket_bytes
+        if isinstance(b, bool) or not isinstance(b, numbers.Integral) or b < 1:
+            raise bad("bucket_bytes", "must be an integer >= 1", ">= 1", b)
+        object.__setattr__(self, "bucket_bytes", int(b))

@@ -1,0 +1,174 @@
+"""The reference predictor: an explicit task DAG per iteration, scheduled by longest path.
+
+Tasks of one worker: ``io`` (read + decode of the batch), ``h2d`` (host-to-device copy),
+``fwd/<layer>`` in order, ``bwd/<layer>`` in reverse order (one compute stream), the
+messages ``comm/m<k>`` of the policy (one communication stream shared by the collective),
+and ``update``. Edges: the compute chain; message k after the backward of its last gradient
+and after message k-1; update after the backward pass and the last message. Without io
+overlap, ``h2d`` waits for ``io``; with it, ``io`` prefetches the next batch in parallel and
+the iteration ends when both the update and the prefetch are done.
+
+Workers are homogeneous and the collective synchronises them, so every worker has the same
+schedule; the DAG of worker 0 is simulated and the others are copies (timelines show all).
+The iteration time is the longest path; the critical path follows, from the last task
+back, the predecessor that finished last.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from .cluster import Cluster, Policy
+from .comm import CommCost
+from .policies import Message, messages
+from .trace import Trace
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    kind: str  # io | h2d | fwd | bwd | comm | update
+    stream: str  # compute | io | comm
+    start_ms: float
+    end_ms: float
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One simulated iteration: tasks with times, the messages, and the critical path."""
+
+    tasks: tuple[Task, ...]
+    messages: tuple[Message, ...]
+    iter_ms: float
+    critical_path: tuple[str, ...]
+    breakdown: dict
+    cost: CommCost
+
+
+class _Dag:
+    def __init__(self) -> None:
+        self.tasks: dict[str, tuple[str, str, float, tuple[str, ...]]] = {}
+        self.end: dict[str, float] = {}
+        self.start: dict[str, float] = {}
+        self.order: dict[str, int] = {}
+
+    def add(self, tid: str, kind: str, stream: str, dur: float, deps=()) -> str:
+        deps = tuple(d for d in deps if d is not None)
+        start = max((self.end[d] for d in deps), default=0.0)
+        self.tasks[tid] = (kind, stream, dur, deps)
+        self.order[tid] = len(self.order)
+        self.start[tid], self.end[tid] = start, start + dur
+        return tid
+
+    def critical_path(self, sink: str) -> list[str]:
+        path = [sink]
+        while self.tasks[path[-1]][3]:
+            deps = self.tasks[path[-1]][3]
+            path.append(max(deps, key=lambda d: (self.end[d], -self.order[d])))
+        return path[::-1]
+
+
+def simulate(trace: Trace, cluster: Cluster, policy: Policy) -> Schedule:
+    """Schedule one iteration of ``trace`` on ``cluster`` under ``policy``."""
+    cost = cluster.comm_cost()
+    shared = cluster.shared_cpu and bool(cost.phases)
+    g = _Dag()
+    io = g.add("io", "io", "io", trace.io_ms)
+    prev = g.add("h2d", "h2d", "compute", trace.h2d_ms, () if policy.io_overlap else (io,))
+    for name, f in zip(trace.layers, trace.fwd_ms):
+        prev = g.add(f"fwd/{name}", "fwd", "compute", f, (prev,))
+    t = g.end[prev]
+    grads = []  # (name, bytes, nominal ready time) in backward order
+    for name, b, nbytes in zip(reversed(trace.layers), reversed(trace.bwd_ms),
+                               reversed(trace.grad_bytes)):
+        t += b
+        if nbytes > 0:
+            grads.append((name, nbytes, t))
+    bwd_end = t  # without interleaved communication
+    msgs = messages(policy, [n for n, _, _ in grads], [b for _, b, _ in grads],
+                    [r for _, _, r in grads], bwd_end, cost, shared=shared)
+    closing = {} if policy.name == "naive" else {m.layers[-1]: m for m in msgs}
+    task_of, last_msg = {}, None
+    for name, b in zip(reversed(trace.layers), reversed(trace.bwd_ms)):
+        prev = task_of[name] = g.add(f"bwd/{name}", "bwd", "compute", b, (prev,))
+        if shared and name in closing:  # the collective takes this worker's core
+            m = closing[name]
+            prev = last_msg = g.add(m.task_id, "comm", "comm", cost.time_ms(m.nbytes), (prev,))
+    bwd_last = prev
+    for m in msgs:
+        if shared and policy.name != "naive":
+            continue
+        ready_dep = bwd_last if policy.name == "naive" else task_of[m.layers[-1]]
+        last_msg = g.add(m.task_id, "comm", "comm", cost.time_ms(m.nbytes),
+                         (ready_dep, last_msg))
+        if shared:
+            bwd_last = last_msg
+    update = g.add("update", "update", "compute", trace.update_ms, (bwd_last, last_msg))
+    sinks = [update, io] if policy.io_overlap else [update]
+    sink = max(sinks, key=lambda t: (g.end[t], g.order[t]))
+    comm_total = sum(g.end[m.task_id] - g.start[m.task_id] for m in msgs)
+    breakdown = {
+        "io": trace.io_ms,
+        "io_exposed": trace.io_ms if not policy.io_overlap
+        else max(0.0, g.end[io] - g.end[update]),
+        "h2d": trace.h2d_ms,
+        "fwd": float(sum(trace.fwd_ms)),
+        "bwd": float(sum(trace.bwd_ms)),
+        "comm_total": comm_total,
+        "comm_exposed": max(0.0, g.start[update] - bwd_end),
+        "update": trace.update_ms,
+        "messages": len(msgs),
+    }
+    tasks = tuple(Task(tid, kind, stream, g.start[tid], g.end[tid])
+                  for tid, (kind, stream, _, _) in g.tasks.items())
+    return Schedule(tasks, tuple(msgs), g.end[sink], tuple(g.critical_path(sink)), breakdown,
+                    cost)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A modelled iteration time with its breakdown and the provenance of every input."""
+
+    model: str
+    batch_size: int
+    workers: int
+    policy: str
+    io_overlap: bool
+    iter_ms: float
+    throughput_img_s: float
+    speedup_vs_1: float
+    efficiency: float
+    breakdown: dict
+    critical_path: tuple[str, ...]
+    cluster: dict
+    trace_provenance: str
+    trace_source: str
+    trace_run_id: str | None
+    trace_device: str | None
+    provenance: str = "modelled"
+    method: str = "dgtraces.predict DAG longest path (Shi, Wang, Chu, Li 2018)"
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["critical_path"] = list(self.critical_path)
+        out["notes"] = list(self.notes)
+        return out
+
+
+def predict_trace(trace: Trace, cluster: Cluster, policy: Policy,
+                  notes: tuple[str, ...] = ()) -> tuple[Prediction, Schedule]:
+    """Predict from a resolved Trace; returns the Prediction and its Schedule."""
+    sched = simulate(trace, cluster, policy)
+    single = sched if cluster.workers == 1 else simulate(trace, cluster.with_workers(1), policy)
+    speedup = cluster.workers * single.iter_ms / sched.iter_ms if sched.iter_ms > 0 else 1.0
+    throughput = cluster.workers * trace.batch_size * 1000.0 / sched.iter_ms \
+        if sched.iter_ms > 0 else float("inf")
+    if trace.provenance == "reconstructed" and "on the fly" in trace.source:
+        notes = notes + ("no stored trace matched; the trace was reconstructed on the fly",)
+    pred = Prediction(trace.model, trace.batch_size, cluster.workers, policy.name,
+                      policy.io_overlap, sched.iter_ms, throughput, speedup,
+                      speedup / cluster.workers, dict(sched.breakdown), sched.critical_path,
+                      cluster.describe(), trace.provenance, trace.source, trace.run_id,
+                      trace.device, notes=tuple(notes))
+    return pred, sched

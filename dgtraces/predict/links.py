@@ -1,0 +1,141 @@
+"""Interconnect presets (the ``links`` table) and their resolution into :class:`Link` objects.
+
+The presets ship in ``links.csv`` beside this module, each with a cited source. The measured
+``loopback-gloo`` row is replaced at load time by the allreduce fit of a release's
+``comm_fits`` table when one exists (measured on this machine by the collector). Allreduce
+fits are converted to per-hop link parameters through the ring cost they were measured with:
+``T = 2(P-1) alpha + 2(P-1)/P n / bw`` (for 2 processes: ``2 alpha + n / bw``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import DgtracesError, Failure
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+LINKS_CSV = Path(__file__).resolve().parent / "links.csv"
+FIT_LINKS = ("loopback-gloo",)  # presets superseded by a release's measured comm_fits
+
+
+@dataclass(frozen=True)
+class Link:
+    """One interconnect: per-message latency and per-direction bandwidth."""
+
+    name: str
+    alpha_us: float
+    bandwidth_gb_s: float
+    provenance: str = "published"
+    source: str = "user override"
+
+    @property
+    def beta_ms_per_byte(self) -> float:
+        return 1.0 / (self.bandwidth_gb_s * 1e6)
+
+    @property
+    def alpha_ms(self) -> float:
+        return self.alpha_us / 1000.0
+
+
+def ring_link_from_allreduce(alpha_us: float, beta_us_per_byte: float,
+                             workers: int) -> tuple[float, float]:
+    """Invert a ring allreduce fit into (link alpha_us, link bandwidth_gb_s)."""
+    if workers < 2:
+        raise DgtracesError("an allreduce fit needs >= 2 workers", code="BAD_INPUT",
+                            failures=[Failure("BAD_INPUT", "workers < 2", column="workers",
+                                              expected=">= 2", found=str(workers))])
+    steps = 2 * (workers - 1)
+    beta_link = beta_us_per_byte * workers / steps  # us per byte
+    return alpha_us / steps, 1.0 / (beta_link * 1e3)
+
+
+def _fit_rows(release: str | None) -> "pd.DataFrame | None":
+    from .. import store
+    from ..errors import StoreError
+
+    try:
+        if "comm_fits" not in store.tables(release):
+            return None
+        fits = store.read_table("comm_fits", release)
+    except StoreError:
+        return None
+    fits = fits[(fits["collective"] == "allreduce") & fits["interconnect"].isin(FIT_LINKS)]
+    return fits if len(fits) else None
+
+
+def links_frame(release: str | None = "latest", *, use_store: bool = True) -> "pd.DataFrame":
+    """The links table: shipped presets, with measured rows taken from ``comm_fits`` of
+    ``release`` (``"latest"`` = newest release that exists; ``None`` in ``use_store=False``
+    mode keeps the shipped preliminary values). Validated against ``schema.Links``."""
+    import pandas as pd
+
+    from ..checks import read_file, validate_frame
+
+    df = read_file(LINKS_CSV)
+    if use_store:
+        fits = _fit_rows(None if release == "latest" else release)
+        if fits is not None:
+            for link, rows in fits.groupby("interconnect"):
+                row = rows.sort_values(["workers", "r2"], ascending=[True, False]).iloc[0]
+                alpha, bw = ring_link_from_allreduce(float(row["alpha_us"]),
+                                                     float(row["beta_us_per_byte"]),
+                                                     int(row["workers"]))
+                i = df.index[df["link"] == link]
+                df.loc[i, ["alpha_us", "bandwidth_gb_s"]] = [alpha, bw]
+                df.loc[i, "provenance"] = str(row["provenance"])
+                df.loc[i, "source"] = (f"comm_fits allreduce fit ({int(row['workers'])} workers, "
+                                       f"{int(row['n_points'])} points, r2 {row['r2']:.3f}): "
+                                       f"{row['source']}; inverted through the ring cost")
+    df = df.astype({"alpha_us": float, "bandwidth_gb_s": float})
+    return validate_frame("links", pd.DataFrame(df), file=str(LINKS_CSV))
+
+
+@lru_cache(maxsize=8)
+def _cached_links(release: str | None, use_store: bool, data_env: str | None) -> dict:
+    df = links_frame(release, use_store=use_store)
+    return {r["link"]: Link(r["link"], float(r["alpha_us"]), float(r["bandwidth_gb_s"]),
+                            r["provenance"], r["source"]) for r in df.to_dict("records")}
+
+
+def known_links(release: str | None = "latest", use_store: bool = True) -> dict[str, Link]:
+    import os
+
+    return dict(_cached_links(release, use_store, os.environ.get("DGTRACES_DATA")))
+
+
+def get_link(name: "str | Link", *, field: str = "link", alpha_us: float | None = None,
+             gbps: float | None = None, release: str | None = "latest",
+             use_store: bool = True) -> Link:
+    """Resolve a preset name (or pass a Link through), applying optional overrides.
+
+    ``gbps`` is in gigabits per second (network convention); unknown names raise
+    UNKNOWN_LINK naming ``field``.
+    """
+    if isinstance(name, Link):
+        link = name
+    else:
+        links = known_links(release, use_store)
+        if name not in links:
+            raise DgtracesError(
+                f"unknown link {name!r} for {field}; known: {', '.join(sorted(links))}",
+                code="UNKNOWN_LINK",
+                failures=[Failure("UNKNOWN_LINK", "unknown interconnect preset", column=field,
+                                  expected=" | ".join(sorted(links)), found=repr(name))])
+        link = links[name]
+    for value, col in ((alpha_us, "link_alpha_us"), (gbps, "link_gbps")):
+        if value is not None and not (value >= 0 and (col == "link_alpha_us" or value > 0)):
+            raise DgtracesError(f"{col} must be positive", code="BAD_INPUT",
+                                failures=[Failure("BAD_INPUT", "out of range", column=col,
+                                                  expected="> 0", found=str(value))])
+    if alpha_us is not None or gbps is not None:
+        link = replace(link, alpha_us=link.alpha_us if alpha_us is None else float(alpha_us),
+                       bandwidth_gb_s=link.bandwidth_gb_s if gbps is None else gbps / 8.0,
+                       provenance="user-override",
+                       source=f"{link.source}; overridden by user "
+                              f"(alpha_us={alpha_us}, gbps={gbps})")
+    return link

@@ -1,0 +1,150 @@
+"""Parameter sweeps: every combination of the given lists, computed by :mod:`.fast`.
+
+The comm grid (workers x gpus per node x intra x inter x algorithm) is costed as arrays once;
+then each (model, batch size) trace, policy and io-overlap choice is one vectorised pass.
+Rows are modelled numbers: ``provenance`` is ``modelled`` and each row names its trace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import product
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import numpy as np
+
+from .cluster import DEFAULT_BUCKET_BYTES, POLICY_NAMES, Cluster, Policy, bad
+from .comm import ALGORITHMS, collective_ab
+from .fast import comm_end, finish, prepare
+from .links import get_link
+from .trace import Trace
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Lists to combine. ``traces`` maps (model, batch_size) to a Trace; missing ones are
+    resolved with ``trace_loader(model, batch_size)``."""
+
+    models: Sequence[str] = ("resnet50",)
+    batch_sizes: Sequence[int] = (64,)
+    workers: Sequence[int] = (1, 2, 4, 8)
+    gpus_per_node: Sequence[int] = (1,)
+    intra: Sequence[str] = ("pcie3",)
+    inter: Sequence[str] = ("10gbe",)
+    algorithms: Sequence[str] = ("ring",)
+    policies: Sequence[str] = ("wfbp",)
+    io_overlap: Sequence[bool] = (False,)
+    bucket_bytes: int = DEFAULT_BUCKET_BYTES
+    servers: int = 1
+    alpha_us: float | None = None
+    gbps: float | None = None
+    staging: str | None = None
+    staging_passes: int = 2
+    shared_cpu: bool = False
+    traces: dict = field(default_factory=dict)
+
+    def size(self) -> int:
+        dims = (self.models, self.batch_sizes, self.workers, self.gpus_per_node, self.intra,
+                self.inter, self.algorithms, self.policies, self.io_overlap)
+        return int(np.prod([len(d) for d in dims]))
+
+
+def _check(grid: Grid) -> None:
+    for name in ("models", "batch_sizes", "workers", "gpus_per_node", "intra", "inter",
+                 "algorithms", "policies", "io_overlap"):
+        if not len(getattr(grid, name)):
+            raise bad(name, "empty list", "at least one value", [])
+    for w, g in product(grid.workers, grid.gpus_per_node):
+        Cluster(w, g)  # raises BAD_INPUT naming workers / gpus_per_node
+    for b in grid.batch_sizes:
+        if isinstance(b, (bool, np.bool_)) or not isinstance(b, (int, np.integer)) or b < 1:
+            raise bad("batch_size", "must be an integer >= 1", ">= 1", b)
+    for a in grid.algorithms:
+        if a not in ALGORITHMS:
+            raise bad("algorithm", "unknown collective algorithm", " | ".join(ALGORITHMS), a)
+    for p in grid.policies:
+        Policy(p, bucket_bytes=grid.bucket_bytes)
+    Cluster(1, servers=grid.servers, staging_passes=grid.staging_passes)
+
+
+def comm_grid(grid: Grid) -> dict[str, np.ndarray]:
+    """Column arrays of the comm grid plus its collective cost (A ms, B ms/byte)."""
+    kw = dict(alpha_us=grid.alpha_us, gbps=grid.gbps)
+    intra = {n: get_link(n, field="intra", **kw) for n in grid.intra}
+    inter = {n: get_link(n, field="inter", **kw) for n in grid.inter}
+    combos = list(product(grid.workers, grid.gpus_per_node, grid.intra, grid.inter,
+                          grid.algorithms))
+    w, g, li, le, al = (np.array(col) for col in zip(*combos))
+    a, b = collective_ab(al, w, g, [intra[x].alpha_ms for x in li],
+                         [intra[x].beta_ms_per_byte for x in li],
+                         [inter[x].alpha_ms for x in le],
+                         [inter[x].beta_ms_per_byte for x in le], grid.servers)
+    if grid.staging is not None:
+        stage = get_link(grid.staging, field="staging")
+        comm = w > 1
+        a = a + np.where(comm, grid.staging_passes * stage.alpha_ms, 0.0)
+        b = b + np.where(comm, grid.staging_passes * stage.beta_ms_per_byte, 0.0)
+    return {"workers": w.astype(np.int64), "gpus_per_node": g.astype(np.int64), "intra": li,
+            "inter": le, "algorithm": al, "a_ms": a, "b_ms_per_byte": b}
+
+
+def run_sweep(grid: Grid, trace_loader: Callable[[str, int], Trace] | None = None,
+              progress: Callable[[int], None] | None = None) -> "pd.DataFrame":
+    """All combinations of ``grid`` as a DataFrame (one row per configuration)."""
+    import pandas as pd
+
+    _check(grid)
+    cg = comm_grid(grid)
+    n = len(cg["a_ms"])
+    frames = []
+    for model, batch in product(grid.models, grid.batch_sizes):
+        trace = grid.traces.get((model, batch))
+        if trace is None:
+            if trace_loader is None:
+                raise bad("traces", f"no trace for {model} batch {batch}", "a Trace",
+                          None, code="NOT_FOUND")
+            trace = trace_loader(model, int(batch))
+        prep = prepare(trace)
+        for pname in grid.policies:
+            policy = Policy(pname, bucket_bytes=grid.bucket_bytes)
+            rel_end = comm_end(prep, policy, cg["a_ms"], cg["b_ms_per_byte"], grid.shared_cpu)
+            rel_single = comm_end(prep, policy, np.zeros(1), np.zeros(1), grid.shared_cpu)
+            frames.extend(_rows(grid, cg, trace, prep, pname, rel_end, rel_single))
+            if progress:
+                progress(n * len(grid.io_overlap))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _rows(grid, cg, trace, prep, pname, rel_end, rel_single):
+    import pandas as pd
+
+    for overlap in grid.io_overlap:
+        iter_ms, exposed = finish(prep, bool(overlap), rel_end)
+        single, _ = finish(prep, bool(overlap), rel_single)
+        speedup = cg["workers"] * single[0] / iter_ms
+        yield pd.DataFrame({
+            "model": trace.model, "batch_size": trace.batch_size,
+            **{k: cg[k] for k in ("workers", "gpus_per_node", "intra", "inter", "algorithm")},
+            "policy": pname, "io_overlap": bool(overlap), "iter_ms": iter_ms,
+            "throughput_img_s": cg["workers"] * trace.batch_size * 1000.0 / iter_ms,
+            "speedup_vs_1": speedup, "efficiency": speedup / cg["workers"],
+            "comm_exposed_ms": exposed, "trace_provenance": trace.provenance,
+            "trace_run_id": trace.run_id, "provenance": "modelled"})
+
+
+def reference_row(trace: Trace, row: dict, grid: Grid) -> float:
+    """The reference event simulation of one sweep row (for tests and the benchmark)."""
+    from .dag import simulate
+
+    cluster = Cluster(int(row["workers"]), int(row["gpus_per_node"]), row["intra"],
+                      row["inter"], row["algorithm"], grid.servers, grid.alpha_us, grid.gbps,
+                      staging=grid.staging, staging_passes=grid.staging_passes,
+                      shared_cpu=grid.shared_cpu)
+    policy = Policy(row["policy"], bool(row["io_overlap"]), grid.bucket_bytes)
+    return simulate(trace, cluster, policy).iter_ms
+
+
+__all__ = ["Grid", "comm_grid", "run_sweep", "reference_row", "POLICY_NAMES"]

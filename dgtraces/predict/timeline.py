@@ -1,0 +1,118 @@
+"""Timelines of one predicted iteration: Chrome trace-event JSON and a matplotlib Gantt chart.
+
+Workers are homogeneous (see :mod:`.dag`), so every worker track shows the same schedule.
+Messages are split into their collective phases on the link each phase uses, one track per
+link. Both outputs are modelled, and say so in their metadata / title.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from ..store import atomic_write_bytes
+from .dag import Prediction, Schedule
+
+MAX_WORKER_TRACKS = 32
+COLORS = {"io": "#9e9e9e", "h2d": "#8e6cbf", "fwd": "#4c78a8", "bwd": "#f58518",
+          "comm": "#54a24b", "update": "#e45756"}
+
+
+def link_slices(sched: Schedule) -> list[tuple[str, str, float, float]]:
+    """(link, label, start_ms, end_ms) for every phase of every message."""
+    out = []
+    for m in sched.messages:
+        task = next(t for t in sched.tasks if t.id == m.task_id)
+        t = task.start_ms
+        for phase, dur in sched.cost.phase_times(m.nbytes):
+            out.append((phase.link, f"m{m.index} {phase.name} ({m.nbytes / 1e6:.3g} MB)",
+                        t, t + dur))
+            t += dur
+    return out
+
+
+def chrome_trace(sched: Schedule, pred: Prediction) -> dict:
+    """Chrome trace-event JSON (opens in Perfetto / chrome://tracing); times in us."""
+    events = []
+    shown = min(pred.workers, MAX_WORKER_TRACKS)
+    for w in range(shown):
+        events.append({"ph": "M", "name": "process_name", "pid": w,
+                       "args": {"name": f"worker {w}"}})
+        for tid, stream in enumerate(("compute", "io")):
+            events.append({"ph": "M", "name": "thread_name", "pid": w, "tid": tid,
+                           "args": {"name": stream}})
+        for t in sched.tasks:
+            if t.stream == "comm" or t.end_ms <= t.start_ms:
+                continue
+            events.append({"ph": "X", "name": t.id, "cat": t.kind, "pid": w,
+                           "tid": 0 if t.stream == "compute" else 1,
+                           "ts": t.start_ms * 1000.0, "dur": (t.end_ms - t.start_ms) * 1000.0})
+    links = sorted({s[0] for s in link_slices(sched)})
+    for k, link in enumerate(links):
+        pid = shown + k
+        events.append({"ph": "M", "name": "process_name", "pid": pid,
+                       "args": {"name": f"link {link}"}})
+        for name, label, start, end in link_slices(sched):
+            if name == link:
+                events.append({"ph": "X", "name": label, "cat": "comm", "pid": pid, "tid": 0,
+                               "ts": start * 1000.0, "dur": (end - start) * 1000.0})
+    meta = pred.to_dict()
+    meta["worker_tracks"] = shown
+    if shown < pred.workers:
+        meta["note"] = f"{pred.workers} workers have identical schedules; {shown} shown"
+    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": meta}
+
+
+def write_chrome_trace(path: str | Path, sched: Schedule, pred: Prediction) -> Path:
+    data = json.dumps(chrome_trace(sched, pred), indent=1, default=str).encode()
+    atomic_write_bytes(path, data)
+    return Path(path)
+
+
+def write_gantt(path: str | Path, sched: Schedule, pred: Prediction,
+                max_workers: int = 2) -> Path:
+    """A PNG Gantt chart of one iteration: compute/io rows per worker, one row per link."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    rows: list[tuple[str, list[tuple[float, float, str]]]] = []
+    for w in range(min(pred.workers, max_workers)):
+        for stream in ("compute", "io"):
+            bars = [(t.start_ms, t.end_ms - t.start_ms, t.kind) for t in sched.tasks
+                    if t.stream == stream and t.end_ms > t.start_ms]
+            if bars or stream == "compute":
+                rows.append((f"worker {w} {stream}", bars))
+    slices = link_slices(sched)
+    for link in sorted({s[0] for s in slices}):
+        rows.append((f"link {link}", [(s, e - s, "comm") for n, _, s, e in slices if n == link]))
+    fig, ax = plt.subplots(figsize=(12, 1.0 + 0.55 * len(rows)), dpi=110)
+    for y, (_, bars) in enumerate(rows):
+        ax.broken_barh([(s, d) for s, d, _ in bars], (y - 0.38, 0.76),
+                       facecolors=[COLORS[k] for _, _, k in bars], edgecolor="white",
+                       linewidth=0.3)
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows])
+    ax.invert_yaxis()
+    ax.set_xlim(0, sched.iter_ms * 1.01)
+    ax.set_xlabel("time within one iteration (ms)")
+    ax.axvline(sched.iter_ms, color="black", linestyle="--", linewidth=1)
+    extra = f", {pred.workers - max_workers} more identical workers" \
+        if pred.workers > max_workers else ""
+    ax.set_title(f"modelled: {pred.model} batch {pred.batch_size}, {pred.workers} workers, "
+                 f"{pred.policy}{' + io overlap' if pred.io_overlap else ''}, "
+                 f"{pred.cluster['algorithm']}: {pred.iter_ms:.1f} ms/iter "
+                 f"(comm exposed {pred.breakdown['comm_exposed']:.1f} ms){extra}", fontsize=10)
+    kinds = [k for k in COLORS if any(b[2] == k for _, bars in rows for b in bars)]
+    ax.legend(handles=[Patch(color=COLORS[k], label=k) for k in kinds], loc="upper center",
+              bbox_to_anchor=(0.5, -0.12 if len(rows) > 3 else -0.25), ncol=len(kinds),
+              frameon=False)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
+    return Path(path)

@@ -1,0 +1,230 @@
+"""Layer traces as the predictor sees them: per-layer times in execution order plus sizes.
+
+A :class:`Trace` comes from a run of the store (``layer_timings`` of the run, gradient sizes
+from the model's ``layers`` structure, batch size and update time from ``runs``), from a
+DataFrame of layer timings, or from the reconstruction (``dgtraces.reconstruct``) when no
+stored trace matches. It remembers where its numbers came from.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from ..errors import DgtracesError, Failure, StoreError
+from .cluster import bad
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+    import pandas as pd
+
+PREFERENCE = ("measured", "reconstructed", "published")
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Per-layer forward/backward times (ms, per iteration of one worker) in forward order."""
+
+    model: str
+    batch_size: int
+    layers: tuple[str, ...]
+    fwd_ms: tuple[float, ...]
+    bwd_ms: tuple[float, ...]
+    grad_bytes: tuple[int, ...]
+    io_ms: float = 0.0
+    h2d_ms: float = 0.0
+    update_ms: float = 0.0
+    provenance: str = "user"
+    source: str = "DataFrame passed by the caller"
+    run_id: str | None = None
+    device: str | None = None
+
+    def arrays(self) -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]:
+        import numpy as np
+
+        return (np.asarray(self.fwd_ms, float), np.asarray(self.bwd_ms, float),
+                np.asarray(self.grad_bytes, float))
+
+    @property
+    def compute_ms(self) -> float:
+        return sum(self.fwd_ms) + sum(self.bwd_ms) + self.update_ms
+
+    def scaled(self, factor: float, note: str) -> "Trace":
+        """Compute times (fwd, bwd, update) multiplied by ``factor`` (calibration)."""
+        return replace(self, fwd_ms=tuple(f * factor for f in self.fwd_ms),
+                       bwd_ms=tuple(b * factor for b in self.bwd_ms),
+                       update_ms=self.update_ms * factor, source=f"{self.source}; {note}")
+
+    def provenance_dict(self) -> dict:
+        return {"trace_provenance": self.provenance, "trace_source": self.source,
+                "trace_run_id": self.run_id, "trace_device": self.device}
+
+
+def _nonneg(name: str, value) -> float:
+    value = float(0.0 if value is None or (isinstance(value, float) and math.isnan(value))
+                  else value)
+    if value < 0 or math.isinf(value):
+        raise bad(name, "must be a finite time >= 0", ">= 0", value, code="PLAUSIBILITY")
+    return value
+
+
+def from_frame(df: "pd.DataFrame", model: str, batch_size: int, *, io_ms: float = 0.0,
+               h2d_ms: float = 0.0, update_ms: float = 0.0, provenance: str = "user",
+               source: str = "DataFrame passed by the caller", run_id: str | None = None,
+               device: str | None = None) -> Trace:
+    """Build a Trace from columns ``layer, fwd_ms, bwd_ms`` covering every layer of ``model``.
+
+    GoogLeNet traces without the auxiliary classifiers are accepted (aux layers dropped).
+    """
+    from ..models import layers_frame
+
+    if isinstance(batch_size, bool) or int(batch_size) != batch_size or batch_size < 1:
+        raise bad("batch_size", "must be an integer >= 1", ">= 1", batch_size)
+    for col in ("layer", "fwd_ms", "bwd_ms"):
+        if col not in df.columns:
+            raise bad(col, "column missing from the layer timings", "a column", None)
+    structure = layers_frame(model)  # raises UNKNOWN_MODEL
+    known = set(structure["layer"])
+    extra = sorted(set(df["layer"]) - known)
+    if extra:
+        raise DgtracesError(f"{len(extra)} layer(s) not in {model}", code="UNKNOWN_LAYER",
+                            failures=[Failure("UNKNOWN_LAYER", f"not a layer of {model}",
+                                              column="layer", found=repr(x)) for x in extra])
+    if df["layer"].duplicated().any():
+        dup = df.loc[df["layer"].duplicated(), "layer"].iloc[0]
+        raise bad("layer", "layer timed twice", "unique layers", dup, code="DUPLICATE")
+    timed = df.set_index("layer")
+    missing = structure.loc[~structure["layer"].isin(timed.index)]
+    if len(missing) and missing["aux"].all():
+        structure = structure.loc[~structure["aux"]]
+        missing = missing.iloc[:0]
+    if len(missing):
+        raise DgtracesError(
+            f"trace lacks {len(missing)} of {len(structure)} layers of {model}",
+            code="INCOMPLETE_TRACE",
+            failures=[Failure("INCOMPLETE_TRACE", "no timing row for layer", column="layer",
+                              expected="a row with fwd_ms and bwd_ms", found=repr(x))
+                      for x in missing["layer"]])
+    timed = timed.loc[structure["layer"]]
+    for col in ("fwd_ms", "bwd_ms"):
+        values = timed[col].astype(float)
+        bad_rows = (values < 0) | values.map(math.isinf)
+        if bad_rows.any():
+            i = values.index[bad_rows][0]
+            raise bad(col, f"negative or infinite time for layer {i}", ">= 0", values[i],
+                      code="PLAUSIBILITY")
+    # A present row with an empty time (e.g. no backward recorded) counts as 0 ms.
+    timed = timed.assign(fwd_ms=timed["fwd_ms"].astype(float).fillna(0.0),
+                         bwd_ms=timed["bwd_ms"].astype(float).fillna(0.0))
+    return Trace(model, int(batch_size), tuple(structure["layer"]),
+                 tuple(map(float, timed["fwd_ms"])), tuple(map(float, timed["bwd_ms"])),
+                 tuple(map(int, structure["grad_bytes"])), _nonneg("io_ms", io_ms),
+                 _nonneg("h2d_ms", h2d_ms), _nonneg("update_ms", update_ms), provenance,
+                 source, run_id, device)
+
+
+def _phase(params_json, key: str) -> float:
+    if not isinstance(params_json, str):
+        return 0.0
+    try:
+        value = json.loads(params_json).get(key, 0.0)
+    except (ValueError, AttributeError):
+        return 0.0
+    return float(value) if isinstance(value, (int, float)) else 0.0
+
+
+def _whole(value) -> float | None:
+    return float(value) if value is not None and value == value and value > 0 else None
+
+
+def from_run(run_id: str, release: str | None = None, *, runs: "pd.DataFrame | None" = None,
+             timings: "pd.DataFrame | None" = None, whole: bool = True) -> Trace:
+    """Trace of a stored run (``runs`` + ``layer_timings`` of ``release``, default latest).
+
+    io/h2d times are read from the run's ``params_json`` keys ``io_ms``/``h2d_ms`` when
+    present. With ``whole`` (default), per-layer times are scaled so that they sum to the
+    run's whole-model ``fwd_ms``/``bwd_ms`` (timed without per-layer instrumentation), which
+    is what an uninstrumented training iteration runs; the source says by how much.
+    """
+    from .. import store
+
+    runs = store.read_table("runs", release) if runs is None else runs
+    row = runs.loc[runs["run_id"] == run_id]
+    if row.empty:
+        raise StoreError(f"run {run_id!r} not in runs of release {release or store.latest()}",
+                         failures=[Failure("NOT_FOUND", "unknown run", column="run_id",
+                                           found=repr(run_id))])
+    run = row.iloc[0]
+    timings = store.read_table("layer_timings", release) if timings is None else timings
+    lt = timings.loc[timings["run_id"] == run_id]
+    params = run.get("params_json")
+    trace = from_frame(lt, run["model"], int(run["batch_size"]),
+                       io_ms=_phase(params, "io_ms"), h2d_ms=_phase(params, "h2d_ms"),
+                       update_ms=_whole(run["update_ms"]) or 0.0,
+                       provenance=str(run["provenance"]), source=str(run["source"]),
+                       run_id=run_id, device=str(run["device"]))
+    wf, wb = _whole(run.get("fwd_ms")), _whole(run.get("bwd_ms"))
+    sf, sb = sum(trace.fwd_ms), sum(trace.bwd_ms)
+    if whole and wf and wb and sf > 0 and sb > 0:
+        trace = replace(trace, fwd_ms=tuple(f * wf / sf for f in trace.fwd_ms),
+                        bwd_ms=tuple(b * wb / sb for b in trace.bwd_ms),
+                        source=f"{trace.source}; per-layer times scaled to the run's "
+                               f"whole-model medians (fwd x{wf / sf:.4f}, bwd x{wb / sb:.4f})")
+    return trace
+
+
+def find_run(model: str, device: str, batch_size: int, precision: str = "fp32",
+             release: str | None = None) -> str | None:
+    """Best stored run for a setup (measured > reconstructed > published, unflagged first)."""
+    from .. import store
+
+    try:
+        runs = store.read_table("runs", release)
+    except StoreError:
+        return None
+    m = runs[(runs["model"] == model) & (runs["device"] == device)
+             & (runs["batch_size"] == batch_size) & (runs["precision"] == precision)]
+    if m.empty:
+        return None
+    rank = m["provenance"].map({p: i for i, p in enumerate(PREFERENCE)}).fillna(9)
+    m = m.assign(_rank=rank, _flag=m["flagged"].astype(bool))
+    return str(m.sort_values(["_flag", "_rank", "run_id"]).iloc[0]["run_id"])
+
+
+def resolve(model: str, device: str, batch_size: int, *, precision: str = "fp32",
+            run_id: str | None = None, release: str | None = None,
+            whole: bool = True) -> Trace:
+    """A stored trace when one matches, else one reconstructed on the fly (labelled so)."""
+    from .. import store
+
+    if run_id is not None:
+        return from_run(run_id, release, whole=whole)
+    found = find_run(model, device, batch_size, precision, release)
+    if found is not None:
+        return from_run(found, release, whole=whole)
+    try:
+        from ..reconstruct import reconstruct_trace
+    except ImportError as exc:
+        raise StoreError(f"no stored trace for {model}/{device}/batch {batch_size} in release "
+                         f"{release or _latest_or_none(store)} and the reconstruction module "
+                         f"(dgtraces.reconstruct) is not available", code="NOT_FOUND",
+                         hint="pass --run-id of a stored run, or install a dgtraces with "
+                              "dgtraces.reconstruct") from exc
+    rec = reconstruct_trace(device, model, batch_size, precision=precision)
+    run = dict(rec.run)
+    update = run.get("update_ms")
+    return from_frame(rec.layer_timings, model, batch_size,
+                      update_ms=0.0 if update is None or update != update else float(update),
+                      provenance="reconstructed",
+                      source=f"reconstructed on the fly (no stored trace matched): "
+                             f"{run.get('source', 'dgtraces.reconstruct')}",
+                      run_id=run.get("run_id"), device=device)
+
+
+def _latest_or_none(store) -> str:
+    try:
+        return store.latest()
+    except StoreError:
+        return "none"

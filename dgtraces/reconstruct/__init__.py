@@ -1,0 +1,125 @@
+"""Reconstructed K80/V100 traces: a per-layer cost model fitted to published throughputs.
+
+Stable API (used by the predictor)::
+
+    from dgtraces.reconstruct import reconstruct_trace
+    rec = reconstruct_trace("k80", "googlenet", 64)       # precision="fp32" | "amp"
+    rec.run            # one ``runs`` row (dict), provenance="reconstructed"
+    rec.layer_timings  # schema-valid ``layer_timings`` DataFrame
+
+The model is in :mod:`.costmodel`, the fit in :mod:`.fit`, the published calibration in
+:mod:`.calibration`, the measured error of the method on this machine's CPU in :mod:`.cpu`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from ..errors import DgtracesError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+METHOD = "dgtraces.reconstruct/roofline"
+METHOD_VERSION = "1.0"
+PRECISIONS = ("fp32", "amp")
+
+
+def method_id() -> str:
+    return f"{METHOD}-{METHOD_VERSION}"
+
+
+@dataclass
+class Reconstruction:
+    run: dict
+    layer_timings: "pd.DataFrame"
+    bound: "pd.DataFrame"  # layer, fwd_bound, bwd_bound, fwd/bwd latency share
+
+
+def run_id(device: str, model: str, batch_size: int, precision: str) -> str:
+    return f"rec-{device}-{model}-b{batch_size}-{precision}-v{METHOD_VERSION}"
+
+
+def reconstruct_trace(device: str, model: str, batch_size: int, precision: str = "fp32",
+                      *, timestamp_utc: str | None = None) -> Reconstruction:
+    """Reconstruct one training trace (per-layer fwd/bwd ms) of ``model`` on ``device``.
+
+    Raises UNKNOWN_DEVICE, UNKNOWN_MODEL, BAD_INPUT (batch <= 0, bad precision) and
+    NO_CALIBRATION (device without published calibration rows, or no amp figure).
+    """
+    import pandas as pd
+
+    from ..models import MODELS, get_spec
+    from .calibration import CALIBRATION_SOURCE, DEVICES_SOURCE, calibrate
+    from .costmodel import layer_arrays, layer_costs, timings_frame
+
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:
+        raise DgtracesError(f"batch size must be a positive integer, got {batch_size!r}",
+                            code="BAD_INPUT")
+    if precision not in PRECISIONS:
+        raise DgtracesError(f"precision must be one of {', '.join(PRECISIONS)}, got "
+                            f"{precision!r}", code="BAD_INPUT")
+    get_spec(model)  # UNKNOWN_MODEL
+    cal = calibrate(device)  # UNKNOWN_DEVICE / NO_CALIBRATION
+    params = cal.params(precision)
+    la = layer_arrays(model)
+    costs = layer_costs(la, params, cal.device, batch_size, precision)
+    rid = run_id(device, model, batch_size, precision)
+    fwd, bwd = float(costs.fwd_ms.sum()), float(costs.bwd_ms.sum())
+    rows = [r.as_dict() for r in cal.rows] + [r.as_dict() for r in cal.amp_rows]
+    extrapolated = model not in {r.model for r in cal.rows}
+    detail = {
+        "method": METHOD, "method_version": METHOD_VERSION, "precision": precision,
+        "params": params.as_dict(),
+        "device_peaks": {"peak_fp32_tflops": cal.device.peak_tflops,
+                         "peak_fp16_tensor_tflops": cal.device.tensor_tflops,
+                         "mem_bandwidth_gb_s": cal.device.bandwidth_gb_s,
+                         "source": DEVICES_SOURCE},
+        "calibration_rows": rows, "calibration_source": CALIBRATION_SOURCE,
+        "fit_rms_log": cal.result.rms_log,
+        "fit_errors_pct": [round(e, 2) for e in cal.result.errors_pct],
+        "model_fitted": not extrapolated,
+    }
+    frameworks = sorted({r.framework for r in cal.rows + cal.amp_rows})
+    notes = ("reconstructed from structure (layers table) and device peaks; per-layer times "
+             "are modelled, not measured")
+    if extrapolated:
+        notes += f"; {model} has no calibration row: extrapolated from alexnet/resnet50"
+    if precision == "amp":
+        notes += "; amp: one tensor-core efficiency set by the resnet50v1.5 amp/fp32 ratio"
+    run = {
+        "run_id": rid, "model": model, "device": device, "device_kind": "gpu",
+        "host": cal.device.name, "framework": "reconstructed (calibrated on "
+        + ", ".join(frameworks) + ")", "precision": precision, "batch_size": batch_size,
+        "threads": None, "cores": None, "provenance": "reconstructed",
+        "source": f"{method_id()} cost model; peaks: {DEVICES_SOURCE} ({cal.device.source}); "
+                  f"fitted to {len(cal.rows)} rows of {CALIBRATION_SOURCE}",
+        "collector_version": method_id(),
+        "timestamp_utc": timestamp_utc or datetime.now(timezone.utc).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"),
+        "fwd_ms": fwd, "bwd_ms": bwd, "update_ms": costs.update_ms,
+        "iter_ms": fwd + bwd + costs.update_ms, "layer_sum_ratio": 1.0, "flagged": False,
+        "flag_reason": None, "params_json": json.dumps(detail, sort_keys=True),
+        "notes": notes,
+    }
+    bound = pd.DataFrame({"layer": list(la.layer), "kind": list(la.kind),
+                          "fwd_bound": costs.fwd_bound, "bwd_bound": costs.bwd_bound,
+                          "fwd_latency_ms": costs.fwd_latency_ms,
+                          "bwd_latency_ms": costs.bwd_latency_ms})
+    return Reconstruction(run, timings_frame(la, costs, rid), bound)
+
+
+def runs_frame(recs: list[Reconstruction]) -> "pd.DataFrame":
+    """A schema-valid ``runs`` frame from several reconstructions."""
+    import pandas as pd
+
+    from ..checks import validate_frame
+
+    return validate_frame("runs", pd.DataFrame([r.run for r in recs]))
+
+
+__all__ = ["METHOD", "METHOD_VERSION", "Reconstruction", "method_id", "reconstruct_trace",
+           "run_id", "runs_frame"]

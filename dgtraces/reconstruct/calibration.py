@@ -1,0 +1,139 @@
+"""Published calibration: device peaks (``devices.csv``) and single-GPU throughputs
+(``calibration.csv``), both shipped byte-for-byte in :mod:`dgtraces.reference`.
+
+Which rows are fitted:
+
+* fp32 ``train`` and ``inference`` rows of alexnet and resnet50 with a batch size, one GPU.
+  ``train`` time = batch / img_per_s (fwd + bwd + update); ``inference`` = forward only.
+* ``resnet50v1.5`` rows (V100, NVIDIA DeepLearningExamples) are a different model variant
+  (stride on the 3x3 instead of the 1x1 of each bottleneck: about 5% more FLOPs) and state
+  no batch size, so they are never fitted as absolute times. Their amp/fp32 ratio
+  (1200 / 367 = 3.27x) is the only tensor-core figure available and sets the single amp
+  parameter ``eff_tensor`` (assuming both runs used the same batch, taken as
+  ``AMP_BATCH``); the fp32 figure is kept as an out-of-sample check.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..errors import DgtracesError
+from .costmodel import Device, Params
+from .fit import FitResult, Observation, fit, fit_tensor_efficiency
+
+FITTED_MODELS = ("alexnet", "resnet50")
+AMP_MODEL = "resnet50v1.5"
+AMP_BATCH = 128
+DEVICES_SOURCE = "dgtraces/reference/devices.csv"
+CALIBRATION_SOURCE = "dgtraces/reference/calibration.csv"
+
+
+def _read_csv(name: str) -> list[dict]:
+    from .. import reference
+
+    with open(reference.path(name), encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def devices() -> dict[str, Device]:
+    """Published device peaks, key -> :class:`Device`."""
+    out = {}
+    for r in _read_csv("devices.csv"):
+        tensor = float(r["peak_fp16_tensor_tflops"]) if r["peak_fp16_tensor_tflops"] else None
+        out[r["device"]] = Device(r["device"], float(r["peak_fp32_tflops"]),
+                                  float(r["mem_bandwidth_gb_s"]), tensor, "gpu", r["name"],
+                                  r["source"], "published")
+    return out
+
+
+def get_device(device: str) -> Device:
+    known = devices()
+    if device not in known:
+        raise DgtracesError(f"unknown device {device!r}; known: {', '.join(sorted(known))}",
+                            code="UNKNOWN_DEVICE")
+    return known[device]
+
+
+@dataclass(frozen=True)
+class CalibrationRow:
+    row: int  # 1-based data row of calibration.csv
+    device: str
+    model: str
+    framework: str
+    phase: str
+    precision: str
+    batch_size: int | None
+    img_per_s: float
+    source: str
+
+    def as_dict(self) -> dict:
+        return {"row": self.row, "device": self.device, "model": self.model,
+                "framework": self.framework, "phase": self.phase,
+                "precision": self.precision, "batch_size": self.batch_size,
+                "img_per_s": self.img_per_s}
+
+
+def calibration_rows(device: str | None = None) -> list[CalibrationRow]:
+    rows = []
+    for i, r in enumerate(_read_csv("calibration.csv"), start=1):
+        if device is not None and r["device"] != device:
+            continue
+        rows.append(CalibrationRow(i, r["device"], r["model"], r["framework"], r["phase"],
+                                   r["precision"],
+                                   int(r["batch_size"]) if r["batch_size"] else None,
+                                   float(r["img_per_s"]), r["source"]))
+    return rows
+
+
+def fitted_rows(device: str) -> list[CalibrationRow]:
+    return [r for r in calibration_rows(device) if r.model in FITTED_MODELS
+            and r.precision == "fp32" and r.batch_size and r.phase in ("train", "inference")]
+
+
+def observation(r: CalibrationRow) -> Observation:
+    return Observation(r.model, r.batch_size, r.phase, 1000.0 * r.batch_size / r.img_per_s,
+                       f"calibration.csv row {r.row}")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A device's fitted model: the fit, rows used, and the amp variant if available."""
+
+    device: Device
+    result: FitResult
+    rows: tuple[CalibrationRow, ...]
+    amp: Params | None
+    amp_rows: tuple[CalibrationRow, ...]
+    amp_fit: dict | None = None
+
+    def params(self, precision: str) -> Params:
+        if precision == "fp32":
+            return self.result.params
+        if precision == "amp" and self.amp is not None:
+            return self.amp
+        raise DgtracesError(f"{self.device.device}: no calibration for precision "
+                            f"{precision!r} (have: fp32{', amp' if self.amp else ''})",
+                            code="NO_CALIBRATION")
+
+
+@lru_cache(maxsize=None)
+def calibrate(device: str) -> Calibration:
+    """Fit ``device`` on its published rows (cached per process)."""
+    dev = get_device(device)
+    rows = tuple(fitted_rows(device))
+    if not rows:
+        raise DgtracesError(f"no fp32 calibration rows for device {device!r} in "
+                            f"{CALIBRATION_SOURCE}", code="NO_CALIBRATION")
+    result = fit(dev, [observation(r) for r in rows])
+    amp_rows = tuple(r for r in calibration_rows(device) if r.model == AMP_MODEL)
+    by_prec = {r.precision: r for r in amp_rows if r.phase == "train"}
+    amp, amp_fit = None, None
+    if dev.tensor_tflops and {"amp", "fp32"} <= set(by_prec):
+        target = by_prec["amp"].img_per_s / by_prec["fp32"].img_per_s
+        amp, reached = fit_tensor_efficiency(dev, result.params, "resnet50", AMP_BATCH,
+                                             target)
+        amp_fit = {"target_speedup": target, "reached_speedup": reached,
+                   "assumed_batch_size": AMP_BATCH, "model_used": "resnet50 (v1 spec)"}
+    return Calibration(dev, result, rows, amp, amp_rows if amp else (), amp_fit)

@@ -1,0 +1,174 @@
+"""The method's error in one place: GPU fits, amp variant, CPU validation, B-Caffe check.
+
+:func:`build_report` collects it (library: no printing); :meth:`MethodReport.text` is what
+``dgtraces reconstruct --report`` prints; :func:`dgtraces.reconstruct.fragment.markdown`
+renders the dataset-card fragment from the same object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..errors import DgtracesError, StoreError
+from .bcaffe import BcaffeComparison
+from .calibration import Calibration
+from .cpu import CpuValidation
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+GPU_DEVICES = ("k80", "v100")
+WITHIN_PCT = 5.0
+V15_CHECK_BATCHES = (64, 128, 256)
+V15_FP32_IMG_S = 367.0
+
+
+@dataclass
+class MethodReport:
+    calibrations: dict[str, Calibration]
+    v15_check: list[dict]  # batch, predicted img/s (resnet50 v1 spec), published v1.5 img/s
+    cpu: list[CpuValidation]  # one per thread count with a measured peaks row
+    bcaffe: BcaffeComparison | None
+    release: str | None
+    missing: list[str] = field(default_factory=list)
+
+    def misses(self, device: str) -> list[tuple[str, float]]:
+        """Fitted rows whose reconstructed total is off by more than 5%."""
+        res = self.calibrations[device].result
+        return [(o.label, e) for o, e in zip(res.observations, res.errors_pct)
+                if abs(e) > WITHIN_PCT]
+
+    def text(self) -> str:
+        out = []
+        for dev, cal in self.calibrations.items():
+            r = cal.result
+            n_ok = len(r.observations) - len(self.misses(dev))
+            out.append(f"{dev}: {len(r.observations)} calibration rows, "
+                       f"{r.free_parameters} free parameters; rms log error "
+                       f"{r.rms_log:.3f}; {n_ok}/{len(r.observations)} rows within "
+                       f"{WITHIN_PCT:.0f}%")
+            out.append("  params: " + r.params.describe())
+            for o, p, e in zip(r.observations, r.predicted_ms, r.errors_pct):
+                flag = "" if abs(e) <= WITHIN_PCT else "  MISS"
+                out.append(f"  {o.label:<22} {o.model:<9} {o.phase:<9} b{o.batch_size:<4} "
+                           f"observed {o.time_ms:9.2f} ms  reconstructed {p:9.2f} ms  "
+                           f"{e:+6.1f}%{flag}")
+            if cal.amp is not None:
+                a = cal.amp_fit
+                out.append(f"  amp: eff_tensor={cal.amp.eff_tensor:.3f}; amp/fp32 speed-up "
+                           f"target {a['target_speedup']:.2f} (resnet50v1.5 rows), reached "
+                           f"{a['reached_speedup']:.2f} at assumed batch "
+                           f"{a['assumed_batch_size']}")
+        for c in self.v15_check:
+            out.append(f"v100 out-of-sample: resnet50 (v1) fp32 train b{c['batch_size']} "
+                       f"reconstructed {c['predicted_img_s']:.0f} img/s vs published "
+                       f"resnet50v1.5 {c['published_img_s']:.0f} img/s "
+                       f"({c['error_pct']:+.1f}%)")
+        for v in self.cpu:
+            out.extend(_cpu_lines(v, self.release))
+        if self.bcaffe is not None:
+            b = self.bcaffe
+            out.append(f"B-Caffe GoogLeNet backward vs k80 reconstruction (batch "
+                       f"{b.batch_size}, inferred; {len(b.table)} layers, {b.logs} logs): "
+                       f"MAPE {b.mape:.1f}%, sum ratio {b.total_ratio:.2f}, Spearman "
+                       f"{b.rank_correlation:.2f}")
+        out.append("h200: no GPU lent to this session; no H200 validation was run")
+        out.extend(f"not available: {m}" for m in self.missing)
+        return "\n".join(out)
+
+
+def _cpu_lines(v: CpuValidation, release: str | None) -> list[str]:
+    out = []
+    out.append(f"cpu ({v.device['name']}; measured peaks "
+               f"{v.device['peak_fp32_tflops'] * 1e3:.1f} GFLOP/s, "
+               f"{v.device['mem_bandwidth_gb_s']:.1f} GB/s; release "
+               f"{release}; {v.runs_used} measured runs, threads {v.threads})")
+    out.append(f"  fitted on {len(v.fit.observations)} alexnet/resnet50 totals: rms "
+               f"log error {v.fit.rms_log:.3f}; params {v.fit.params.describe()}")
+    out.append(f"  per-layer MAPE {v.mape():.1f}% (layers measured >= 1 us); "
+               f"time-weighted error {v.weighted_error_pct():.1f}%")
+    for kind, m in v.mape("kind").items():
+        out.append(f"    {kind:<8} MAPE {m:6.1f}%")
+    for model, m in v.mape("model").items():
+        out.append(f"    model {model:<10} MAPE {m:6.1f}%")
+    for h in v.held_out.itertuples():
+        out.append(f"  held-out {h.model} b{h.batch_size}: measured "
+                   f"{h.measured_ms:.1f} ms, reconstructed {h.predicted_ms:.1f} ms "
+                   f"({h.error_pct:+.1f}%)")
+    out.extend(f"  note: {n}" for n in v.notes)
+    return out
+
+
+def v15_check(cal: Calibration) -> list[dict]:
+    from .costmodel import layer_arrays, predict_ms
+
+    la = layer_arrays("resnet50")
+    rows = []
+    for b in V15_CHECK_BATCHES:
+        ips = 1000.0 * b / predict_ms(la, cal.result.params, cal.device, b, "train")
+        rows.append({"batch_size": b, "predicted_img_s": ips,
+                     "published_img_s": V15_FP32_IMG_S,
+                     "error_pct": 100 * (ips / V15_FP32_IMG_S - 1)})
+    return rows
+
+
+def cpu_validations(frames: dict, missing: list[str]) -> list[CpuValidation]:
+    """One validation per thread count of the measured CPU runs that has a measured
+    peaks row (:func:`dgtraces.reconstruct.cpu.peak_key`); gaps go to ``missing``."""
+    from .cpu import peak_key, validate_cpu
+
+    runs, lt, dev = (frames.get(t) for t in ("runs", "layer_timings", "devices"))
+    if runs is None or lt is None:
+        missing.append("CPU validation: no runs/layer_timings in the release")
+        return []
+    cpu = runs[(runs["provenance"] == "measured") & (runs["device_kind"] == "cpu")]
+    if cpu.empty or cpu["threads"].isna().all():
+        missing.append("CPU validation: no measured CPU runs with a thread count")
+        return []
+    rows = {} if dev is None else {r["device"]: r for r in dev.to_dict("records")
+                                    if r["kind"] == "cpu" and r["provenance"] == "measured"}
+    out = []
+    cores = int(cpu["cores"].max())
+    for t in sorted(int(x) for x in cpu["threads"].dropna().unique()):
+        key = peak_key(t, cores)
+        if key not in rows:
+            missing.append(f"CPU validation at {t} thread(s): no measured devices row "
+                           f"{key!r} (peaks); scripts/release_v0_3_0.py measures them")
+            continue
+        try:
+            out.append(validate_cpu(runs, lt, rows[key], t))
+        except DgtracesError as exc:
+            missing.append(f"CPU validation at {t} thread(s): {exc.message}")
+    return out
+
+
+def build_report(version: str | None = None, *,
+                 frames: dict[str, "pd.DataFrame"] | None = None) -> MethodReport:
+    """Everything the report needs. ``frames`` defaults to the release ``version`` (latest),
+    whose measured CPU runs and measured CPU ``devices`` rows drive the CPU validation."""
+    from .. import store
+    from .bcaffe import compare
+    from .calibration import calibrate
+
+    missing: list[str] = []
+    if frames is None:
+        try:
+            version = version or store.latest()
+            frames = store.read_all(version)
+        except StoreError:
+            frames, version = {}, None
+    cals = {d: calibrate(d) for d in GPU_DEVICES}
+    cpu = cpu_validations(frames, missing)
+    runs, lt = frames.get("runs"), frames.get("layer_timings")
+    if runs is None or not (runs["provenance"] == "published").any():
+        from ..importers.published import published_tables
+
+        pub = published_tables()
+        runs, lt = pub["runs"], pub["layer_timings"]
+    bc = None
+    try:
+        bc = compare(runs, lt)
+    except DgtracesError as exc:
+        missing.append(f"B-Caffe comparison: {exc.message}")
+    return MethodReport(cals, v15_check(cals["v100"]), cpu, bc, version, missing)

@@ -1,0 +1,74 @@
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from dgtraces import cards, croissant, store
+from dgtraces.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_provenance_stats(mini_release_root):
+    st = cards.provenance_stats(root=mini_release_root)
+    assert st["comm"]["provenance"] == {"measured": 1, "published": 2}
+    assert st["comm"]["bcaffe"] == 2
+    assert st["comm_fits"]["provenance"] == {"reconstructed": 1}
+    assert st["comm_fits"]["bcaffe"] == 1  # a fit of B-Caffe logs is derived from them
+    # layer_timings has no provenance column: rows take their run's
+    assert st["layer_timings"]["provenance"] == {"measured": 3, "published": 3}
+    assert st["layer_timings"]["via"] == "runs" and st["layer_timings"]["bcaffe"] == 3
+    assert st["layers"] == {"rows": 23, "provenance": {}, "sources": [], "bcaffe": 0,
+                            "via": None}
+    assert ("published", "shyhuai/B-Caffe logdata/allreduce4.log", 2) in st["comm"]["sources"]
+    assert sum(s["rows"] for s in st.values()) == 23 + 2 + 6 + 2 + 3 + 1 + 1 + 1
+
+
+def test_card_content_fragments_sorted_and_deterministic(mini_release_root, tmp_path):
+    frag = tmp_path / "fragments"
+    frag.mkdir()
+    (frag / "b_method.md").write_text("## Reconstruction method\n\nFRAGMENT-B\n")
+    (frag / "a_published.md").write_text("## Published data\n\nFRAGMENT-A\n")
+    (frag / "notes.txt").write_text("NOT-A-FRAGMENT")
+    text = cards.render_card(root=mini_release_root, fragments_dir=frag)
+    assert text == cards.render_card(root=mini_release_root, fragments_dir=frag)
+    assert text.index("FRAGMENT-A") < text.index("FRAGMENT-B") and "NOT-A-FRAGMENT" not in text
+    meta = yaml.safe_load(text.split("---\n")[1])
+    assert meta["license"] == "cc-by-4.0" and len(meta["configs"]) == 8
+    assert "| `layer_timings` (provenance of its `runs` row) | 6 | 3 | 0 | 3 | 3 |" in text
+    assert "| `comm` | 3 | 1 | 0 | 2 | 2 |" in text
+    assert "arXiv:1805.03812" in text and "ICPADS" in text and "BSD 2-Clause" in text
+    manifest = store.read_manifest(root=mini_release_root)
+    for e in manifest["tables"].values():
+        assert e["sha256"] in text
+    for col in ("fwd_ms", "grad_bytes", "alpha_us"):
+        assert f"| `{col}` |" in text
+
+
+def test_card_without_fragments(mini_release_root, tmp_path):
+    text = cards.render_card(version="0.1.0", root=mini_release_root,
+                             fragments_dir=tmp_path / "none")
+    assert "from cards/fragments" not in text
+    assert "computed from the architecture specs" in text
+    assert yaml.safe_load(text.split("---\n")[1])["configs"][0]["config_name"] == "layers"
+
+
+def test_write_card_and_cli(mini_store, tmp_path):
+    paths = cards.write_card(tmp_path / "c1", fragments_dir=tmp_path / "none")
+    assert [p.name for p in paths] == ["README.md", "croissant.json"]
+    assert paths[1].read_text() == croissant.render()
+    res = CliRunner().invoke(main, ["card", "--out", str(tmp_path / "c2"), "--release", "0.1.0"])
+    assert res.exit_code == 0, res.output
+    assert "Release **0.1.0**" in (tmp_path / "c2" / "README.md").read_text()
+
+
+def test_committed_card_is_current(monkeypatch):
+    """cards/ must match the real latest release; regenerate with `dgtraces card`."""
+    monkeypatch.delenv("DGTRACES_DATA", raising=False)
+    if not store.list_releases():
+        pytest.skip("no release in data/")
+    readme = (REPO / "cards" / "README.md").read_text(encoding="utf-8")
+    meta = (REPO / "cards" / "croissant.json").read_text(encoding="utf-8")
+    assert readme == cards.render_card(), "stale cards/README.md: run `dgtraces card`"
+    assert meta == croissant.render(), "stale cards/croissant.json: run `dgtraces card`"

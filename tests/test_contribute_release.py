@@ -1,0 +1,164 @@
+"""release: refusals, contents, CHANGELOG, crash safety under SIGKILL, concurrent contribute."""
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_contribute import make_store, store, tree_digest, variant, write_contrib  # noqa: F401
+
+from dgtraces import store as st
+from dgtraces.contribute import contribute
+from dgtraces.contribute.release import CHECKPOINTS, JOURNAL, build_release
+from dgtraces.contribute.staging import list_staged
+from dgtraces.errors import DgtracesError
+
+CHANGELOG = """# Changelog
+
+## [Unreleased]
+
+## Dataset releases
+
+### [v0.1.0] - 2026-12-02
+#### Added
+- layers
+"""
+
+
+def _stage(root, tmp_path, run_id, **kw):
+    runs, lt = variant(run_id, **kw)
+    return contribute(write_contrib(tmp_path / f"c-{run_id}", runs, lt), root=root)
+
+
+def test_release_contents_changelog_and_refusals(store, tmp_path):
+    with pytest.raises(DgtracesError) as exc:
+        build_release("0.2.0", root=store)
+    assert exc.value.code == "EMPTY"
+    (tmp_path / "CHANGELOG.md").write_text(CHANGELOG)
+    _stage(store, tmp_path, "a1")
+    _stage(store, tmp_path, "g1", model="googlenet", batch=8)
+    for bad in ("0.1.0", "0.0.9", "x.y"):
+        with pytest.raises(DgtracesError) as exc:
+            build_release(bad, root=store)
+        assert exc.value.code == "VERSION"
+    res = build_release("0.2.0", root=store)
+    assert res.parent == "0.1.0" and res.rows_added == {"runs": 2, "layer_timings": 23 + 158}
+    frames = st.read_all("0.2.0", store)
+    assert sorted(frames["runs"]["run_id"]) == ["a1", "g1"]
+    assert len(frames["layers"]) == len(st.read_table("layers", "0.1.0", store)) == 409
+    assert st.verify(store).ok and st.list_releases(store) == ["0.1.0", "0.2.0"]
+    assert list_staged(store) == [] and not (store / JOURNAL).exists()
+    log = (tmp_path / "CHANGELOG.md").read_text()
+    assert log.index("### [v0.2.0]") < log.index("### [v0.1.0]")
+    assert log.index("## Dataset releases") < log.index("### [v0.2.0]")
+    assert log.count("### [v0.2.0]") == 1 and "(CC-BY-4.0): 23 layer_timings" in log
+    # a released run cannot come back
+    runs, lt = variant("a1")
+    with pytest.raises(DgtracesError) as exc:
+        contribute(write_contrib(tmp_path / "again", runs, lt), root=store)
+    assert exc.value.code == "DUPLICATE"
+
+
+def test_release_refuses_dirty_store(store, tmp_path):
+    _stage(store, tmp_path, "a1")
+    f = store / "releases" / "v0.1.0" / "layers.parquet"
+    f.write_bytes(f.read_bytes() + b"\0")
+    before = tree_digest(store)
+    with pytest.raises(DgtracesError) as exc:
+        build_release("0.2.0", root=store)
+    assert exc.value.code == "INTEGRITY" and tree_digest(store) == before
+
+
+# ---- crash safety ------------------------------------------------------------------------
+
+CHILD = ("import sys, pandas, pyarrow.parquet, pandera.pandas, filelock, yaml\n"
+         "from dgtraces.cli import run\n"
+         "sys.argv = ['dgtraces', 'release', '0.2.0']\nrun()\n")
+
+
+def _spawn(root: Path, **env):
+    full = dict(os.environ, DGTRACES_DATA=str(root),
+                DGTRACES_CHANGELOG=str(root.parent / "CHANGELOG.md"),
+                DGTRACES_CARDS=str(root.parent / "cards"), **env)
+    return subprocess.Popen([sys.executable, "-c", CHILD], env=full,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _check_state(root: Path, base_rows: dict) -> str:
+    """Old state or complete new release; verify green either way."""
+    assert st.verify(root).ok
+    rels = st.list_releases(root)
+    if rels == ["0.1.0"]:
+        assert len(list_staged(root)) == 1  # staging untouched before the commit point
+        return "old"
+    assert rels == ["0.1.0", "0.2.0"]
+    frames = st.read_all("0.2.0", root)
+    assert {k: len(v) for k, v in frames.items()} == base_rows
+    return "new"
+
+
+def test_release_survives_sigkill_anywhere(tmp_path):
+    seed = tmp_path / "seed"
+    root = make_store(seed)
+    _stage(root, tmp_path, "k1")
+    (root / ".lock").unlink()
+    expected = {"layers": 409, "runs": 1, "layer_timings": 23}
+    rng = random.Random(8)
+    modes = [("crash", c) for c in CHECKPOINTS] + [("kill", None)] * 14
+    outcomes = []
+    for i, (mode, point) in enumerate(modes):
+        trial = tmp_path / f"t{i}"
+        shutil.copytree(seed, trial)
+        troot = trial / "data"
+        if mode == "crash":
+            proc = _spawn(troot, DGTRACES_TEST_RELEASE_CRASH=point)
+            proc.wait(timeout=60)
+            assert proc.returncode == -signal.SIGKILL, proc.stderr.read()
+        else:
+            proc = _spawn(troot, DGTRACES_TEST_RELEASE_DELAY="0.04")
+            deadline = time.monotonic() + 60
+            while not (troot / ".lock").exists() and proc.poll() is None:
+                assert time.monotonic() < deadline
+                time.sleep(0.005)
+            time.sleep(rng.uniform(0.0, 0.9))
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=60)
+        outcomes.append(_check_state(troot, expected))
+        if (troot / JOURNAL).exists() or outcomes[-1] == "old":
+            assert build_release("0.2.0", root=troot).version == "0.2.0"  # rerun completes
+        assert _check_state(troot, expected) == "new"
+        assert list_staged(troot) == [] and not (troot / JOURNAL).exists()
+        assert (trial / "CHANGELOG.md").read_text().count("### [v0.2.0]") == 1
+        assert not list((troot / "releases").glob(".tmp-*"))
+        with pytest.raises(DgtracesError) as exc:  # once complete, a rerun is refused
+            build_release("0.2.0", root=troot)
+        assert exc.value.code == "VERSION"
+        shutil.rmtree(trial)
+    assert {"old", "new"} <= set(outcomes), outcomes
+
+
+def test_concurrent_contribute(tmp_path):
+    root = make_store(tmp_path)
+    folders = []
+    for run_id in ("p1", "p2"):
+        runs, lt = variant(run_id, scale=1.1 if run_id == "p2" else 1.0)
+        folders.append(write_contrib(tmp_path / run_id, runs, lt))
+    env = dict(os.environ, DGTRACES_DATA=str(root))
+    procs = [subprocess.Popen([sys.executable, "-m", "dgtraces", "contribute", str(f),
+                               "--lock-timeout", "30"], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for f in folders]
+    results = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
+    staged = list_staged(root)
+    for rc, err in results:
+        assert rc == 0 or (rc == 1 and "[LOCKED]" in err), err
+    assert len(staged) == sum(rc == 0 for rc, _ in results) >= 1
+    for entry in staged:
+        assert set(entry.frames()) == {"runs", "layer_timings"}
+        assert json.loads((entry.path / "entry.json").read_text())["id"] == entry.id
+    assert not [p for p in (root / "staging").iterdir() if p.name.startswith(".tmp-")]

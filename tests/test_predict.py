@@ -1,0 +1,226 @@
+"""The DAG predictor: API, comm models, links, policies, typed errors."""
+
+from itertools import product
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dgtraces.errors import DgtracesError
+from dgtraces.models import layers_frame
+from dgtraces.predict import (Cluster, Link, Policy, collective, from_frame, get_link,
+                              links_frame, predict, simulate)
+from dgtraces.predict.comm import collective_ab
+from dgtraces.predict.policies import optimal_groups
+
+FREE = Link("free", 0.0, 1e12)
+
+
+def frame(model="alexnet", seed=0, fwd=1.0, bwd=2.0):
+    lf = layers_frame(model)
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"layer": lf["layer"], "fwd_ms": rng.uniform(0.1, fwd, len(lf)),
+                         "bwd_ms": rng.uniform(0.1, bwd, len(lf))})
+
+
+def trace(model="alexnet", **kw):
+    return from_frame(frame(model), model, 32, **kw)
+
+
+def test_single_worker_is_pure_compute():
+    t = trace(io_ms=3.0, h2d_ms=1.5, update_ms=2.0)
+    p = predict(t, Cluster(1, 1, "pcie3", "10gbe"), Policy("mgwfbp"))
+    expected = 3.0 + 1.5 + sum(t.fwd_ms) + sum(t.bwd_ms) + 2.0
+    assert p.iter_ms == pytest.approx(expected, rel=1e-12)
+    assert p.breakdown["comm_total"] == 0 and p.speedup_vs_1 == 1.0
+    assert p.throughput_img_s == pytest.approx(32 * 1000 / expected)
+    assert p.critical_path[0] == "io" and p.critical_path[-1] == "update"
+    assert p.provenance == "modelled" and p.trace_provenance == "user"
+
+
+def test_breakdown_adds_up_and_critical_path_names_tasks():
+    t = trace(io_ms=2.0, update_ms=1.0)
+    for name in ("naive", "wfbp", "bucketed", "mgwfbp"):
+        p = predict(t, Cluster(4, 1, "pcie3", "10gbe"), Policy(name))
+        b = p.breakdown
+        total = b["io_exposed"] + b["h2d"] + b["fwd"] + b["bwd"] + b["comm_exposed"] + b["update"]
+        assert p.iter_ms == pytest.approx(total, rel=1e-12)
+        assert all(x.split("/")[0] in ("io", "h2d", "fwd", "bwd", "comm", "update")
+                   for x in p.critical_path)
+    naive = predict(t, Cluster(4, 1, "pcie3", "10gbe"), Policy("naive"))
+    assert naive.breakdown["comm_exposed"] == pytest.approx(naive.breakdown["comm_total"])
+    assert naive.breakdown["messages"] == 8  # alexnet: 5 conv + 3 fc carry gradients
+
+
+def test_naive_is_sum_of_layerwise_allreduces():
+    t = trace()
+    cl = Cluster(2, 1, "10gbe", "10gbe")
+    link = get_link("10gbe")
+    grads = [b for b in t.grad_bytes if b]
+    comm = sum(2 * link.alpha_ms + n * link.beta_ms_per_byte for n in grads)
+    p = predict(t, cl, Policy("naive"))
+    assert p.iter_ms == pytest.approx(sum(t.fwd_ms) + sum(t.bwd_ms) + comm, rel=1e-12)
+
+
+def test_ring_and_tree_costs():
+    link = Link("x", 10.0, 1.0)  # 10 us, 1 GB/s -> beta 1e-6 ms/byte
+    ring = collective("ring", 4, 4, link, link)
+    assert ring.a_ms == pytest.approx(6 * 0.01) and ring.b_ms_per_byte == pytest.approx(1.5e-6)
+    tree = collective("tree", 5, 8, link, link)  # ceil(log2 5) = 3 levels, reduce + bcast
+    assert tree.a_ms == pytest.approx(6 * 0.01) and tree.b_ms_per_byte == pytest.approx(6e-6)
+    db = collective("dbtree", 8, 8, link, link)
+    assert db.a_ms == pytest.approx(6 * 0.01) and db.b_ms_per_byte == pytest.approx(2e-6)
+    ps = collective("ps", 8, 1, link, Link("y", 20.0, 0.5), servers=2)
+    assert ps.a_ms == pytest.approx(2 * 0.02) and ps.b_ms_per_byte == pytest.approx(2 * 2e-6 * 4)
+    assert collective("ring", 1, 1, link, link).time_ms(1e9) == 0.0
+
+
+def test_hierarchical_and_flat_multi_node():
+    fast, slow = Link("nv", 5.0, 25.0), Link("eth", 50.0, 1.0)
+    h = collective("hierarchical", 8, 4, fast, slow)
+    assert [p.link for p in h.phases] == ["nv", "eth", "nv"]
+    # intra RS+AG: 2*3/4 beta_nv; inter ring over 2 nodes of n/4: 2*1/2 * beta_eth / 4
+    assert h.b_ms_per_byte == pytest.approx(1.5 / 25e6 + 0.25 / 1e6)
+    flat = collective("ring", 8, 4, fast, slow)
+    assert flat.a_ms == pytest.approx(14 * 0.05) and flat.b_ms_per_byte == pytest.approx(1.75e-6)
+    assert h.time_ms(100e6) < flat.time_ms(100e6)
+
+
+def test_vector_costs_equal_scalar_costs():
+    links = [Link("a", 3.0, 12.0), Link("b", 57.0, 0.6)]
+    for algo, p, g, (li, le), s in product(("ring", "tree", "dbtree", "hierarchical", "ps"),
+                                           (1, 2, 3, 8, 17), (1, 2, 4), product(links, links),
+                                           (1, 3)):
+        ref = collective(algo, p, g, li, le, s)
+        a, b = collective_ab([algo], [p], [g], [li.alpha_ms], [li.beta_ms_per_byte],
+                             [le.alpha_ms], [le.beta_ms_per_byte], s)
+        assert a[0] == pytest.approx(ref.a_ms, rel=1e-12, abs=1e-15)
+        assert b[0] == pytest.approx(ref.b_ms_per_byte, rel=1e-12, abs=1e-18)
+
+
+def test_optimal_groups_match_brute_force():
+    rng = np.random.default_rng(3)
+    cost = collective("ring", 4, 4, Link("x", 300.0, 0.5), Link("x", 300.0, 0.5))
+    for _ in range(20):
+        n = 7
+        nbytes = list(rng.uniform(1e4, 2e6, n))
+        ready = list(np.cumsum(rng.uniform(0.1, 5.0, n)))
+        groups, best = optimal_groups(nbytes, ready, cost)
+        brute = float("inf")
+        for mask in range(1 << (n - 1)):  # cut after unit i when bit i is set
+            end, start = 0.0, 0
+            for i in range(n):
+                if i == n - 1 or mask >> i & 1:
+                    end = max(end, ready[i]) + cost.time_ms(sum(nbytes[start:i + 1]))
+                    start = i + 1
+            brute = min(brute, end)
+        assert best == pytest.approx(brute, rel=1e-12)
+        assert sorted(i for g in groups for i in g) == list(range(n))
+
+
+def test_bucketed_fuses_in_backward_order():
+    t = trace()
+    sched = simulate(t, Cluster(2, 1, "10gbe", "10gbe"), Policy("bucketed", bucket_bytes=1))
+    assert len(sched.messages) == 8  # 1-byte buckets = one message per gradient
+    big = simulate(t, Cluster(2, 1, "10gbe", "10gbe"), Policy("bucketed", bucket_bytes=1 << 40))
+    assert len(big.messages) == 1 and big.messages[0].layers[0] == "fc8"
+    assert big.messages[0].nbytes == sum(t.grad_bytes)
+
+
+def test_links_table_is_schema_valid_and_cited():
+    df = links_frame(use_store=False)
+    assert set(df["link"]) == {"pcie3", "nvlink2", "10gbe", "25gbe", "56gb-ib", "100gb-ib",
+                               "loopback-gloo"}
+    assert (df["source"].str.len() > 20).all()
+    assumed = df[df["notes"].str.contains("assumption", na=False)]
+    assert {"pcie3", "nvlink2", "56gb-ib", "100gb-ib", "25gbe"} <= set(assumed["link"])
+
+
+def test_10gbe_row_is_the_fit_of_the_osu_log():
+    from dgtraces.reference import path
+
+    pts = []
+    for line in path("bcaffe/allreduce2.log").read_text().splitlines():
+        if line and not line.startswith("#"):
+            _, size, us = line.replace(",", " ").split()
+            pts.append((int(size), float(us)))
+    a = np.array([p for p in pts if p[0] >= 12288])
+    (alpha_ar, beta_ar), *_ = np.linalg.lstsq(np.c_[np.ones(len(a)), a[:, 0]], a[:, 1],
+                                              rcond=None)
+    row = links_frame(use_store=False).set_index("link").loc["10gbe"]
+    assert row["alpha_us"] == pytest.approx(alpha_ar / 2, rel=1e-3)
+    assert row["bandwidth_gb_s"] == pytest.approx(1 / beta_ar / 1e3, rel=1e-3)
+
+
+def test_link_overrides_and_unknown_link():
+    link = get_link("10gbe", alpha_us=1.0, gbps=80.0)
+    assert link.alpha_us == 1.0 and link.bandwidth_gb_s == 10.0
+    assert link.provenance == "user-override"
+    with pytest.raises(DgtracesError) as exc:
+        Cluster(2, 1, "pcie3", "carrier-pigeon").comm_cost()
+    assert exc.value.code == "UNKNOWN_LINK" and exc.value.failures[0].column == "inter"
+    with pytest.raises(DgtracesError) as exc:
+        get_link("10gbe", gbps=0.0)
+    assert exc.value.failures[0].column == "link_gbps"
+
+
+@pytest.mark.parametrize("kwargs, column", [
+    ({"workers": 0}, "workers"), ({"workers": 2, "gpus_per_node": 0}, "gpus_per_node"),
+    ({"workers": 2, "algorithm": "butterfly"}, "algorithm"),
+    ({"workers": 2, "servers": -1}, "servers")])
+def test_bad_cluster_names_the_field(kwargs, column):
+    with pytest.raises(DgtracesError) as exc:
+        Cluster(**kwargs)
+    assert exc.value.code == "BAD_INPUT" and exc.value.failures[0].column == column
+
+
+def test_bad_policy_and_trace_errors_name_the_field():
+    with pytest.raises(DgtracesError) as exc:
+        Policy("allgather-everything")
+    assert exc.value.failures[0].column == "policy"
+    df = frame()
+    with pytest.raises(DgtracesError) as exc:
+        from_frame(df.iloc[1:], "alexnet", 32)
+    assert exc.value.code == "INCOMPLETE_TRACE" and exc.value.failures[0].found == "'conv1'"
+    neg = df.copy()
+    neg.loc[4, "bwd_ms"] = -1.0
+    with pytest.raises(DgtracesError) as exc:
+        from_frame(neg, "alexnet", 32)
+    assert exc.value.code == "PLAUSIBILITY" and exc.value.failures[0].column == "bwd_ms"
+    extra = pd.concat([df, pd.DataFrame({"layer": ["conv99"], "fwd_ms": [1.0],
+                                         "bwd_ms": [1.0]})])
+    with pytest.raises(DgtracesError) as exc:
+        from_frame(extra, "alexnet", 32)
+    assert exc.value.code == "UNKNOWN_LAYER"
+    with pytest.raises(DgtracesError) as exc:
+        from_frame(df, "vgg16", 32)
+    assert exc.value.code == "UNKNOWN_MODEL"
+    with pytest.raises(DgtracesError) as exc:
+        from_frame(df, "alexnet", 0)
+    assert exc.value.failures[0].column == "batch_size"
+    with pytest.raises(DgtracesError) as exc:
+        from_frame(df, "alexnet", 8, io_ms=-2)
+    assert exc.value.failures[0].column == "io_ms"
+    with pytest.raises(DgtracesError) as exc:
+        predict(df, Cluster(2), Policy())
+    assert exc.value.failures[0].column == "model"
+
+
+def test_googlenet_without_aux_layers_is_accepted():
+    lf = layers_frame("googlenet")
+    df = frame("googlenet")[~lf["aux"].to_numpy()]
+    t = from_frame(df, "googlenet", 32)
+    assert len(t.layers) == int((~lf["aux"]).sum()) == 142
+    assert sum(t.grad_bytes) == int(lf.loc[~lf["aux"], "grad_bytes"].sum())
+
+
+def test_calibration_scales_to_single_worker_throughput():
+    from dgtraces.predict import calibrate
+
+    t = calibrate(trace(h2d_ms=1.0), 400.0)
+    p = predict(t, Cluster(1), Policy("wfbp"))
+    assert p.throughput_img_s == pytest.approx(400.0, rel=1e-12)
+    assert "scaled" in t.source
+    with pytest.raises(DgtracesError) as exc:
+        calibrate(trace(h2d_ms=1000.0), 400.0)
+    assert exc.value.failures[0].column == "calibrate_img_s"

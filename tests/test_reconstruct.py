@@ -1,0 +1,174 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dgtraces.checks import validate_tables
+from dgtraces.errors import DgtracesError
+from dgtraces.reconstruct import METHOD_VERSION, method_id, reconstruct_trace, runs_frame
+from dgtraces.reconstruct.calibration import calibrate, calibration_rows, fitted_rows
+from dgtraces.reconstruct.costmodel import Device, Params, layer_arrays, predict_ms, subset
+from dgtraces.reconstruct.fit import Observation, fit
+
+FAKE = Device("fake", peak_tflops=6.0, bandwidth_gb_s=300.0)
+TRUE = Params(eff_gemm=0.55, eff_bwd=0.75, eff_mem=0.45, launch_us=12.0, n_half=3e4)
+
+
+def synthetic(params, dev, models=("alexnet", "resnet50"), batches=(1, 4, 16, 64, 256)):
+    arrays = {m: layer_arrays(m) for m in models}
+    return [Observation(m, b, ph, predict_ms(arrays[m], params, dev, b, ph))
+            for m in models for b in batches for ph in ("train", "inference")]
+
+
+def test_fit_recovers_known_parameters():
+    res = fit(FAKE, synthetic(TRUE, FAKE))
+    got, want = res.params.as_dict(), TRUE.as_dict()
+    for name in want:
+        assert got[name] == pytest.approx(want[name], rel=0.02), name
+    assert res.rms_log < 1e-4
+    assert max(abs(e) for e in res.errors_pct) < 0.05
+
+
+def test_fit_needs_enough_observations():
+    with pytest.raises(DgtracesError) as e:
+        fit(FAKE, synthetic(TRUE, FAKE, models=("alexnet",), batches=(1, 4))[:4])
+    assert e.value.code == "NO_CALIBRATION"
+
+
+# Published rows the fitted model misses by more than 5% (reported in
+# cards/fragments/reconstruction.md with their causes). strict: if one starts passing, this
+# list must be updated; the 5% bar itself is never relaxed.
+KNOWN_MISSES = {3, 4, 9, 10, 12, 13, 14, 19, 20, 22, 23}
+
+
+def _row_params():
+    out = []
+    for dev in ("k80", "v100"):
+        for r in fitted_rows(dev):
+            marks = [pytest.mark.xfail(strict=True, reason="known miss, see the card")] \
+                if r.row in KNOWN_MISSES else []
+            out.append(pytest.param(dev, r.row, id=f"{dev}-row{r.row}", marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("device,row", _row_params())
+def test_reconstructed_totals_match_fitted_rows_within_5pct(device, row):
+    r = next(r for r in fitted_rows(device) if r.row == row)
+    if r.phase == "train":
+        total = reconstruct_trace(device, r.model, r.batch_size).run["iter_ms"]
+    else:  # traces are training-mode; the inference-mode forward uses the same parameters
+        cal = calibrate(device)
+        total = predict_ms(layer_arrays(r.model), cal.result.params, cal.device,
+                           r.batch_size, "inference")
+    published_ms = 1000.0 * r.batch_size / r.img_per_s
+    assert abs(total / published_ms - 1) <= 0.05
+
+
+def test_fitted_rows_exclude_variants_and_count_per_device():
+    assert len(fitted_rows("k80")) == 13 and len(fitted_rows("v100")) == 10
+    assert all(r.model in ("alexnet", "resnet50") for r in fitted_rows("v100"))
+    v15 = [r for r in calibration_rows("v100") if r.model == "resnet50v1.5"]
+    assert len(v15) == 2 and all(r.batch_size is None for r in v15)
+
+
+def test_reconstructed_row_carries_provenance_method_and_sources():
+    rec = reconstruct_trace("v100", "googlenet", 32, timestamp_utc="2026-12-02T15:00:00Z")
+    run = rec.run
+    assert run["provenance"] == "reconstructed"
+    assert run["collector_version"] == method_id() and METHOD_VERSION in run["run_id"]
+    assert "calibration.csv" in run["source"] and "devices.csv" in run["source"]
+    detail = json.loads(run["params_json"])
+    assert set(detail["params"]) >= {"eff_gemm", "eff_bwd", "eff_mem", "launch_us", "n_half"}
+    assert len(detail["calibration_rows"]) == 10 + 2  # fitted fp32 rows + the v1.5 amp pair
+    assert detail["model_fitted"] is False  # googlenet is extrapolated
+    frames = validate_tables({"runs": runs_frame([rec]), "layer_timings": rec.layer_timings})
+    lt = frames["layer_timings"]
+    assert len(lt) == 158 and (lt["n"] == 1).all()
+    assert lt["fwd_ms"].sum() == pytest.approx(run["fwd_ms"])
+    assert run["iter_ms"] == pytest.approx(run["fwd_ms"] + run["bwd_ms"] + run["update_ms"])
+
+
+@pytest.mark.parametrize("device", ["k80", "v100"])
+def test_small_batches_latency_bound_large_ones_not(device):
+    small = reconstruct_trace(device, "resnet50", 1)
+    large = reconstruct_trace(device, "resnet50", 256)
+
+    def latency_share(rec):
+        b = rec.bound
+        lat = b["fwd_latency_ms"].sum() + b["bwd_latency_ms"].sum()
+        return lat / (rec.run["fwd_ms"] + rec.run["bwd_ms"])
+
+    assert latency_share(small) > 0.5
+    assert latency_share(large) < 0.2
+    assert (small.bound["fwd_bound"] == "latency").mean() > 0.5
+    assert (large.bound["fwd_bound"] == "latency").mean() < 0.2
+    per_img = [reconstruct_trace(device, "alexnet", b).run["iter_ms"] / b for b in (1, 16, 256)]
+    assert per_img[0] > per_img[1] > per_img[2]
+
+
+def test_amp_variant_v100_only():
+    fp32 = reconstruct_trace("v100", "resnet50", 64).run
+    amp = reconstruct_trace("v100", "resnet50", 64, "amp").run
+    assert amp["iter_ms"] < fp32["iter_ms"] and amp["precision"] == "amp"
+    eff = json.loads(amp["params_json"])["params"]["eff_tensor"]
+    assert 0 < eff <= 1
+    with pytest.raises(DgtracesError) as e:
+        reconstruct_trace("k80", "resnet50", 64, "amp")
+    assert e.value.code == "NO_CALIBRATION"
+
+
+@pytest.mark.parametrize("args,code", [
+    (("tpu9", "alexnet", 16), "UNKNOWN_DEVICE"),
+    (("k80", "alexnet", 0), "BAD_INPUT"),
+    (("k80", "alexnet", -4), "BAD_INPUT"),
+    (("k80", "alexnet", 2.5), "BAD_INPUT"),
+    (("k80", "alexnet", 16, "fp8"), "BAD_INPUT"),
+    (("p100", "alexnet", 16), "NO_CALIBRATION"),
+    (("h200", "resnet50", 16), "NO_CALIBRATION"),
+    (("k80", "vgg16", 16), "UNKNOWN_MODEL"),
+])
+def test_bad_input_codes(args, code):
+    with pytest.raises(DgtracesError) as e:
+        reconstruct_trace(*args)
+    assert e.value.code == code
+
+
+def test_subset_keeps_named_layers_in_order():
+    la = layer_arrays("googlenet")
+    names = [n for n in la.layer if not n.startswith(("loss1", "loss2"))]
+    sub = subset(la, names)
+    assert list(sub.layer) == names and sub.blobs == la.blobs
+    assert sub.fwd_flops.sum() < la.fwd_flops.sum()
+
+
+def test_cli_writes_valid_files_and_reports_codes(tmp_path):
+    out = tmp_path / "rec"
+    res = subprocess.run([sys.executable, "-m", "dgtraces", "reconstruct", "--device", "k80",
+                          "--model", "alexnet", "--batch-size", "32", "--out", str(out)],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    from dgtraces.checks import validate_files
+
+    counts = validate_files([out / "runs.parquet", out / "layer_timings.parquet"],
+                            use_store=False)
+    assert counts == {"runs": 1, "layer_timings": 23}
+    bad = subprocess.run([sys.executable, "-m", "dgtraces", "reconstruct", "--device", "foo",
+                          "--model", "alexnet", "--batch-size", "32"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 1 and "[UNKNOWN_DEVICE]" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_cli_report_without_measured_release(empty_store):
+    from click.testing import CliRunner
+
+    from dgtraces.cli import main
+
+    res = CliRunner().invoke(main, ["reconstruct", "--report"])
+    assert res.exit_code == 0, res.output
+    assert "k80: 13 calibration rows, 5 free parameters" in res.output
+    assert "not available: CPU validation" in res.output
+    assert "B-Caffe GoogLeNet backward vs k80 reconstruction" in res.output
+    missing = CliRunner().invoke(main, ["reconstruct", "--device", "k80"])
+    assert missing.exit_code != 0 and missing.exception.code == "BAD_INPUT"
