@@ -1,9 +1,11 @@
 """Benchmark: vectorised sweep vs the reference event simulation, measured in one run.
 
 100,000 configurations of ResNet-50 (the real 228-layer Caffe-granularity list, 107 gradient
-layers) = 50 worker counts x 5 gpus/node x 2 intra x 5 inter links x 5 algorithms x
-4 policies x 2 io-overlap choices. Layer times are synthetic (seeded; the timing code does not
-depend on their values). The reference simulation is timed on a random subset and scaled.
+layers), twice: a mixed grid (50 worker counts x 5 gpus/node x 2 intra x 5 inter links x
+5 algorithms x 4 policies x 2 io-overlap choices; the comm pass of a policy serves both io
+choices) and a worst case of 100,000 distinct comm setups all under mgwfbp (the dynamic
+program). Layer times are synthetic (seeded; the timing code does not depend on their
+values). The reference simulation is timed on a random subset and scaled.
 
 Targets (issue #5): sweep <= 1 s on 2 cores; >= 50x faster than the reference.
 
@@ -24,6 +26,39 @@ from dgtraces.predict import from_frame
 from dgtraces.predict.sweep import Grid, reference_row, run_sweep
 
 
+def timed(grid, repeat: int):
+    run_sweep(grid)  # warm-up (imports, link table)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = run_sweep(grid)
+        times.append(time.perf_counter() - t0)
+    return out, times
+
+
+def scenario(name, trace, grid, args) -> None:
+    assert grid.size() == 100_000
+    out, times = timed(grid, args.repeat)
+    fast = min(times)
+    rows = out.sample(args.subset, random_state=0).to_dict("records")
+    t0 = time.perf_counter()
+    worst = 0.0
+    for row in rows:
+        ref = reference_row(trace, row, grid)
+        worst = max(worst, abs(ref - row["iter_ms"]) / ref)
+    per_ref = (time.perf_counter() - t0) / len(rows)
+    ref_total = per_ref * len(out)
+    print(f"[{name}] {len(out):,} configurations")
+    print(f"  vectorised sweep: best {fast:.3f} s of {args.repeat} (all: "
+          + ", ".join(f"{t:.3f}" for t in times) + f"); target <= 1 s: "
+          f"{'PASS' if fast <= 1.0 else 'MISS'}")
+    print(f"  reference simulation: {per_ref * 1e3:.3f} ms/config on {len(rows)} configs -> "
+          f"{ref_total:.1f} s for all (scaled)")
+    print(f"  speed-up: {ref_total / fast:.0f}x; target >= 50x: "
+          f"{'PASS' if ref_total / fast >= 50 else 'MISS'}")
+    print(f"  max relative difference on the subset: {worst:.2e} (tests require <= 1e-9)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--subset", type=int, default=300, help="reference configurations timed")
@@ -35,51 +70,20 @@ def main() -> None:
                        "bwd_ms": rng.uniform(0.1, 8.0, len(lf))})
     trace = from_frame(df, "resnet50", 64, io_ms=60.0, h2d_ms=5.0, update_ms=10.0,
                        source="synthetic benchmark times (seed 2018)")
-    grid = Grid(workers=tuple(range(1, 51)), gpus_per_node=(1, 2, 4, 8, 16),
-                intra=("pcie3", "nvlink2"),
-                inter=("10gbe", "25gbe", "56gb-ib", "100gb-ib", "loopback-gloo"),
-                algorithms=("ring", "tree", "dbtree", "hierarchical", "ps"),
-                policies=("naive", "wfbp", "bucketed", "mgwfbp"), io_overlap=(False, True),
-                traces={("resnet50", 64): trace})
-    assert grid.size() == 100_000
-    run_sweep(grid)  # warm-up (imports, link table)
-    times = []
-    for _ in range(args.repeat):
-        t0 = time.perf_counter()
-        out = run_sweep(grid)
-        times.append(time.perf_counter() - t0)
-    fast = min(times)
-    rows = out.sample(args.subset, random_state=0).to_dict("records")
-    t0 = time.perf_counter()
-    worst = 0.0
-    for row in rows:
-        ref = reference_row(trace, row, grid)
-        worst = max(worst, abs(ref - row["iter_ms"]) / ref)
-    per_ref = (time.perf_counter() - t0) / len(rows)
-    ref_total = per_ref * len(out)
-    by_policy = {p: per_policy(trace, grid, p) for p in grid.policies}
+    links = dict(intra=("pcie3", "nvlink2"),
+                 inter=("10gbe", "25gbe", "56gb-ib", "100gb-ib", "loopback-gloo"),
+                 algorithms=("ring", "tree", "dbtree", "hierarchical", "ps"),
+                 traces={("resnet50", 64): trace})
     print(f"cpus visible: {os.cpu_count()}; load average: {os.getloadavg()}")
-    print(f"configurations: {len(out):,} (resnet50, {len(trace.layers)} layers, "
-          f"{sum(1 for b in trace.grad_bytes if b)} gradient layers)")
-    print(f"vectorised sweep: best {fast:.3f} s of {args.repeat} (all: "
-          + ", ".join(f"{t:.3f}" for t in times) + f"); target <= 1 s: "
-          f"{'PASS' if fast <= 1.0 else 'MISS'}")
-    print(f"reference simulation: {per_ref * 1e3:.3f} ms/config on {len(rows)} configs -> "
-          f"{ref_total:.1f} s for all (scaled)")
-    print(f"speed-up: {ref_total / fast:.0f}x; target >= 50x: "
-          f"{'PASS' if ref_total / fast >= 50 else 'MISS'}")
-    print(f"max relative difference on the subset: {worst:.2e} (tests require <= 1e-9)")
-    print("sweep time by policy (25,000 configs each incl. both io choices): "
-          + ", ".join(f"{p} {t:.3f} s" for p, t in by_policy.items()))
-
-
-def per_policy(trace, grid, policy: str) -> float:
-    from dataclasses import replace
-
-    g = replace(grid, policies=(policy,))
-    t0 = time.perf_counter()
-    run_sweep(g)
-    return time.perf_counter() - t0
+    print(f"model: resnet50, {len(trace.layers)} layers, "
+          f"{sum(1 for b in trace.grad_bytes if b)} gradient layers")
+    mixed = Grid(workers=tuple(range(1, 51)), gpus_per_node=(1, 2, 4, 8, 16),
+                 policies=("naive", "wfbp", "bucketed", "mgwfbp"), io_overlap=(False, True),
+                 **links)
+    scenario("mixed: 12,500 comm setups x 4 policies x 2 io choices", trace, mixed, args)
+    hard = Grid(workers=tuple(range(1, 401)), gpus_per_node=(1, 2, 4, 8, 16),
+                policies=("mgwfbp",), **links)
+    scenario("worst case: 100,000 distinct comm setups, all mgwfbp", trace, hard, args)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ excluded); for CSV files the message also gives the 1-based line number.
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
@@ -97,6 +98,16 @@ def validate_frame(table: str, df: "pd.DataFrame", *, file: str | None = None,
                               failures=failures) from None
 
 
+@lru_cache(maxsize=1)
+def _layer_index() -> "pd.MultiIndex":
+    """(model, layer) pairs of every shipped model (built once per process)."""
+    import pandas as pd
+
+    from .models import layers_frame
+
+    return pd.MultiIndex.from_frame(layers_frame()[["model", "layer"]].astype(object))
+
+
 def _row_failures(mask, values, make) -> list[tuple[int, Failure]]:
     """(row, failure) for each True position of ``mask`` (vectorised selection)."""
     import numpy as np
@@ -116,7 +127,7 @@ def cross_failures(frames: Mapping[str, "pd.DataFrame"], *,
     """
     import pandas as pd
 
-    from .models import MODELS, layers_frame
+    from .models import MODELS
 
     files = dict(files or {})
     out: list[Failure] = []
@@ -126,7 +137,7 @@ def cross_failures(frames: Mapping[str, "pd.DataFrame"], *,
                  .set_index("run_id")["model"] if runs_parts else pd.Series(dtype=object))
     # object dtype: plain Python equality, as dict lookups had (no arrow casts of odd keys)
     run_model.index = run_model.index.astype(object)
-    valid = pd.MultiIndex.from_frame(layers_frame()[["model", "layer"]])
+    valid = _layer_index()
 
     def layer_check(model: "pd.Series", layer: "pd.Series", known: "pd.Series", f):
         bad = known & model.astype(object).isin(MODELS) & ~pd.MultiIndex.from_arrays(

@@ -58,7 +58,7 @@ def fuzz_store(tmp_path_factory):
     root = make_store(base)
     runs, lt = variant("seed", scale=1.3)  # something staged, so staging/ and .lock exist
     contribute(write_contrib(base / "seed", runs, lt), root=root)
-    return root
+    return root, tree_digest(root)
 
 
 def _apply(ops, runs, lt):
@@ -104,6 +104,8 @@ def _apply(ops, runs, lt):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(ops=s.lists(OPS, min_size=1, max_size=3), fmt=s.sampled_from(["csv", "parquet"]))
 def test_mutated_contributions_refused_cleanly_or_staged_valid(fuzz_store, ops, fmt):
+    """Every example starts from (and must leave) the same data tree, hashed once."""
+    fuzz_store, before = fuzz_store
     runs, lt = variant("fz")
     runs, lt, meta = _apply(ops, runs, lt)
     work = Path(tempfile.mkdtemp(prefix="dgtraces-fuzz-"))
@@ -113,7 +115,7 @@ def test_mutated_contributions_refused_cleanly_or_staged_valid(fuzz_store, ops, 
         except Exception:  # pyarrow refuses some mixed-type columns: write CSV instead
             shutil.rmtree(work / "c")
             folder = write_contrib(work / "c", runs, lt, fmt="csv", meta=meta)
-        before = tree_digest(fuzz_store)
+        assert tree_digest(fuzz_store) == before
         try:
             entry = contribute(folder, root=fuzz_store, timeout=5)
         except DgtracesError as exc:

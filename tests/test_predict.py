@@ -130,7 +130,9 @@ def test_bucketed_fuses_in_backward_order():
 def test_links_table_is_schema_valid_and_cited():
     df = links_frame(use_store=False)
     assert set(df["link"]) == {"pcie3", "nvlink2", "10gbe", "25gbe", "56gb-ib", "100gb-ib",
-                               "loopback-gloo"}
+                               "loopback-gloo", "cpu-memcpy"}
+    assert set(df.loc[df["provenance"] == "measured", "link"]) == {"loopback-gloo",
+                                                                   "cpu-memcpy"}
     assert (df["source"].str.len() > 20).all()
     assumed = df[df["notes"].str.contains("assumption", na=False)]
     assert {"pcie3", "nvlink2", "56gb-ib", "100gb-ib", "25gbe"} <= set(assumed["link"])
@@ -224,3 +226,26 @@ def test_calibration_scales_to_single_worker_throughput():
     with pytest.raises(DgtracesError) as exc:
         calibrate(trace(h2d_ms=1000.0), 400.0)
     assert exc.value.failures[0].column == "calibrate_img_s"
+
+
+def test_shared_cpu_serialises_comm_and_staging_adds_copies():
+    t = trace(update_ms=1.0)
+    link, copy = Link("net", 100.0, 1.0), Link("mem", 10.0, 5.0)
+    base = Cluster(2, 2, link, link)
+    staged = Cluster(2, 2, link, link, staging=copy, staging_passes=3)
+    cost = staged.comm_cost()
+    assert [p.name for p in cost.phases] == ["ring", "staging"]
+    assert cost.b_ms_per_byte == pytest.approx(base.comm_cost().b_ms_per_byte + 3 / 5e6)
+    shared = Cluster(2, 2, link, link, staging=copy, staging_passes=3, shared_cpu=True)
+    grads = [b for b in t.grad_bytes if b]
+    compute = sum(t.fwd_ms) + sum(t.bwd_ms) + 1.0
+    for name in ("naive", "wfbp"):
+        p = predict(t, shared, Policy(name))
+        assert p.iter_ms == pytest.approx(compute + sum(cost.time_ms(n) for n in grads))
+        assert p.breakdown["comm_exposed"] == pytest.approx(p.breakdown["comm_total"])
+    mg = simulate(t, shared, Policy("mgwfbp"))
+    assert len(mg.messages) == 1  # nothing overlaps, so one message is optimal
+    assert mg.iter_ms == pytest.approx(compute + cost.time_ms(sum(grads)))
+    assert predict(t, staged, Policy("wfbp")).iter_ms < predict(t, shared, Policy("wfbp")).iter_ms
+    assert simulate(t, Cluster(1, staging=copy, shared_cpu=True), Policy()).iter_ms == \
+        pytest.approx(compute)

@@ -1,5 +1,7 @@
 """Property tests of the predictor (hypothesis) and reference-vs-vectorised agreement."""
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -34,7 +36,8 @@ def traces(draw, models=MODELS):
 
 links = st.builds(Link, st.just("l"), st.floats(0, 2000), st.floats(0.01, 100))
 clusters = st.builds(Cluster, st.integers(1, 64), st.sampled_from([1, 2, 4, 8]), links, links,
-                     st.sampled_from(ALGOS), st.integers(1, 8))
+                     st.sampled_from(ALGOS), st.integers(1, 8), staging=st.none() | links,
+                     staging_passes=st.integers(1, 3), shared_cpu=st.booleans())
 policies = st.builds(Policy, st.sampled_from(POLICIES), st.booleans(),
                      st.sampled_from([1, 1 << 20, 25 << 20, 1 << 40]))
 
@@ -56,8 +59,6 @@ def test_one_worker_is_pure_compute(trace, cluster, policy):
 @SETTINGS
 @given(traces(), clusters, policies, st.floats(1.0, 1000.0))
 def test_more_bandwidth_never_slower(trace, cluster, policy, factor):
-    from dataclasses import replace
-
     intra, inter = cluster.intra, cluster.inter
     faster = replace(cluster, intra=replace(intra, bandwidth_gb_s=intra.bandwidth_gb_s * factor),
                      inter=replace(inter, bandwidth_gb_s=inter.bandwidth_gb_s * factor))
@@ -102,7 +103,8 @@ def test_vectorised_equals_reference(trace, configs):
     for cluster, policy in configs:
         cost = cluster.comm_cost()
         ref = simulate(trace, cluster, policy)
-        fast, exposed = iter_times(prep, policy, [cost.a_ms, 0.0], [cost.b_ms_per_byte, 0.0])
+        fast, exposed = iter_times(prep, policy, [cost.a_ms, 0.0], [cost.b_ms_per_byte, 0.0],
+                                   cluster.shared_cpu)
         assert fast[0] == pytest.approx(ref.iter_ms, rel=1e-9)
         assert exposed[0] == pytest.approx(ref.breakdown["comm_exposed"], rel=1e-9, abs=1e-9)
 
@@ -121,5 +123,8 @@ def test_sweep_grid_matches_reference_rows():
     assert (out["provenance"] == "modelled").all()
     for row in out.sample(40, random_state=0).to_dict("records"):
         assert row["iter_ms"] == pytest.approx(reference_row(trace, row, grid), rel=1e-9)
+    cpu = replace(grid, staging="cpu-memcpy", staging_passes=3, shared_cpu=True)
+    for row in run_sweep(cpu).sample(40, random_state=1).to_dict("records"):
+        assert row["iter_ms"] == pytest.approx(reference_row(trace, row, cpu), rel=1e-9)
     one = out[out["workers"] == 1]
     assert np.allclose(one["speedup_vs_1"], 1.0) and np.allclose(one["efficiency"], 1.0)

@@ -100,10 +100,17 @@ def test_validate_predictor_rows_and_mape(release, tmp_path):
     res = validate()
     rows = res.rows.set_index("iter_id")
     t = from_run(RUN)
+    plain = Cluster(2, 2, "loopback-gloo", "loopback-gloo")
+    # 2 workers x 1 thread on the run's 2 cores: shared cores, collector's 3 staging copies
+    cpu = Cluster(2, 2, "loopback-gloo", "loopback-gloo", staging="cpu-memcpy",
+                  staging_passes=3, shared_cpu=True)
     for iid, pol, measured in (("it-naive", "naive", 900.0), ("it-wfbp", "wfbp", 700.0)):
-        expect = predict(t, Cluster(2, 2, "loopback-gloo", "loopback-gloo"), Policy(pol)).iter_ms
+        expect = predict(t, cpu, Policy(pol)).iter_ms
         assert rows.loc[iid, "predicted_ms"] == pytest.approx(expect)
+        assert rows.loc[iid, "plain_ms"] == pytest.approx(predict(t, plain, Policy(pol)).iter_ms)
         assert rows.loc[iid, "ape_pct"] == pytest.approx(abs(expect - measured) / measured * 100)
+    assert rows.loc["it-naive", "cpu_effects"] == ("staging=cpu-memcpy, staging_passes=3, "
+                                                   "shared_cpu=True")
     assert rows.loc["it-infer", "reason"].startswith("[BAD_INPUT]")
     assert rows.loc["it-pub", "reason"].startswith("[BAD_INPUT]")  # framework-default
     assert bool(rows.loc["it-pub-wfbp", "circular"])  # reconstructed on the fly, k80

@@ -131,6 +131,16 @@ def collect_layers(model: str, batch_size: int, *, repeats: int = 10, warmup: in
         from ..errors import DgtracesError
 
         raise DgtracesError(f"warmup must be >= 0, got {warmup}", code="BAD_INPUT")
+    torch = env.require_torch("layer collection")
+    threads_before = torch.get_num_threads()
+    try:
+        return _measure(model, batch_size, repeats, warmup, threads, aux, seed, progress)
+    finally:  # leave the calling process as it was (FTZ/DAZ is process-global CPU state)
+        torch.set_flush_denormal(False)
+        torch.set_num_threads(threads_before)
+
+
+def _measure(model, batch_size, repeats, warmup, threads, aux, seed, progress) -> LayerTrace:
     net, opt, x, labels = prepare(model, batch_size, threads, aux, seed)
     load_before = env.loadavg()
     started = env.utc_now()

@@ -68,10 +68,13 @@ class Checked:
 
 
 def _rounded(df: "pd.DataFrame") -> "pd.DataFrame":
+    import numpy as np
+
     out = df.copy()
-    for col in out.columns:
-        if out[col].dtype.kind == "f":
-            out[col] = out[col].round(6)
+    with np.errstate(over="ignore", invalid="ignore"):  # huge values round to themselves
+        for col in out.columns:
+            if out[col].dtype.kind == "f":
+                out[col] = out[col].round(6)
     return out
 
 

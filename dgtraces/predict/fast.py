@@ -72,12 +72,14 @@ def _optimal(ready, nbytes, a, b) -> np.ndarray:
     n, c = len(ready), len(a)
     s = np.concatenate([[0.0], np.cumsum(nbytes)])
     levels = max(1, int(n).bit_length())
-    table = np.full((levels, n + 1, c), np.inf)  # table[p, m] = min G[m .. m + 2^p - 1]
+    # table[p, m] = min G[m .. m + 2^p - 1]; queries only read entries already written
+    table = np.empty((levels, n + 1, c))
     flat = table.reshape(levels * (n + 1), c)
     log2 = np.zeros(n + 2, dtype=np.int64)
     for k in range(2, n + 2):
         log2[k] = log2[k // 2] + 1
-    f = np.zeros((n + 1, c))
+    f = np.empty((n + 1, c))
+    f[0] = 0.0
     cols = np.arange(c)
     k = np.ones(c, dtype=np.int64)
     table[0, 0] = 0.0

@@ -171,6 +171,11 @@ class CpuValidation:
             return float(ape.mean())
         return ape.groupby(df[by]).mean()
 
+    def median_ratio(self, by: str):
+        """Median of reconstructed / measured per group (below 1: the model is too fast)."""
+        df = self.per_layer[self.per_layer["measured_ms"] >= MIN_MS]
+        return (df["predicted_ms"] / df["measured_ms"]).groupby(df[by]).median()
+
     def weighted_error_pct(self) -> float:
         """sum |pred - meas| / sum meas over all layers (time-weighted)."""
         df = self.per_layer
