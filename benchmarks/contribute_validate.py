@@ -3,7 +3,7 @@
 The contribution is 439 ResNet-50 runs x 228 layers = 100,092 layer_timings rows, built
 from the template (FLOP-derived example times, each run scaled differently so no two runs
 are duplicates), written as CSV and as Parquet into a temp folder; the store is a temp copy
-of v0.1.0. Each repeat times the whole `validate_contribution` (read, schemas, keys,
+of every release in data/releases (its runs are fingerprinted for the duplicate check). Each repeat times the whole `validate_contribution` (read, schemas, keys,
 structure, plausibility, duplicate fingerprints) and, in the same run, its phases.
 
     python benchmarks/contribute_validate.py [--repeat 3] [--runs 439]
@@ -96,9 +96,12 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="dgtraces-bench-"))
     try:
         root = tmp / "data"
-        shutil.copytree(REPO / "data" / "releases" / "v0.1.0", root / "releases" / "v0.1.0")
+        shutil.copytree(REPO / "data" / "releases", root / "releases")
         os.environ["DGTRACES_DATA"] = str(root)
-        print(f"cores available: {len(os.sched_getaffinity(0))}")
+        from dgtraces import store
+
+        print(f"cores available: {len(os.sched_getaffinity(0))}; store copy: releases "
+              f"{', '.join(store.list_releases(root))}")
         for fmt in ("parquet", "csv"):
             folder = tmp / fmt
             rows = build(folder, args.runs, fmt)

@@ -98,6 +98,23 @@ def test_template_passes_and_stages(store, tmp_path):
     assert reject(entry.id, root=store).id == entry.id and list_staged(store) == []
 
 
+def test_template_passes_against_the_shipped_releases(tmp_store, tmp_path):
+    from dgtraces import store as st
+
+    write_template(tmp_path / "tpl")
+    checked = contribute(tmp_path / "tpl", root=tmp_store, dry_run=True)
+    assert checked.rows == {"runs": 1, "layer_timings": 23}
+    if "devices" in st.tables(root=tmp_store):  # a device of the store needs no definition
+        runs, lt = variant("known-dev")
+        runs["device"] = st.read_table("devices", root=tmp_store)["device"].iloc[0]
+        meta = EXAMPLE_META[:EXAMPLE_META.index("devices:")]
+        folder = write_contrib(tmp_path / "known", runs, lt, meta=meta)
+        assert contribute(folder, root=tmp_store, dry_run=True).rows["runs"] == 1
+        runs["device"] = "not-a-device"
+        refused(write_contrib(tmp_path / "unknown", runs, lt, meta=meta), tmp_store,
+                "UNKNOWN_DEVICE")
+
+
 def test_zip_with_wrapping_folder_and_parquet_passes(store, tmp_path):
     runs, lt = variant("zip-run", "resnet50", 16)
     folder = write_contrib(tmp_path / "c" / "mytraces", runs, lt, fmt="parquet")

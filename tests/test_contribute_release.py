@@ -162,3 +162,26 @@ def test_concurrent_contribute(tmp_path):
         assert set(entry.frames()) == {"runs", "layer_timings"}
         assert json.loads((entry.path / "entry.json").read_text())["id"] == entry.id
     assert not [p for p in (root / "staging").iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_cli_template_stage_show_release(store, tmp_path):
+    from click.testing import CliRunner
+
+    from dgtraces.cli import main
+
+    def invoke(*args):
+        res = CliRunner().invoke(main, list(args), catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        return res.output
+
+    invoke("contribute", "--template", str(tmp_path / "tpl"))
+    assert "passes every check" in invoke("contribute", str(tmp_path / "tpl"), "--dry-run")
+    invoke("contribute", str(tmp_path / "tpl"))
+    (entry,) = json.loads(invoke("staging", "list", "--json"))
+    assert entry["rows"] == {"runs": 1, "layer_timings": 23}
+    shown = json.loads(invoke("staging", "show", entry["id"]))
+    assert shown["runs"] == ["example-alexnet-bs32"] and shown["meta"]["license"] == "CC-BY-4.0"
+    invoke("release", "0.1.1")
+    assert st.list_releases(store) == ["0.1.0", "0.1.1"]
+    assert "staging is empty" in invoke("staging", "list")
+    assert (tmp_path / "cards" / "README.md").is_file()  # card regenerated into the temp dir

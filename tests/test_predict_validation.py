@@ -62,6 +62,7 @@ def release(tmp_store):
         _iter_row("it-naive", "naive", 900.0), _iter_row("it-wfbp", "wfbp", 700.0),
         _iter_row("it-bucket", "bucketed", 720.0, bucket=25 << 20),
         _iter_row("it-infer", "naive", 50.0, workers=1, phase="inference"),
+        _iter_row("it-fd2", "framework-default", 500.0),
         _iter_row("it-pub", "framework-default", 100.0, workers=1, provenance="published",
                   trace=None, device="k80", batch=64),
         _iter_row("it-pub-wfbp", "wfbp", 1000.0, workers=1, provenance="published",
@@ -112,7 +113,8 @@ def test_validate_predictor_rows_and_mape(release, tmp_path):
     assert rows.loc["it-naive", "cpu_effects"] == ("staging=cpu-memcpy, staging_passes=3, "
                                                    "shared_cpu=True")
     assert rows.loc["it-infer", "reason"].startswith("[BAD_INPUT]")
-    assert rows.loc["it-pub", "reason"].startswith("[BAD_INPUT]")  # framework-default
+    assert rows.loc["it-fd2", "reason"].startswith("[BAD_INPUT]")  # framework-default, 2 w
+    assert bool(rows.loc["it-pub", "circular"])  # 1 worker: any policy is pure compute
     assert bool(rows.loc["it-pub-wfbp", "circular"])  # reconstructed on the fly, k80
     assert rows.loc["it-pub-wfbp", "trace_provenance"] == "reconstructed"
     head = res.headline()
@@ -120,7 +122,7 @@ def test_validate_predictor_rows_and_mape(release, tmp_path):
     assert head["measured"]["rows"] == 3
     assert head["measured"]["mape_pct"] == pytest.approx(measured.mean())
     assert "published" not in head  # its only predicted row is circular
-    assert set(res.by_policy["policy"]) == {"naive", "wfbp", "bucketed"}
+    assert set(res.by_policy["policy"]) == {"naive", "wfbp", "bucketed", "framework-default"}
     parity_plot(res, tmp_path / "parity.png")
     assert (tmp_path / "parity.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -196,8 +196,12 @@ def build_release(version: str, *, root=None,
         _checkpoint("journal")
         who = "; ".join(f"{e.id} by {e.contributor} ({e.info['meta']['license']})"
                         for e in entries)
-        path = store.write_release(version, frames, root=root, parent=parent,
-                                   notes=f"contributions: {who}")
+        try:
+            path = store.write_release(version, frames, root=root, parent=parent,
+                                       notes=f"contributions: {who}")
+        except DgtracesError:  # refused before the commit point: nothing to finish
+            os.unlink(store.data_root(root) / JOURNAL)
+            raise
         _checkpoint("committed")
         _finish(journal, root, notes)
     return ReleaseResult(version, path, parent, [e.id for e in entries], added, notes)

@@ -104,11 +104,12 @@ def write_gantt(path: str | Path, sched: Schedule, pred: Prediction,
     ax.set_title(f"modelled: {pred.model} batch {pred.batch_size}, {pred.workers} workers, "
                  f"{pred.policy}{' + io overlap' if pred.io_overlap else ''}, "
                  f"{pred.cluster['algorithm']}: {pred.iter_ms:.1f} ms/iter "
-                 f"(comm exposed {pred.breakdown['comm_exposed']:.1f} ms){extra}", fontsize=10)
+                 f"(comm exposed {pred.breakdown['comm_exposed']:.1f} ms){extra}"
+                 + ("; collective shares the compute cores" if pred.cluster["shared_cpu"]
+                    else ""), fontsize=10)
     kinds = [k for k in COLORS if any(b[2] == k for _, bars in rows for b in bars)]
-    ax.legend(handles=[Patch(color=COLORS[k], label=k) for k in kinds], loc="upper center",
-              bbox_to_anchor=(0.5, -0.12 if len(rows) > 3 else -0.25), ncol=len(kinds),
-              frameon=False)
+    ax.legend(handles=[Patch(color=COLORS[k], label=k) for k in kinds], loc="center left",
+              bbox_to_anchor=(1.0, 0.5), frameon=False)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     buf = io.BytesIO()

@@ -97,7 +97,9 @@ def _predict_row(row, release: str, runs, timings) -> dict:
     if row["phase"] != "train":
         raise DgtracesError("inference rows are outside the training DAG", code="BAD_INPUT")
     if policy_name not in POLICY_NAMES:
-        raise DgtracesError(f"policy {policy_name!r} has no model", code="BAD_INPUT")
+        if int(row["workers"]) > 1:
+            raise DgtracesError(f"policy {policy_name!r} has no model", code="BAD_INPUT")
+        policy_name = "wfbp"  # one worker aggregates nothing: every policy is the same
     rid = _val(row["trace_run_id"])
     if isinstance(rid, str):
         trace = from_run(rid, release, runs=runs, timings=timings)
