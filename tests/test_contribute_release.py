@@ -185,3 +185,42 @@ def test_cli_template_stage_show_release(store, tmp_path):
     assert st.list_releases(store) == ["0.1.0", "0.1.1"]
     assert "staging is empty" in invoke("staging", "list")
     assert (tmp_path / "cards" / "README.md").is_file()  # card regenerated into the temp dir
+
+
+def _extras(run_id):
+    import pandas as pd
+
+    it = pd.DataFrame([{
+        "iter_id": f"{run_id}-it", "model": "alexnet", "device": "example-gpu",
+        "framework": "pytorch 2.13.0", "precision": "fp32", "phase": "train", "batch_size": 32,
+        "workers": 2, "nodes": 1, "interconnect": "unknown", "backend": "gloo",
+        "policy": "wfbp", "bucket_bytes": None, "io_overlap": None, "threads_per_worker": 1,
+        "iter_ms": 250.0, "iter_p10_ms": 240.0, "iter_p90_ms": 260.0, "n": 10,
+        "throughput_img_s": 256.0, "provenance": "measured", "source": "test rig",
+        "trace_run_id": run_id, "timestamp_utc": "2026-01-01T00:00:00Z", "phases_json": None,
+        "notes": None}])
+    comm = pd.DataFrame([{
+        "collective": "allreduce", "backend": "gloo", "interconnect": "loopback", "workers": 2,
+        "message_bytes": size, "time_ms": 0.05 + size / 1e6, "p10_ms": None, "p90_ms": None,
+        "n": 20, "provenance": "measured", "source": f"test rig {run_id}",
+        "timestamp_utc": "2026-01-01T00:00:00Z"} for size in (1024, 1 << 20)])
+    return {"iterations": it, "comm": comm}
+
+
+def test_optional_tables_are_released_and_deduplicated(store, tmp_path):
+    runs, lt = variant("x1")
+    folder = write_contrib(tmp_path / "x1", runs, lt, extra=_extras("x1"))
+    assert contribute(folder, root=store).rows == {"runs": 1, "layer_timings": 23,
+                                                   "iterations": 1, "comm": 2}
+    res = build_release("0.2.0", root=store)
+    assert res.rows_added == {"runs": 1, "layer_timings": 23, "iterations": 1, "comm": 2}
+    frames = st.read_all("0.2.0", store)
+    assert frames["iterations"]["trace_run_id"].tolist() == ["x1"]
+    assert sorted(frames["comm"]["message_bytes"]) == [1024, 1 << 20]
+    runs, lt = variant("x2", scale=1.2)  # new run, but the same comm rows and iteration id
+    extras = _extras("x1")
+    extras["iterations"]["trace_run_id"] = "x2"
+    with pytest.raises(DgtracesError) as exc:
+        contribute(write_contrib(tmp_path / "x2", runs, lt, extra=extras), root=store)
+    assert exc.value.code == "DUPLICATE"
+    assert {f.column for f in exc.value.failures} == {"iter_id", "message_bytes"}

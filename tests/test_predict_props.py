@@ -128,3 +128,17 @@ def test_sweep_grid_matches_reference_rows():
         assert row["iter_ms"] == pytest.approx(reference_row(trace, row, cpu), rel=1e-9)
     one = out[out["workers"] == 1]
     assert np.allclose(one["speedup_vs_1"], 1.0) and np.allclose(one["efficiency"], 1.0)
+
+
+def test_mgwfbp_shares_work_between_equal_costs_without_changing_results():
+    from dgtraces.predict.fast import _optimal, comm_end
+
+    lf = layers_frame("googlenet")
+    rng = np.random.default_rng(11)
+    df = pd.DataFrame({"layer": lf["layer"], "fwd_ms": rng.uniform(0.1, 2, len(lf)),
+                       "bwd_ms": rng.uniform(0.1, 4, len(lf))})
+    prep = prepare(from_frame(df, "googlenet", 16))
+    a = np.repeat(rng.uniform(0.01, 2, 50), 200)  # 10,000 configs, 50 distinct costs
+    b = np.repeat(10 ** rng.uniform(-8, -5, 50), 200)
+    shared = comm_end(prep, Policy("mgwfbp"), a, b)
+    assert np.array_equal(shared, _optimal(prep.ready, prep.nbytes, a, b))
