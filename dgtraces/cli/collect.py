@@ -41,7 +41,7 @@ def collect() -> None:
 @click.option("--aux", is_flag=True, help="GoogLeNet: include the auxiliary classifiers.")
 @click.option("--out", required=True, type=click.Path(file_okay=False),
               help="new folder for runs.parquet + layer_timings.parquet")
-@click.option("--csv", is_flag=True, help="Also write CSV copies.")
+@click.option("--csv", is_flag=True, help="Write CSV instead of Parquet.")
 def layers(model, batch_size, repeats, warmup, threads, aux, out, csv) -> None:
     """Caffe-time-style per-layer forward/backward timing plus the whole iteration."""
     from ..collect.env import check_positive, write_tables
@@ -73,7 +73,7 @@ def layers(model, batch_size, repeats, warmup, threads, aux, out, csv) -> None:
 @click.option("--collective", "collectives", multiple=True,
               default=("allreduce", "broadcast"), show_default=True)
 @click.option("--out", required=True, type=click.Path(file_okay=False))
-@click.option("--csv", is_flag=True, help="Also write CSV copies.")
+@click.option("--csv", is_flag=True, help="Write CSV instead of Parquet.")
 def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv) -> None:
     """Time collectives across message sizes on 127.0.0.1; fit alpha-beta with R^2."""
     from ..collect.comm import collect_comm, parse_sizes
@@ -104,7 +104,7 @@ def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv
               help="output folder of a `collect layers` run (threads=1, same model and batch)"
                    " whose run id becomes trace_run_id")
 @click.option("--out", required=True, type=click.Path(file_okay=False))
-@click.option("--csv", is_flag=True, help="Also write CSV copies.")
+@click.option("--csv", is_flag=True, help="Write CSV instead of Parquet.")
 def ssgd(model, workers, threads_per_worker, policies, bucket_mb, iters, warmup, batch_size,
          aux, trace, out, csv) -> None:
     """Real synchronous data-parallel SGD (gloo, localhost) -> iterations rows."""

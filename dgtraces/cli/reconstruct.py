@@ -13,7 +13,7 @@ import click
               type=click.Choice(["fp32", "amp"]), help="amp: V100 tensor-core variant.")
 @click.option("--out", default=None, type=click.Path(file_okay=False),
               help="Write runs.parquet + layer_timings.parquet into this new folder.")
-@click.option("--csv", "as_csv", is_flag=True, help="Also write CSV copies.")
+@click.option("--csv", "as_csv", is_flag=True, help="Write CSV instead of Parquet.")
 @click.option("--report", is_flag=True, help="Print the method's measured error and exit.")
 @click.option("--release", default=None, help="Release for --report (default: latest).")
 @click.option("--fragment", default=None, type=click.Path(file_okay=False),

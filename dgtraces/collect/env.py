@@ -167,7 +167,7 @@ def consistency_flag(ratio: float | None, tol: float = RATIO_TOLERANCE
 
 def write_tables(out: str | os.PathLike, frames: Mapping[str, "pd.DataFrame"], *,
                  known_runs: "pd.DataFrame | None" = None, csv: bool = False) -> list[Path]:
-    """Validate ``frames`` and write ``<table>.parquet`` (+ ``.csv``) into ``out``.
+    """Validate ``frames`` and write one ``<table>.parquet`` (or ``.csv``) per table into ``out``.
 
     Files go to a temp folder beside ``out`` that is renamed into place last, so an
     interruption leaves no partial output. ``out`` must not exist or be empty.
@@ -186,11 +186,12 @@ def write_tables(out: str | os.PathLike, frames: Mapping[str, "pd.DataFrame"], *
                                      ignore_cleanup_errors=True) as tmp_name:
         tmp = Path(tmp_name)
         for name, df in valid.items():
-            df.to_parquet(tmp / f"{name}.parquet", index=False)
-            written.append(out / f"{name}.parquet")
             if csv:
                 df.to_csv(tmp / f"{name}.csv", index=False)
                 written.append(out / f"{name}.csv")
+            else:
+                df.to_parquet(tmp / f"{name}.parquet", index=False)
+                written.append(out / f"{name}.parquet")
         if out.exists():
             out.rmdir()
         os.rename(tmp, out)

@@ -113,10 +113,11 @@ def kernel_counts(kind: str, n_bottoms: int, has_bias: bool, from_data: bool) ->
 
 
 def layer_arrays(model: str) -> LayerArrays:
-    """Arrays for ``model`` from :func:`dgtraces.models.layer_records`."""
-    from ..models import blobs, layer_records
+    """Arrays for ``model``: a Caffe spec of :data:`dgtraces.models.MODELS` (the ``layers``
+    table) or a fitting-only variant of :mod:`dgtraces.reconstruct.variants`."""
+    from .variants import records
 
-    rows = layer_records(model)
+    rows, n_blobs = records(model)
     counts = [kernel_counts(r["kind"], len(r["bottoms"].split(",")), r["bias_params"] > 0
                             and r["kind"] in GEMM_KINDS, r["bottoms"] == "data")
               for r in rows]
@@ -130,7 +131,7 @@ def layer_arrays(model: str) -> LayerArrays:
         act_bytes=col("act_bytes"), grad_bytes=col("grad_bytes"), params=col("params"),
         fwd_kernels=np.array([c[0] for c in counts], float),
         bwd_kernels=np.array([c[1] for c in counts], float),
-        blobs=len(blobs(model)))
+        blobs=n_blobs)
 
 
 def subset(la: LayerArrays, names) -> LayerArrays:
