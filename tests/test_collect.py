@@ -123,14 +123,17 @@ def _run_frames(run_id="r1", ratio=1.0):
     return {"runs": pd.DataFrame([run]), "layer_timings": pd.DataFrame([lt])}
 
 
+def test_write_tables_csv_instead_of_parquet(tmp_path):
+    paths = env.write_tables(tmp_path / "as_csv", _run_frames(), csv=True)
+    assert sorted(p.name for p in paths) == ["layer_timings.csv", "runs.csv"]
+    assert pd.read_csv(tmp_path / "as_csv" / "runs.csv")["run_id"].tolist() == ["r1"]
+
+
 def test_write_tables_all_or_nothing(tmp_path):
     out = tmp_path / "trace"
     paths = env.write_tables(out, _run_frames())
     assert sorted(p.name for p in paths) == ["layer_timings.parquet", "runs.parquet"]
     assert pd.read_parquet(out / "runs.parquet")["run_id"].tolist() == ["r1"]
-    as_csv = env.write_tables(tmp_path / "csv" / "as_csv", _run_frames(), csv=True)
-    assert sorted(p.name for p in as_csv) == ["layer_timings.csv", "runs.csv"]
-    assert pd.read_csv(tmp_path / "csv" / "as_csv" / "runs.csv")["run_id"].tolist() == ["r1"]
     with pytest.raises(DgtracesError) as exc:  # refuses a non-empty folder
         env.write_tables(out, _run_frames())
     assert exc.value.code == "BAD_INPUT"
