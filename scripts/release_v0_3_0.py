@@ -107,7 +107,7 @@ def main(argv=None) -> int:
     from dgtraces.reconstruct.fragment import write
     from dgtraces.reconstruct.report import build_report
 
-    rep = build_report(VERSION)
+    rep = build_report(VERSION, loo=True)
     for p in write(rep, FRAGMENTS):
         print(f"wrote {p}")
     print(rep.text())

@@ -228,3 +228,29 @@ def _latest_or_none(store) -> str:
         return store.latest()
     except StoreError:
         return "none"
+
+
+def gpu_devices() -> set[str]:
+    """Device keys of the published GPU figures (dgtraces/reference/devices.csv)."""
+    import csv
+
+    from ..reference import path
+
+    with open(path("devices.csv"), encoding="utf-8", newline="") as fh:
+        return {row["device"] for row in csv.DictReader(fh)}
+
+
+def with_default_h2d(trace: Trace, link: str = "pcie3", release: str | None = "latest") -> Trace:
+    """For a GPU trace with no host-to-device time, model the input batch's copy over ``link``
+    (alpha + bytes / bandwidth, fp32 input as in the ``layers`` table); labelled in the source."""
+    from ..models import inferred
+    from .links import get_link
+
+    if trace.h2d_ms > 0 or trace.device not in gpu_devices():
+        return trace
+    nbytes = trace.batch_size * inferred(trace.model)[0].in_numel * 4
+    lk = get_link(link, field="h2d link", release=release)
+    ms = lk.alpha_us / 1000.0 + nbytes / (lk.bandwidth_gb_s * 1e9) * 1000.0
+    return replace(trace, h2d_ms=ms,
+                   source=f"{trace.source}; h2d modelled: {nbytes} input bytes over {link} "
+                          f"({lk.bandwidth_gb_s:g} GB/s) = {ms:.3f} ms (--h2d-ms overrides)")

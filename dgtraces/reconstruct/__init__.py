@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 METHOD = "dgtraces.reconstruct/roofline"
-METHOD_VERSION = "1.0"
+METHOD_VERSION = "1.1"  # 1.1: fitted on the architectures the rows ran
 PRECISIONS = ("fp32", "amp")
 
 
@@ -53,7 +53,7 @@ def reconstruct_trace(device: str, model: str, batch_size: int, precision: str =
     import pandas as pd
 
     from ..models import MODELS, get_spec
-    from .calibration import CALIBRATION_SOURCE, DEVICES_SOURCE, calibrate
+    from .calibration import CALIBRATION_SOURCE, DEVICES_SOURCE, calibrate, observation
     from .costmodel import layer_arrays, layer_costs, timings_frame
 
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:
@@ -82,14 +82,19 @@ def reconstruct_trace(device: str, model: str, batch_size: int, precision: str =
         "fit_rms_log": cal.result.rms_log,
         "fit_errors_pct": [round(e, 2) for e in cal.result.errors_pct],
         "model_fitted": not extrapolated,
+        "fitted_architectures": {f"row {r.row}": observation(r).model for r in cal.rows},
+        "architectures_source": "dgtraces.reconstruct.variants",
     }
     frameworks = sorted({r.framework for r in cal.rows + cal.amp_rows})
-    notes = ("reconstructed from structure (layers table) and device peaks; per-layer times "
-             "are modelled, not measured")
+    notes = ("reconstructed from structure (layers table, Caffe spec) and device peaks; "
+             "per-layer times are modelled, not measured; parameters fitted on the "
+             "architectures the calibrating frameworks ran (dgtraces.reconstruct.variants)")
     if extrapolated:
         notes += f"; {model} has no calibration row: extrapolated from alexnet/resnet50"
     if precision == "amp":
-        notes += "; amp: one tensor-core efficiency set by the resnet50v1.5 amp/fp32 ratio"
+        a = cal.amp_fit
+        notes += (f"; amp: one tensor-core efficiency set by the resnet50v1.5 amp/fp32 ratio "
+                  f"{a['target_speedup']:.2f} (reached {a['reached_speedup']:.2f})")
     run = {
         "run_id": rid, "model": model, "device": device, "device_kind": "gpu",
         "host": cal.device.name, "framework": "reconstructed (calibrated on "

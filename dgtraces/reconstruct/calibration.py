@@ -5,12 +5,18 @@ Which rows are fitted:
 
 * fp32 ``train`` and ``inference`` rows of alexnet and resnet50 with a batch size, one GPU.
   ``train`` time = batch / img_per_s (fwd + bwd + update); ``inference`` = forward only.
-* ``resnet50v1.5`` rows (V100, NVIDIA DeepLearningExamples) are a different model variant
-  (stride on the 3x3 instead of the 1x1 of each bottleneck: about 5% more FLOPs) and state
-  no batch size, so they are never fitted as absolute times. Their amp/fp32 ratio
-  (1200 / 367 = 3.27x) is the only tensor-core figure available and sets the single amp
-  parameter ``eff_tensor`` (assuming both runs used the same batch, taken as
-  ``AMP_BATCH``); the fp32 figure is kept as an out-of-sample check.
+* Each row is compared with the architecture its framework actually ran
+  (:func:`dgtraces.reconstruct.variants.architecture`: TensorFlow's tf_cnn_benchmarks
+  AlexNet, MXNet's ungrouped AlexNet and pre-activation ResNet-50, ...), not with our Caffe
+  spec of the same name; the fitted parameters then reconstruct the Caffe specs.
+* ``resnet50v1.5`` rows (V100, NVIDIA DeepLearningExamples) state no batch size, so they
+  are never fitted as absolute times. Their amp/fp32 ratio (1200 / 367 = 3.27x) is the
+  only tensor-core figure available and sets the single amp parameter ``eff_tensor`` on
+  the v1.5 architecture (assuming both runs used the same batch, taken as ``AMP_BATCH``);
+  the fp32 figure is kept as an out-of-sample check.
+* The sixth parameter ``wino`` (3x3 convolutions faster than direct FLOPs) is fitted only
+  on ``WINOGRAD_DEVICES``: the devices where leave-one-out cross-validation over their
+  rows (:func:`loo`) showed a lower held-out error with it than without.
 """
 
 from __future__ import annotations
@@ -22,10 +28,12 @@ from functools import lru_cache
 from ..errors import DgtracesError
 from .costmodel import Device, Params
 from .fit import FitResult, Observation, fit, fit_tensor_efficiency
+from .variants import architecture
 
 FITTED_MODELS = ("alexnet", "resnet50")
 AMP_MODEL = "resnet50v1.5"
 AMP_BATCH = 128
+WINOGRAD_DEVICES = ("v100",)
 DEVICES_SOURCE = "dgtraces/reference/devices.csv"
 CALIBRATION_SOURCE = "dgtraces/reference/calibration.csv"
 
@@ -92,9 +100,28 @@ def fitted_rows(device: str) -> list[CalibrationRow]:
             and r.precision == "fp32" and r.batch_size and r.phase in ("train", "inference")]
 
 
-def observation(r: CalibrationRow) -> Observation:
-    return Observation(r.model, r.batch_size, r.phase, 1000.0 * r.batch_size / r.img_per_s,
+def observation(r: CalibrationRow, variants: bool = True) -> Observation:
+    """The row as a time to fit, on the architecture it ran (``variants``) or, for the
+    before/after comparison only, on our Caffe spec of the same name."""
+    arch = architecture(r.framework, r.model) if variants else r.model
+    return Observation(arch, r.batch_size, r.phase, 1000.0 * r.batch_size / r.img_per_s,
                        f"calibration.csv row {r.row}")
+
+
+@lru_cache(maxsize=None)
+def loo(device: str, variants: bool = True, winograd: bool = False) -> tuple[float, ...]:
+    """Leave-one-out: signed error (%) of each fitted row of ``device`` predicted by the
+    same fit on the other rows (row order of :func:`fitted_rows`)."""
+    from .costmodel import layer_arrays, predict_ms
+
+    dev = get_device(device)
+    obs = [observation(r, variants) for r in fitted_rows(device)]
+    out = []
+    for i, o in enumerate(obs):
+        p = fit(dev, obs[:i] + obs[i + 1:], winograd=winograd).params
+        out.append(100.0 * (predict_ms(layer_arrays(o.model), p, dev, o.batch_size,
+                                       o.phase) / o.time_ms - 1.0))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -126,14 +153,14 @@ def calibrate(device: str) -> Calibration:
     if not rows:
         raise DgtracesError(f"no fp32 calibration rows for device {device!r} in "
                             f"{CALIBRATION_SOURCE}", code="NO_CALIBRATION")
-    result = fit(dev, [observation(r) for r in rows])
+    result = fit(dev, [observation(r) for r in rows], winograd=device in WINOGRAD_DEVICES)
     amp_rows = tuple(r for r in calibration_rows(device) if r.model == AMP_MODEL)
     by_prec = {r.precision: r for r in amp_rows if r.phase == "train"}
     amp, amp_fit = None, None
     if dev.tensor_tflops and {"amp", "fp32"} <= set(by_prec):
         target = by_prec["amp"].img_per_s / by_prec["fp32"].img_per_s
-        amp, reached = fit_tensor_efficiency(dev, result.params, "resnet50", AMP_BATCH,
-                                             target)
+        arch = architecture(by_prec["amp"].framework, AMP_MODEL)
+        amp, reached = fit_tensor_efficiency(dev, result.params, arch, AMP_BATCH, target)
         amp_fit = {"target_speedup": target, "reached_speedup": reached,
-                   "assumed_batch_size": AMP_BATCH, "model_used": "resnet50 (v1 spec)"}
+                   "assumed_batch_size": AMP_BATCH, "model_used": arch}
     return Calibration(dev, result, rows, amp, amp_rows if amp else (), amp_fit)

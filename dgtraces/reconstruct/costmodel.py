@@ -24,7 +24,11 @@ For layer ``l`` in direction ``d`` (fwd/bwd) at batch ``B``::
 An iteration adds the momentum-SGD update: one kernel per learnable blob, reading weights,
 gradient and momentum and writing weights and momentum (5 x grad_bytes, fp32 master copy).
 Free parameters per device: eff_gemm, eff_bwd, eff_mem, launch_us, n_half (+ eff_tensor
-for the tensor-core variant). Efficiencies are bounded to (0, 1].
+for the tensor-core variant). Efficiencies are bounded to (0, 1]. Optional sixth
+parameter ``wino`` in [1, 2.25] (fp32 only): 3x3 stride-1 convolutions run ``wino`` times
+faster than their direct FLOPs allow (cuDNN's Winograd transforms; F(2x2, 3x3) needs 2.25x
+fewer multiplies); used only where leave-one-out cross-validation over the calibration rows
+supports it (:data:`dgtraces.reconstruct.calibration.WINOGRAD_DEVICES`).
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ class Params:
     launch_us: float
     n_half: float
     eff_tensor: float | None = None
+    wino: float | None = None  # fp32 speed-up of 3x3 stride-1 convs (fitted where used)
 
     def as_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -93,6 +98,7 @@ class LayerArrays:
     params: np.ndarray
     fwd_kernels: np.ndarray
     bwd_kernels: np.ndarray
+    winograd: np.ndarray  # conv 3x3 stride 1: cuDNN may run it as a Winograd transform
     blobs: int
 
 
@@ -131,7 +137,7 @@ def layer_arrays(model: str) -> LayerArrays:
         act_bytes=col("act_bytes"), grad_bytes=col("grad_bytes"), params=col("params"),
         fwd_kernels=np.array([c[0] for c in counts], float),
         bwd_kernels=np.array([c[1] for c in counts], float),
-        blobs=n_blobs)
+        winograd=col("winograd", bool), blobs=n_blobs)
 
 
 def subset(la: LayerArrays, names) -> LayerArrays:
@@ -195,6 +201,8 @@ def _direction(la: LayerArrays, p: Params, dev: Device, batch: float, bwd: bool,
         eff_rate = np.where(is_conv | is_fc, tensor, peak)
     else:
         eff_rate = np.where(is_conv | is_fc, p.eff_gemm * peak, peak)
+        if p.wino:
+            eff_rate = np.where(la.winograd, eff_rate * p.wino, eff_rate)
     if bwd:
         eff_rate = eff_rate * p.eff_bwd
     t_compute = flops / eff_rate

@@ -17,6 +17,8 @@ from ..errors import DgtracesError
 from .costmodel import PARAM_NAMES, Device, LayerArrays, Params, layer_arrays, predict_ms
 
 # Bounds of the transformed parameters keep the search physical.
+WINO_MAX = 2.25  # Winograd F(2x2, 3x3): 16 instead of 36 multiplies per 2x2 output tile
+WINO_START = 1.5
 _LAUNCH_US = (0.05, 5000.0)
 _N_HALF = (1.0, 1e9)
 STARTS = (
@@ -56,19 +58,28 @@ class FitResult:
 
     @property
     def free_parameters(self) -> int:
-        return len(PARAM_NAMES)
+        return len(PARAM_NAMES) + (self.params.wino is not None)
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-np.clip(x, -9.0, 30.0)))
 
 
 def _to_params(theta: np.ndarray) -> Params:
-    eff = 1.0 / (1.0 + np.exp(-np.clip(theta[:3], -9.0, 30.0)))
-    launch = float(np.clip(np.exp(theta[3]), *_LAUNCH_US))
-    n_half = float(np.clip(np.exp(theta[4]), *_N_HALF))
-    return Params(float(eff[0]), float(eff[1]), float(eff[2]), launch, n_half)
+    eff = _sigmoid(theta[:3])
+    launch = float(np.clip(np.exp(min(theta[3], 50.0)), *_LAUNCH_US))
+    n_half = float(np.clip(np.exp(min(theta[4], 50.0)), *_N_HALF))
+    wino = float(1.0 + (WINO_MAX - 1.0) * _sigmoid(theta[5])) if theta.size > 5 else None
+    return Params(float(eff[0]), float(eff[1]), float(eff[2]), launch, n_half, wino=wino)
 
 
 def _from_params(values) -> np.ndarray:
     eff = np.clip(np.asarray(values[:3], float), 1e-4, 1 - 1e-4)
-    return np.concatenate([np.log(eff / (1 - eff)), np.log(values[3:5])])
+    out = [np.log(eff / (1 - eff)), np.log(values[3:5])]
+    if len(values) > 5:
+        w = np.clip((values[5] - 1.0) / (WINO_MAX - 1.0), 1e-4, 1 - 1e-4)
+        out.append([np.log(w / (1 - w))])
+    return np.concatenate(out)
 
 
 def residuals(params: Params, dev: Device, obs: list[Observation],
@@ -112,13 +123,17 @@ def _lm(fun, theta0: np.ndarray, max_iter: int = 200, tol: float = 1e-10):
 
 
 def fit(dev: Device, obs: list[Observation], *, starts=STARTS,
-        arrays: dict[str, LayerArrays] | None = None) -> FitResult:
-    """Fit the five fp32 parameters of ``dev`` to ``obs`` (at least 5 observations).
+        arrays: dict[str, LayerArrays] | None = None, winograd: bool = False) -> FitResult:
+    """Fit the five fp32 parameters of ``dev`` to ``obs`` (at least 5 observations), and
+    with ``winograd`` the sixth, ``wino`` (started at ``WINO_START`` from every start).
 
     ``arrays`` (model -> layers) defaults to every layer of each observed model."""
-    if len(obs) < len(PARAM_NAMES):
+    n_par = len(PARAM_NAMES) + winograd
+    if len(obs) < n_par:
         raise DgtracesError(f"{dev.device}: {len(obs)} observation(s) cannot determine "
-                            f"{len(PARAM_NAMES)} parameters", code="NO_CALIBRATION")
+                            f"{n_par} parameters", code="NO_CALIBRATION")
+    if winograd:
+        starts = tuple(tuple(s) + (WINO_START,) for s in starts)
     arrays = dict(arrays or {})
     for m in sorted({o.model for o in obs} - set(arrays)):
         arrays[m] = layer_arrays(m)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import METHOD_VERSION, method_id
-from .calibration import AMP_BATCH, CALIBRATION_SOURCE, DEVICES_SOURCE
+from .calibration import AMP_BATCH, CALIBRATION_SOURCE, DEVICES_SOURCE, WINOGRAD_DEVICES
 from .costmodel import PARAM_NAMES
+from .fit import WINO_MAX
 from .report import WITHIN_PCT, MethodReport
 
 PNG = "reconstruction_bcaffe_googlenet.png"
@@ -40,12 +41,114 @@ def _fits(rep: MethodReport) -> list[str]:
         if cal.amp is not None:
             a = cal.amp_fit
             out.append(f"amp (tensor cores): `eff_tensor` = {cal.amp.eff_tensor:.3f}, set so the "
-                       f"resnet50 amp/fp32 training speed-up equals the published resnet50v1.5 "
-                       f"ratio {a['target_speedup']:.2f} at an assumed batch of "
-                       f"{a['assumed_batch_size']}; reached {a['reached_speedup']:.2f}. One row, "
-                       f"one parameter: no residual to judge it by.")
+                       f"{a['model_used']} amp/fp32 training speed-up equals the published "
+                       f"resnet50v1.5 ratio {a['target_speedup']:.2f} at an assumed batch of "
+                       f"{a['assumed_batch_size']}; reached {a['reached_speedup']:.2f}"
+                       + (" (not reached: `eff_tensor` is at its bound 1.0, so amp traces are too "
+                          "slow by about target / reached)" if a['reached_speedup']
+                          < 0.99 * a['target_speedup'] else "")
+                       + ". One row, one parameter: no residual to judge it by.")
             out.append("")
     return out
+
+
+def _variants() -> list[str]:
+    from .variants import ROW_ARCHITECTURE, TF_RESNET_NOTE, VARIANTS
+
+    used = {}
+    for (fw, model), arch in ROW_ARCHITECTURE.items():
+        used.setdefault(arch, []).append(f"{fw} {model}")
+    rows = [[f"`{v.name}`", ", ".join(used.get(v.name, [])), v.source, v.confidence, v.notes]
+            for v in VARIANTS.values()]
+    rows.append(["`resnet50` (our Caffe spec)", ", ".join(used["resnet50"]), TF_RESNET_NOTE,
+                 "medium", "same architecture as the `layers` table's resnet50"])
+    out = ["The published throughputs were measured on each framework's own model "
+           "definition, not on the Caffe specs of the `layers` table, so each row is fitted "
+           "on the architecture it ran (`dgtraces.reconstruct.variants`, built with the same "
+           "`Builder` and `spec.infer`; fitting only, not in `layers`). The reconstructed "
+           "K80/V100 traces stay on our Caffe specs. Sources are recalled from the named "
+           "files (no network in this session), with a confidence each:", ""]
+    out += _table(["architecture", "calibration rows (framework, model)", "source",
+                   "confidence", "what differs from our Caffe spec"], rows)
+    out += ["", "A framework BatchNorm with learnable scale is counted as `bn` + `scale`, as "
+            "in our resnet50 spec, so only the architecture changes, not the kernel "
+            "accounting. MXNet pools round down ('valid'); `spec.infer` rounds up (Caffe), so "
+            "those pools are written with the kernel or pad that gives MXNet's output size "
+            "(AlexNet pools as 4x4 windows: their FLOPs, not their bytes, are 16/9 too high; "
+            "negligible).", ""]
+    return out
+
+
+def _loo(rep: MethodReport) -> list[str]:
+    from .calibration import WINOGRAD_DEVICES
+    from .report import loo_summary
+
+    if not rep.loo:
+        return ["Leave-one-out cross-validation was not computed in this build "
+                "(`build_report(loo=True)`).", ""]
+    out = ["Leave-one-out over each device's calibration rows: each row predicted by the "
+           "same fit on the other rows (held-out error, %).", ""]
+    rows = []
+    for dev, configs in rep.loo.items():
+        for name, errs in configs.items():
+            s = loo_summary(errs)
+            rows.append([dev, name, f"{s['mape']:.1f}%", f"{s['median']:.1f}%",
+                         f"{s['rms_log']:.3f}", f"{s['within']}/{s['n']}",
+                         " ".join(f"{e:+.0f}" for e in errs)])
+    out += _table(["device", "configuration", "MAPE", "median |error|", "rms log",
+                   f"within {WITHIN_PCT:.0f}%", "held-out errors by row (%)"], rows)
+    out += ["", "The sixth parameter `wino` is used where it lowered the held-out error "
+            "against the same variants without it: " + ", ".join(WINOGRAD_DEVICES) + ". "
+            "Before (Caffe specs) vs the shipped fit, held-out:"]
+    for dev, configs in rep.loo.items():
+        names = list(configs)
+        after = names[2] if dev in WINOGRAD_DEVICES else names[1]
+        b, a = loo_summary(configs[names[0]]), loo_summary(configs[after])
+        out.append(f"- {dev} ({after}): MAPE {b['mape']:.1f}% -> {a['mape']:.1f}%, median "
+                   f"{b['median']:.1f}% -> {a['median']:.1f}%, rms log {b['rms_log']:.3f} -> "
+                   f"{a['rms_log']:.3f}, within {WITHIN_PCT:.0f}% {b['within']} -> "
+                   f"{a['within']} of {a['n']}")
+    out += ["", "A row at the end of the batch range left out cannot be pinned by the others "
+            "(latency terms), so MAPE and rms are dominated by one or two rows; the median and "
+            "the count within 5% are given too, and they do not all move the same way.", ""]
+    return out
+
+
+# Causes of the rows that still miss 5% (from the fitted parameters and residual pattern;
+# a row that misses and is not listed here is reported as "no cause identified").
+MISS_CAUSES = {
+    4: "small batch (8) slower than modelled: K80's saturation term is at its bound "
+       "(`n_half` = 1), so the model has only launch overhead for small-batch losses",
+    6: "AlexNet b64 vs b256 per-image times (2.17 vs 2.04 ms) differ less than the model's "
+       "launch and latency terms make them",
+    9: "forward-only ResNet-50 slower in the model while ResNet-50 training is slightly "
+       "faster: the model's forward/backward split for ResNet is off; a likely contributor "
+       "is the Caffe-granularity accounting (a separate Scale pass after every BN, which "
+       "MXNet's BatchNorm does in the same kernel), which weighs most in the memory-bound "
+       "forward",
+    10: "as row 9", 19: "as row 9",
+    12: "batch 16 between the latency-bound batch 1 and the compute-bound batch 64 "
+        "rows; with `n_half` at its bound there is no under-fill term to bend the curve",
+    14: "MXNet ResNet-50 training faster in the model than published: one `wino` for all "
+        "3x3 layers, pinned at its bound by the AlexNet rows (whose 5x5 conv2 may run as "
+        "FFT/Winograd too, which the model does not have), makes ResNet's 3x3s too fast",
+    15: "as row 14",
+    23: "published 9486 img/s is 1.2x the fp32 peak in direct FLOPs of the MXNet AlexNet; "
+        "the bounds (`eff_gemm` <= 1, `wino` <= 2.25, no FFT for 5x5/11x11) cannot reach it",
+}
+
+
+def _misses(rep: MethodReport) -> list[str]:
+    out = []
+    for dev in rep.calibrations:
+        for label, err in rep.misses(dev):
+            row = int(label.rsplit(" ", 1)[-1])
+            out.append(f"- {dev} {label} ({err:+.1f}%): "
+                       + MISS_CAUSES.get(row, "no cause identified"))
+    if not out:
+        return ["Every fitted row is within 5%.", ""]
+    return ["Rows still off by more than 5% (the test keeps them as strict expected "
+            "failures; the 5% bar is not relaxed) and their likely causes:", ""] + out + [""]
 
 
 def _per_image(rep: MethodReport, device: str, model: str) -> str:
@@ -149,23 +252,29 @@ def markdown(rep: MethodReport, png: str | None = PNG_LINK) -> str:
         "elements the kernels work on (the saturation term: small batches are latency bound), "
         "`eff` = `eff_gemm` for conv/fc (x `eff_bwd` in backward), kernel counts fixed by "
         "layer kind, training-mode BatchNorm statistics passes, and a momentum-SGD update. "
-        f"Free parameters per device: {', '.join(f'`{p}`' for p in PARAM_NAMES)}; fitted by "
+        f"Free parameters per device: {', '.join(f'`{p}`' for p in PARAM_NAMES)}, and on "
+        f"{', '.join(WINOGRAD_DEVICES)} also `wino` in [1, {WINO_MAX}] (3x3 stride-1 "
+        "convolutions that many times faster than their direct FLOPs allow, as cuDNN's "
+        "Winograd transforms make them; fp32 only; adopted per device by leave-one-out "
+        "cross-validation, below); fitted by "
         "Levenberg-Marquardt on log errors (numpy), best of 4 starts. Peaks: "
         f"`{DEVICES_SOURCE}`; throughputs: `{CALIBRATION_SOURCE}` (fp32 train rows: batch / "
         "throughput = fwd + bwd + update; inference rows: forward only).", "",
-        "The `resnet50v1.5` rows (NVIDIA DeepLearningExamples) are a different model variant "
-        "and state no batch size: they are never fitted as times. Their amp/fp32 ratio sets the "
-        f"single tensor-core parameter (assumed batch {AMP_BATCH}); their fp32 throughput is "
-        "an out-of-sample check below. GoogLeNet has no calibration row on any GPU: its "
-        "K80/V100 traces are extrapolated from alexnet and resnet50.", "",
-        "### Fit to the published rows", "",
+        "The `resnet50v1.5` rows (NVIDIA DeepLearningExamples) state no batch size: they are "
+        "never fitted as times. Their amp/fp32 ratio sets the single tensor-core parameter on "
+        f"the v1.5 architecture (assumed batch {AMP_BATCH}); their fp32 throughput is an "
+        "out-of-sample check below. GoogLeNet has no calibration row on any GPU: its "
+        "K80/V100 traces are extrapolated.", "",
+        "### Architectures the calibration rows ran", "",
     ]
+    lines += _variants()
+    lines += ["### Fit to the published rows", ""]
     lines += _fits(rep)
     for c in rep.v15_check:
-        lines.append(f"- V100 out-of-sample: resnet50 (v1) fp32 training at batch "
+        lines.append(f"- V100 out-of-sample: resnet50-v1.5 fp32 training at batch "
                      f"{c['batch_size']} reconstructed at {c['predicted_img_s']:.0f} img/s vs "
-                     f"{c['published_img_s']:.0f} img/s published for resnet50v1.5 "
-                     f"({c['error_pct']:+.1f}%; v1.5 has about 5% more FLOPs)")
+                     f"{c['published_img_s']:.0f} img/s published ({c['error_pct']:+.1f}%)")
+    lines += [""] + _misses(rep) + ["### Leave-one-out cross-validation", ""] + _loo(rep)
     lines += ["", "Parameters at a bound of their range (efficiency 1.0, `n_half` 1) mean the "
               "published rows are faster than the model's accounting allows there (the "
               "layers table counts Caffe-granularity BatchNorm, Scale and ReLU traffic that "
@@ -187,9 +296,11 @@ def markdown(rep: MethodReport, png: str | None = PNG_LINK) -> str:
         "OSU `comm`, datasheet `devices`): as published; B-Caffe's device and batch are "
         "inferred.",
         "- **reconstructed** (`collector_version` = "
-        f"`{method_id()}`): whole-model totals of alexnet/resnet50 track the "
-        "published rows to the errors above (rms " + ", ".join(
-            f"{d} {c.result.rms_log:.2f}" for d, c in rep.calibrations.items()) + " in log); "
+        f"`{method_id()}`): the fitted architectures (the frameworks' own AlexNet and "
+        "ResNet-50, above) track the published rows to the errors above (rms " + ", ".join(
+            f"{d} {c.result.rms_log:.2f}" for d, c in rep.calibrations.items()) + " in log); the "
+        "dataset's Caffe-spec alexnet/resnet50 traces reuse those parameters on a different "
+        "architecture (only K80 TensorFlow ResNet-50 ran our resnet50 spec itself); "
         "per-layer splits carry the per-layer error measured on the CPU (" + (", ".join(
             f"MAPE {v.mape():.0f}% at {v.threads} thread(s)" for v in rep.cpu) or "not "
             "measured in this build") + ") and seen against B-Caffe (" + (

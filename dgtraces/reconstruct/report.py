@@ -27,11 +27,12 @@ V15_FP32_IMG_S = 367.0
 @dataclass
 class MethodReport:
     calibrations: dict[str, Calibration]
-    v15_check: list[dict]  # batch, predicted img/s (resnet50 v1 spec), published v1.5 img/s
+    v15_check: list[dict]  # batch, predicted img/s (v1.5 variant), published v1.5 img/s
     cpu: list[CpuValidation]  # one per thread count with a measured peaks row
     bcaffe: BcaffeComparison | None
     release: str | None
     missing: list[str] = field(default_factory=list)
+    loo: dict[str, dict[str, tuple[float, ...]]] | None = None  # device -> config -> errors
 
     def misses(self, device: str) -> list[tuple[str, float]]:
         """Fitted rows whose reconstructed total is off by more than 5%."""
@@ -61,7 +62,7 @@ class MethodReport:
                            f"{a['reached_speedup']:.2f} at assumed batch "
                            f"{a['assumed_batch_size']}")
         for c in self.v15_check:
-            out.append(f"v100 out-of-sample: resnet50 (v1) fp32 train b{c['batch_size']} "
+            out.append(f"v100 out-of-sample: resnet50-v1.5 fp32 train b{c['batch_size']} "
                        f"reconstructed {c['predicted_img_s']:.0f} img/s vs published "
                        f"resnet50v1.5 {c['published_img_s']:.0f} img/s "
                        f"({c['error_pct']:+.1f}%)")
@@ -73,6 +74,12 @@ class MethodReport:
                        f"{b.batch_size}, inferred; {len(b.table)} layers, {b.logs} logs): "
                        f"MAPE {b.mape:.1f}%, sum ratio {b.total_ratio:.2f}, Spearman "
                        f"{b.rank_correlation:.2f}")
+        for dev, configs in (self.loo or {}).items():
+            for name, errs in configs.items():
+                s = loo_summary(errs)
+                out.append(f"{dev} leave-one-out, {name}: MAPE {s['mape']:.1f}%, median "
+                           f"{s['median']:.1f}%, rms log {s['rms_log']:.3f}, "
+                           f"{s['within']}/{s['n']} within {WITHIN_PCT:.0f}%")
         out.append("h200: no GPU lent to this session; no H200 validation was run")
         out.extend(f"not available: {m}" for m in self.missing)
         return "\n".join(out)
@@ -100,10 +107,37 @@ def _cpu_lines(v: CpuValidation, release: str | None) -> list[str]:
     return out
 
 
+LOO_CONFIGS = {  # name -> (fit on variant architectures, fit the wino parameter)
+    "before: Caffe specs, 5 parameters": (False, False),
+    "variants, 5 parameters": (True, False),
+    "variants + wino, 6 parameters": (True, True),
+}
+
+
+def loo_table(devices=GPU_DEVICES) -> dict[str, dict[str, tuple[float, ...]]]:
+    """Leave-one-out errors of every configuration in ``LOO_CONFIGS`` per device
+    (about 30 fits per device and configuration; seconds)."""
+    from .calibration import loo
+
+    return {d: {name: loo(d, v, w) for name, (v, w) in LOO_CONFIGS.items()} for d in devices}
+
+
+def loo_summary(errs) -> dict:
+    import numpy as np
+
+    e = np.abs(np.asarray(errs, float))
+    return {"n": int(e.size), "mape": float(e.mean()), "median": float(np.median(e)),
+            "rms_log": float(np.sqrt(np.mean(np.log1p(np.asarray(errs) / 100) ** 2))),
+            "within": int((e <= WITHIN_PCT).sum())}
+
+
 def v15_check(cal: Calibration) -> list[dict]:
     from .costmodel import layer_arrays, predict_ms
 
-    la = layer_arrays("resnet50")
+    from .calibration import AMP_MODEL
+    from .variants import ROW_ARCHITECTURE
+
+    la = layer_arrays(ROW_ARCHITECTURE[("pytorch", AMP_MODEL)])
     rows = []
     for b in V15_CHECK_BATCHES:
         ips = 1000.0 * b / predict_ms(la, cal.result.params, cal.device, b, "train")
@@ -144,8 +178,9 @@ def cpu_validations(frames: dict, missing: list[str]) -> list[CpuValidation]:
 
 
 def build_report(version: str | None = None, *,
-                 frames: dict[str, "pd.DataFrame"] | None = None) -> MethodReport:
-    """Everything the report needs. ``frames`` defaults to the release ``version`` (latest),
+                 frames: dict[str, "pd.DataFrame"] | None = None,
+                 loo: bool = False) -> MethodReport:
+    """Everything the report needs (``loo``: also the leave-one-out table, seconds). ``frames`` defaults to the release ``version`` (latest),
     whose measured CPU runs and measured CPU ``devices`` rows drive the CPU validation."""
     from .. import store
     from .bcaffe import compare
@@ -171,4 +206,5 @@ def build_report(version: str | None = None, *,
         bc = compare(runs, lt)
     except DgtracesError as exc:
         missing.append(f"B-Caffe comparison: {exc.message}")
-    return MethodReport(cals, v15_check(cals["v100"]), cpu, bc, version, missing)
+    return MethodReport(cals, v15_check(cals["v100"]), cpu, bc, version, missing,
+                        loo_table() if loo else None)
