@@ -47,7 +47,8 @@ def _cluster_options(f):
 @click.option("--policy", default="wfbp", show_default=True, type=click.Choice(POLICIES))
 @click.option("--io-overlap", is_flag=True, help="Prefetch the next batch during compute.")
 @click.option("--io-ms", type=float, default=None, help="Input read+decode time per batch.")
-@click.option("--h2d-ms", type=float, default=None, help="Host-to-device copy per batch.")
+@click.option("--h2d-ms", type=float, default=None,
+              help="Host-to-device copy per batch (GPU default: fp32 input batch over --intra).")
 @click.option("--calibrate-img-s", type=float, default=None,
               help="Scale compute so that 1 worker runs at this many img/s.")
 @click.option("--raw-layer-times", is_flag=True,
@@ -74,6 +75,10 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
                 raise bad(name, "needed unless --run-id is given", "a value", None)
     trace = resolve(model, device, batch_size, precision=precision, run_id=run_id,
                     release=release, whole=not raw_layer_times)
+    if h2d_ms is None:
+        from ..predict.trace import with_default_h2d
+
+        trace = with_default_h2d(trace, intra, release or "latest")
     if io_ms is not None or h2d_ms is not None:
         from ..predict.trace import _nonneg
 
