@@ -5,7 +5,7 @@ Library code raises these; only the CLI prints them (``error.report()``) and pic
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 # Reason codes. Add new ones here so they stay documented in one place.

@@ -22,7 +22,8 @@ from dgtraces import store
 from dgtraces.errors import DgtracesError
 from dgtraces.reconstruct import method_id, reconstruct_trace, runs_frame
 from dgtraces.reconstruct.calibration import calibrate
-from dgtraces.reconstruct.cpu import device_row, measure_lock, measure_peaks
+from dgtraces.collect.env import measure_lock
+from dgtraces.reconstruct.cpu import device_row, measure_peaks
 
 VERSION, BASE = "0.3.0", "0.2.0"
 REPO = Path(__file__).resolve().parent.parent
@@ -67,7 +68,7 @@ def main(argv=None) -> int:
     cpu_runs = runs[(runs["provenance"] == "measured") & (runs["device_kind"] == "cpu")]
     cores = int(cpu_runs["cores"].max())
     threads = args.threads or sorted(int(t) for t in cpu_runs["threads"].dropna().unique())
-    with measure_lock():
+    with measure_lock("scripts/release_v0_3_0.py"):
         peaks = [measure_peaks(t) for t in threads]
     cpu_rows = [device_row(p, cores) for p in peaks]
     for p, row in zip(peaks, cpu_rows):

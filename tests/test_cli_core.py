@@ -2,7 +2,6 @@ import json
 import subprocess
 import sys
 
-import pandas as pd
 from click.testing import CliRunner
 
 from dgtraces.cli import main

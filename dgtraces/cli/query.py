@@ -113,8 +113,8 @@ def _print_table(q, max_rows: int) -> None:
     console.print(f"[dim]dgtraces {res.version}: {shown}[/dim]")
     console.print(table)
     if res.truncated:
-        console.print(f"[yellow]more rows not shown; raise --max-rows or use "
-                      f"--format csv --out FILE[/yellow]")
+        console.print("[yellow]more rows not shown; raise --max-rows or use "
+                      "--format csv --out FILE[/yellow]")
 
 
 @click.command()

@@ -52,7 +52,7 @@ def reconstruct_trace(device: str, model: str, batch_size: int, precision: str =
     """
     import pandas as pd
 
-    from ..models import MODELS, get_spec
+    from ..models import get_spec
     from .calibration import CALIBRATION_SOURCE, DEVICES_SOURCE, calibrate, observation
     from .costmodel import layer_arrays, layer_costs, timings_frame
 

@@ -9,11 +9,8 @@ models and GoogLeNet's totals (never fitted) give the held-out-model error.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -25,27 +22,9 @@ from .fit import FitResult, Observation, fit
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-LOCK = Path("/tmp/dgtraces-measure.lock")
 FIT_MODELS = ("alexnet", "resnet50")
 HELD_OUT = "googlenet"
 MIN_MS = 1e-3  # layers measured below 1 us are left out of the percentage errors
-
-
-@contextlib.contextmanager
-def measure_lock(poll_s: float = 15.0, path: Path = LOCK):
-    """Wait until no other helper measures, then hold the shared measurement lock."""
-    while True:
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            break
-        except FileExistsError:
-            time.sleep(poll_s)
-    try:
-        os.write(fd, f"dgtraces.reconstruct.cpu pid {os.getpid()}\n".encode())
-        os.close(fd)
-        yield
-    finally:
-        path.unlink(missing_ok=True)
 
 
 def busy_fraction(interval_s: float = 1.0) -> float | None:
