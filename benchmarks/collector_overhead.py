@@ -46,21 +46,23 @@ def measure(args) -> tuple[list[float], list[float]]:
     net, opt, x, labels = prepare(args.model, args.batch_size, args.threads)
     inst, plain = [], []
     gc.disable()
-    for i in range(args.warmup + args.repeats):
-        fwd = {n: [] for n in net.order}
-        bwd = {n: [] for n in net.order}
-        opt.zero_grad(set_to_none=True)
-        t0 = time.perf_counter()
-        layerwise_pass(net, x, labels, fwd, bwd)
-        opt.step()
-        t_inst = time.perf_counter() - t0
-        opt.zero_grad(set_to_none=True)
-        t_plain = sum(whole_pass(net, opt, x, labels))
-        gc.collect()
-        if i >= args.warmup:
-            inst.append(t_inst * 1e3)
-            plain.append(t_plain * 1e3)
-    gc.enable()
+    try:
+        for i in range(args.warmup + args.repeats):
+            fwd = {n: [] for n in net.order}
+            bwd = {n: [] for n in net.order}
+            opt.zero_grad(set_to_none=True)
+            t0 = time.perf_counter()
+            layerwise_pass(net, x, labels, fwd, bwd)
+            opt.step()
+            t_inst = time.perf_counter() - t0
+            opt.zero_grad(set_to_none=True)
+            t_plain = sum(whole_pass(net, opt, x, labels))
+            gc.collect()
+            if i >= args.warmup:
+                inst.append(t_inst * 1e3)
+                plain.append(t_plain * 1e3)
+    finally:
+        gc.enable()
     return inst, plain
 
 

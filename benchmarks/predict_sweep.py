@@ -1,7 +1,7 @@
 """Benchmark: vectorised sweep vs the reference event simulation, measured in one run.
 
-100,000 configurations of ResNet-50 (the real 228-layer Caffe-granularity list, 107 gradient
-layers), twice: a mixed grid (50 worker counts x 5 gpus/node x 2 intra x 5 inter links x
+100,000 configurations of ResNet-50 (the real Caffe-granularity layer list; its layer and
+gradient-layer counts are printed), twice: a mixed grid (50 worker counts x 5 gpus/node x 2 intra x 5 inter links x
 5 algorithms x 4 policies x 2 io-overlap choices; the comm pass of a policy serves both io
 choices) and a worst case of 100,000 distinct comm setups all under mgwfbp (the dynamic
 program). Layer times are synthetic (seeded; the timing code does not depend on their
@@ -23,7 +23,7 @@ import pandas as pd
 
 from dgtraces.models import layers_frame
 from dgtraces.predict import from_frame
-from dgtraces.predict.sweep import Grid, reference_row, run_sweep
+from dgtraces.predict.sweep import Grid, comm_grid, reference_row, run_sweep
 
 
 def timed(grid, repeat: int):
@@ -80,11 +80,14 @@ def main() -> None:
     mixed = Grid(workers=tuple(range(1, 51)), gpus_per_node=(1, 2, 4, 8, 16),
                  policies=("naive", "wfbp", "bucketed", "mgwfbp"), io_overlap=(False, True),
                  **links)
-    scenario("mixed: 12,500 comm setups x 4 policies x 2 io choices", trace, mixed, args)
+    scenario(f"mixed: {len(comm_grid(mixed)['a_ms']):,} comm setups x {len(mixed.policies)} "
+             f"policies x {len(mixed.io_overlap)} io choices", trace, mixed, args)
     hard = Grid(workers=tuple(range(1, 401)), gpus_per_node=(1, 2, 4, 8, 16),
                 policies=("mgwfbp",), **links)
-    scenario("mgwfbp only: 100,000 comm setups (9,475 distinct costs), all mgwfbp", trace,
-             hard, args)
+    cg = comm_grid(hard)
+    distinct = len(np.unique(np.stack([cg["a_ms"], cg["b_ms_per_byte"]], axis=1), axis=0))
+    scenario(f"mgwfbp only: {len(cg['a_ms']):,} comm setups ({distinct:,} distinct costs), "
+             f"all mgwfbp", trace, hard, args)
     adversarial(trace, args)
 
 

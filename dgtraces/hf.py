@@ -40,6 +40,7 @@ def export(out: str | os.PathLike, version: str | None = None, root=None, *,
     src = store.release_path(version, root)
     manifest = store.read_manifest(version, root)
     version = manifest["version"]
+    store.table_paths(version, root)  # INTEGRITY (hint: verify) if a table file is missing
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f"{store.TMP_PREFIX}{out.name}-{secrets.token_hex(4)}"
     (tmp / DATA_DIR).mkdir(parents=True)
@@ -54,8 +55,8 @@ def export(out: str | os.PathLike, version: str | None = None, root=None, *,
                                    f"manifest", file=str(src / entry["file"]),
                                    expected=entry["sha256"], found=digest))
         if bad:
-            raise IntegrityError(f"release {version} fails its manifest; run "
-                                 f"`dgtraces verify`", failures=bad)
+            raise IntegrityError(f"release {version} fails its manifest", failures=bad,
+                                 hint=store.VERIFY_HINT)
         shutil.copyfile(src / store.MANIFEST, tmp / store.MANIFEST)
         _copy_fragment_assets(tmp, fragments_dir)
         store.atomic_write_bytes(tmp / "README.md", render_card(

@@ -64,8 +64,8 @@ def resolve(version: str | None = None, root=None) -> Release:
 
     version = store.latest(root) if version is None else store.norm_version(version)
     path = store.release_path(version, root).resolve()
-    entries = store.tables(version, root)
-    return Release(version, path, {name: path / e["file"] for name, e in sorted(entries.items())})
+    files = store.table_paths(version, root)  # INTEGRITY if the manifest or a file is bad
+    return Release(version, path, {name: path / p.name for name, p in files.items()})
 
 
 def _quote_ident(name: str) -> str:

@@ -123,12 +123,52 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
             tmp.unlink()
 
 
+VERIFY_HINT = "run `dgtraces verify`"
+_TABLE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+
+
+def entry_failure(name, entry, where: str) -> Failure | None:
+    """An INTEGRITY failure unless the manifest entry of table ``name`` names exactly
+    ``<name>.parquet`` (a plain file in the release folder, never a path elsewhere)."""
+    file = entry.get("file") if isinstance(entry, dict) else None
+    if isinstance(name, str) and _TABLE_NAME.match(name) and file == f"{name}.parquet":
+        return None
+    return Failure("INTEGRITY", f"table {name!r}: manifest file entry is not "
+                   f"'<table>.parquet'", file=where, column="file",
+                   expected=f"{name}.parquet", found=repr(file)[:120])
+
+
 def read_manifest(version: str | None = None, root=None) -> dict:
+    """The manifest of a release; INTEGRITY if it is not JSON or a table's ``file`` entry
+    is anything but ``<table>.parquet``."""
     path = release_path(version, root) / MANIFEST
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        manifest = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
-        raise IntegrityError(f"{path}: manifest is not valid JSON ({exc})") from exc
+        raise IntegrityError(f"{path}: manifest is not valid JSON ({exc})",
+                             hint=VERIFY_HINT) from exc
+    entries = manifest.get("tables") if isinstance(manifest, dict) else None
+    if not isinstance(entries, dict):
+        raise IntegrityError(f"{path}: manifest has no tables mapping", hint=VERIFY_HINT)
+    bad = [f for f in (entry_failure(n, e, str(path)) for n, e in entries.items()) if f]
+    if bad:
+        raise IntegrityError(f"{path}: {len(bad)} bad file entr(y/ies)", failures=bad,
+                             hint=VERIFY_HINT)
+    return manifest
+
+
+def table_paths(version: str | None = None, root=None) -> dict[str, Path]:
+    """Table name -> Parquet path of a release; INTEGRITY (hint: verify) listing every file
+    the manifest names that is missing."""
+    folder = release_path(version, root)
+    paths = {name: folder / e["file"] for name, e in sorted(tables(version, root).items())}
+    missing = [Failure("INTEGRITY", f"table {name}: file missing", file=str(p),
+                       expected="present", found="absent")
+               for name, p in paths.items() if not p.is_file()]
+    if missing:
+        raise IntegrityError(f"release {folder.name}: {len(missing)} table file(s) listed in "
+                             f"the manifest are missing", failures=missing, hint=VERIFY_HINT)
+    return paths
 
 
 def tables(version: str | None = None, root=None) -> dict[str, dict]:
@@ -143,7 +183,7 @@ def read_table(table: str, version: str | None = None, root=None) -> "pd.DataFra
     if table not in entries:
         raise StoreError(f"table {table!r} not in release {version or latest(root)}; "
                          f"tables: {', '.join(sorted(entries))}")
-    return pd.read_parquet(release_path(version, root) / entries[table]["file"])
+    return pd.read_parquet(table_paths(version, root)[table])
 
 
 def read_all(version: str | None = None, root=None) -> dict[str, "pd.DataFrame"]:
@@ -282,6 +322,10 @@ def _verify_one(path: Path, report: VerifyReport) -> None:
              manifest.get("version"))
     listed = {MANIFEST}
     for name, entry in sorted(manifest.get("tables", {}).items()):
+        bad = entry_failure(name, entry, str(mpath))
+        if bad is not None:
+            report.failures.append(bad)
+            continue
         fpath = path / entry["file"]
         listed.add(entry["file"])
         report.files_checked += 1

@@ -116,3 +116,12 @@ _hyp_settings.register_profile("dev", max_examples=60, deadline=None,
                                suppress_health_check=[HealthCheck.too_slow])
 if os.environ.get("HYPOTHESIS_PROFILE"):
     _hyp_settings.load_profile(os.environ["HYPOTHESIS_PROFILE"])
+
+
+# --- contribute tests: a v0.1.0-only store whose `release` CHANGELOG and card stay in tmp ----
+@pytest.fixture
+def store(tmp_store, tmp_path, monkeypatch):
+    """``tmp_store`` with DGTRACES_CHANGELOG and DGTRACES_CARDS pointing into tmp_path."""
+    monkeypatch.setenv("DGTRACES_CHANGELOG", str(tmp_path / "CHANGELOG.md"))
+    monkeypatch.setenv("DGTRACES_CARDS", str(tmp_path / "cards"))
+    return tmp_store

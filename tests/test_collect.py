@@ -73,7 +73,9 @@ def test_bad_inputs_before_any_measurement():
                        (lambda: collect_ssgd("vgg16"), "UNKNOWN_MODEL"),
                        (lambda: collect_ssgd("alexnet", policies=("mgwfbp",)), "BAD_INPUT"),
                        (lambda: collect_ssgd("alexnet", batch_size=0), "BAD_INPUT"),
-                       (lambda: collect_comm(backend="nccl"), "BAD_INPUT")):
+                       (lambda: collect_comm(backend="nccl"), "BAD_INPUT"),
+                       (lambda: collect_comm(warmup=-1), "BAD_INPUT"),
+                       (lambda: collect_comm(repeats=0), "BAD_INPUT")):
         with pytest.raises(DgtracesError) as exc:
             call()
         assert exc.value.code == code
@@ -158,3 +160,53 @@ def test_measure_lock_is_exclusive_and_always_released(tmp_path):
     with env.measure_lock("test", poll_s=0.05, path=lock):
         assert lock.read_text().startswith("test pid ")
     assert not lock.exists()
+
+
+@pytest.mark.parametrize("command, target", [
+    (["layers", "--model", "alexnet", "--batch-size", "1"],
+     "dgtraces.collect.layers.collect_layers"),
+    (["comm", "--sizes", "4B,64B"], "dgtraces.collect.comm.collect_comm"),
+    (["ssgd", "--model", "alexnet"], "dgtraces.collect.ssgd.collect_ssgd")])
+def test_used_out_folder_is_refused_before_measuring(tmp_path, monkeypatch, command, target):
+    from click.testing import CliRunner
+
+    from dgtraces.cli import main
+
+    def measure(*args, **kwargs):
+        raise AssertionError("measured although --out is unusable")
+
+    monkeypatch.setattr(target, measure)
+    out = tmp_path / "used"
+    out.mkdir()
+    (out / "runs.parquet").write_bytes(b"old")
+    res = CliRunner().invoke(main, ["collect", *command, "--out", str(out)])
+    assert isinstance(res.exception, DgtracesError) and res.exception.code == "BAD_INPUT"
+    assert [p.name for p in out.iterdir()] == ["runs.parquet"]
+    with pytest.raises(DgtracesError) as exc:
+        env.check_out(out / "runs.parquet")  # a file is no folder either
+    assert exc.value.code == "BAD_INPUT"
+    assert env.check_out(tmp_path / "new") == tmp_path / "new"
+
+
+def test_measure_lock_breaks_stale_locks_and_times_out_on_live_ones(tmp_path):
+    import os
+    import platform
+
+    lock = tmp_path / "measure.lock"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # its pid names no running process now
+    for text in (f"crashed pid {dead.pid} host {platform.node()} since 2026-12-02T00:00:00Z",
+                 f"old-format pid {dead.pid} since 2026-12-02T00:00:00Z"):
+        lock.write_text(text + "\n")
+        with env.measure_lock("test", poll_s=0.01, path=lock, timeout_s=5) as held:
+            assert f"test pid {os.getpid()} host {platform.node()} " in held.read_text()
+        assert not lock.exists()
+    for text in (f"alive pid {os.getpid()} host {platform.node()} since x",  # live holder
+                 f"elsewhere pid {dead.pid} host not-{platform.node()} since x",  # unknowable
+                 "no pid written yet"):
+        lock.write_text(text)
+        with pytest.raises(DgtracesError) as exc:
+            with env.measure_lock("test", poll_s=0.01, path=lock, timeout_s=0.05):
+                pass
+        assert exc.value.code == "LOCKED" and lock.read_text() == text
+    assert not (tmp_path / "measure.lock.break").exists()

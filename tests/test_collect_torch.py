@@ -93,14 +93,18 @@ def test_collect_layers_cli_writes_valid_tables(tmp_path):
 
 
 def test_comm_two_workers_gloo():
-    frames = collect_comm(workers=2, sizes=[4, 4096, 262144], repeats=2, warmup=1)
+    # 4 KiB .. 4 MiB: the large messages take clearly longer, so the fit resolves bandwidth
+    sizes = [4096, 1 << 20, 4 << 20]
+    frames = collect_comm(workers=2, sizes=sizes, repeats=2, warmup=1)
     comm = validate_frame("comm", frames["comm"])
     assert len(comm) == 6 and set(comm["collective"]) == {"allreduce", "broadcast"}
     assert (comm["workers"] == 2).all() and (comm["interconnect"] == "loopback-gloo").all()
     assert ((comm["p10_ms"] <= comm["time_ms"]) & (comm["time_ms"] <= comm["p90_ms"])).all()
-    fits = validate_frame("comm_fits", frames["comm_fits"]) if len(frames["comm_fits"]) else None
-    if fits is not None:
-        assert (fits["n_points"] == 3).all() and (fits["max_bytes"] == 262144).all()
+    fits = validate_frame("comm_fits", frames["comm_fits"])
+    assert sorted(fits["collective"]) == ["allreduce", "broadcast"]  # a fit row per collective
+    assert (fits["n_points"] == 3).all() and (fits["max_bytes"] == 4 << 20).all()
+    assert (fits["min_bytes"] == 4096).all() and (fits["beta_us_per_byte"] > 0).all()
+    assert (fits["bandwidth_gb_s"] == 1e-3 / fits["beta_us_per_byte"]).all()
 
 
 def test_ssgd_two_workers_every_policy(tmp_path):

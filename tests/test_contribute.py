@@ -12,10 +12,15 @@ import pytest
 
 from dgtraces.contribute import Limits, contribute
 from dgtraces.contribute.staging import get_staged, list_staged, reject, store_lock
-from dgtraces.contribute.template import EXAMPLE_META, template_frames, write_template
+from dgtraces.contribute.template import (EXAMPLE_META, EXAMPLE_RUN_PREFIX, EXAMPLE_SOURCE,
+                                          PLACEHOLDER_CONTRIBUTOR, template_frames,
+                                          write_template)
 from dgtraces.errors import DgtracesError
 
 REPO = Path(__file__).resolve().parent.parent
+CONTRIBUTOR = "Test Rig <rig@test.invalid>"
+META = EXAMPLE_META.replace(PLACEHOLDER_CONTRIBUTOR, CONTRIBUTOR)  # placeholders replaced
+SOURCE = "test rig: FLOP-derived timings of the template"
 
 
 # ---- helpers shared with test_contribute_release.py and test_contribute_fuzz.py ----------
@@ -28,7 +33,7 @@ def make_store(base: Path) -> Path:
 
 
 def write_contrib(folder: Path, runs: pd.DataFrame, lt: pd.DataFrame, fmt: str = "csv",
-                  meta: str = EXAMPLE_META, extra: dict | None = None) -> Path:
+                  meta: str = META, extra: dict | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "contribution.yaml").write_text(meta, encoding="utf-8")
     for name, df in {"runs": runs, "layer_timings": lt, **(extra or {})}.items():
@@ -42,11 +47,24 @@ def write_contrib(folder: Path, runs: pd.DataFrame, lt: pd.DataFrame, fmt: str =
 def variant(run_id="r1", model="alexnet", batch=32, scale=1.0):
     runs, lt = template_frames(model, batch)
     runs["run_id"], lt["run_id"] = run_id, run_id
+    runs["source"] = SOURCE
     for col in ("fwd_ms", "bwd_ms", "fwd_p10_ms", "fwd_p90_ms", "bwd_p10_ms", "bwd_p90_ms"):
         lt[col] = (lt[col] * scale).round(4)
     for col in ("fwd_ms", "bwd_ms", "iter_ms"):
         runs[col] = (runs[col] * scale).round(4)
     return runs, lt
+
+
+def fill_template(folder: Path, run_id: str = "filled-alexnet-bs32") -> str:
+    """Replace the placeholder markers of a ``write_template`` folder, as a contributor
+    editing the files would (the times stay as written); returns the new run_id."""
+    yaml_path = folder / "contribution.yaml"
+    yaml_path.write_text(yaml_path.read_text().replace(PLACEHOLDER_CONTRIBUTOR, CONTRIBUTOR))
+    old_id = template_frames()[0]["run_id"].iloc[0]
+    for name in ("runs.csv", "layer_timings.csv"):
+        text = (folder / name).read_text().replace(old_id, run_id)
+        (folder / name).write_text(text.replace(f"{EXAMPLE_SOURCE} - replace", "Replaced"))
+    return run_id
 
 
 def tree_digest(root: Path) -> str:
@@ -69,19 +87,25 @@ def refused(path, root, code, **kw):
     return exc.value
 
 
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    root = make_store(tmp_path)
-    monkeypatch.setenv("DGTRACES_DATA", str(root))
-    monkeypatch.setenv("DGTRACES_CHANGELOG", str(tmp_path / "CHANGELOG.md"))
-    monkeypatch.setenv("DGTRACES_CARDS", str(tmp_path / "cards"))
-    return root
+# the ``store`` fixture (v0.1.0 only; CHANGELOG and cards in tmp_path) is in conftest.py
 
 
 # ---- the happy path -------------------------------------------------------------------
 
+def test_template_refused_until_its_placeholders_are_replaced(store, tmp_path):
+    write_template(tmp_path / "tpl")
+    err = refused(tmp_path / "tpl", store, "METADATA", dry_run=True)
+    assert {(f.code, f.column) for f in err.failures} == {
+        ("METADATA", "contributor"), ("PLAUSIBILITY", "source"), ("PLAUSIBILITY", "run_id")}
+    runs = template_frames()[0]
+    assert runs["run_id"].iloc[0].startswith(EXAMPLE_RUN_PREFIX)
+    fill_template(tmp_path / "tpl")
+    assert contribute(tmp_path / "tpl", root=store, dry_run=True).rows["runs"] == 1
+
+
 def test_template_passes_and_stages(store, tmp_path):
     write_template(tmp_path / "tpl")
+    fill_template(tmp_path / "tpl")
     entry = contribute(tmp_path / "tpl", root=store)
     assert entry.info["rows"] == {"runs": 1, "layer_timings": 23}
     assert [e.id for e in list_staged(store)] == [entry.id]
@@ -91,8 +115,7 @@ def test_template_passes_and_stages(store, tmp_path):
         template_frames()[1]["fwd_ms"].sum())
     assert not any(p.name.startswith(".tmp-") for p in (store / "staging").iterdir())
     # the same content again, under another run id, is a duplicate
-    runs, lt = template_frames()
-    runs["run_id"], lt["run_id"] = "renamed", "renamed"
+    runs, lt = variant("renamed")
     err = refused(write_contrib(tmp_path / "again", runs, lt), store, "DUPLICATE")
     assert {f.column for f in err.failures} == {"run_id"}
     assert reject(entry.id, root=store).id == entry.id and list_staged(store) == []
@@ -102,12 +125,13 @@ def test_template_passes_against_the_shipped_releases(tmp_store, tmp_path):
     from dgtraces import store as st
 
     write_template(tmp_path / "tpl")
+    fill_template(tmp_path / "tpl")
     checked = contribute(tmp_path / "tpl", root=tmp_store, dry_run=True)
     assert checked.rows == {"runs": 1, "layer_timings": 23}
     if "devices" in st.tables(root=tmp_store):  # a device of the store needs no definition
         runs, lt = variant("known-dev")
         runs["device"] = st.read_table("devices", root=tmp_store)["device"].iloc[0]
-        meta = EXAMPLE_META[:EXAMPLE_META.index("devices:")]
+        meta = META[:META.index("devices:")]
         folder = write_contrib(tmp_path / "known", runs, lt, meta=meta)
         assert contribute(folder, root=tmp_store, dry_run=True).rows["runs"] == 1
         runs["device"] = "not-a-device"
@@ -165,8 +189,8 @@ def test_report_names_row_column_expected_found(store, tmp_path):
 
 
 @pytest.mark.parametrize("meta, code", [
-    (EXAMPLE_META.replace("license: CC-BY-4.0", "license: proprietary"), "METADATA"),
-    (EXAMPLE_META.replace("contributor: Your Name <you@example.org>\n", ""), "METADATA"),
+    (META.replace("license: CC-BY-4.0", "license: proprietary"), "METADATA"),
+    (META.replace(f"contributor: {CONTRIBUTOR}\n", ""), "METADATA"),
     ("a: &x [1, 2]\nb: *x\n", "BAD_FILE"),
     ("contributor: [unclosed\n", "BAD_FILE"),
     ("- just\n- a list\n", "METADATA"),

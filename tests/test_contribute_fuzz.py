@@ -9,12 +9,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as s
-from test_contribute import make_store, tree_digest, variant, write_contrib
+from test_contribute import META as BASE_META, make_store, tree_digest, variant, write_contrib
 
 from dgtraces.checks import validate_frame
 from dgtraces.contribute import contribute
 from dgtraces.contribute.staging import reject
-from dgtraces.contribute.template import EXAMPLE_META
 from dgtraces.errors import CODES, DgtracesError
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
@@ -28,11 +27,11 @@ HOSTILE = s.sampled_from([None, float("nan"), float("inf"), float("-inf"), -1, 0
                           2 ** 63, -2 ** 70, "", "x", "\u00fc\u20ac", "1e999", "NaN", "true",
                           "a\x00b", "a" * 300, "2026-13-45T99:00:00Z", "../../etc", 3.5])
 META = s.sampled_from([
-    EXAMPLE_META.replace("CC-BY-4.0 ", "GPL "),
-    EXAMPLE_META.replace("kind: gpu", "kind: fpga"),
-    EXAMPLE_META.replace("software:", "softwares:"),
-    EXAMPLE_META + "extra: [1, 2]\n",
-    EXAMPLE_META.replace("device: example-gpu", "device: ../x"),
+    BASE_META.replace("CC-BY-4.0 ", "GPL "),
+    BASE_META.replace("kind: gpu", "kind: fpga"),
+    BASE_META.replace("software:", "softwares:"),
+    BASE_META + "extra: [1, 2]\n",
+    BASE_META.replace("device: example-gpu", "device: ../x"),
     "contributor: &a x\nlicense: *a\n",
     "\u00ff\u00fe garbage: [",
     "",
@@ -63,7 +62,7 @@ def fuzz_store(tmp_path_factory):
 
 def _apply(ops, runs, lt):
     frames = {"runs": runs.astype(object), "layer_timings": lt.astype(object)}
-    meta = EXAMPLE_META
+    meta = BASE_META
     for op in ops:
         kind = op[0]
         if kind == "cell":

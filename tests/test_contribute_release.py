@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_contribute import make_store, store, tree_digest, variant, write_contrib  # noqa: F401
+from test_contribute import fill_template, make_store, tree_digest, variant, write_contrib
 
 from dgtraces import store as st
 from dgtraces.contribute import contribute
@@ -169,18 +169,25 @@ def test_cli_template_stage_show_release(store, tmp_path):
 
     from dgtraces.cli import main
 
-    def invoke(*args):
+    def invoke(*args, code=0):
         res = CliRunner().invoke(main, list(args), catch_exceptions=False)
-        assert res.exit_code == 0, res.output
+        assert res.exit_code == code, res.output
         return res.output
 
-    invoke("contribute", "--template", str(tmp_path / "tpl"))
+    from dgtraces.contribute.template import EXAMPLE_RUN_PREFIX, PLACEHOLDER_CONTRIBUTOR
+
+    told = invoke("contribute", "--template", str(tmp_path / "tpl"))
+    assert PLACEHOLDER_CONTRIBUTOR in told and repr(EXAMPLE_RUN_PREFIX) in told  # what to replace
+    with pytest.raises(DgtracesError) as exc:  # the unedited template is refused
+        invoke("contribute", str(tmp_path / "tpl"), "--dry-run")
+    assert exc.value.code == "METADATA"
+    run_id = fill_template(tmp_path / "tpl")
     assert "passes every check" in invoke("contribute", str(tmp_path / "tpl"), "--dry-run")
     invoke("contribute", str(tmp_path / "tpl"))
     (entry,) = json.loads(invoke("staging", "list", "--json"))
     assert entry["rows"] == {"runs": 1, "layer_timings": 23}
     shown = json.loads(invoke("staging", "show", entry["id"]))
-    assert shown["runs"] == ["example-alexnet-bs32"] and shown["meta"]["license"] == "CC-BY-4.0"
+    assert shown["runs"] == [run_id] and shown["meta"]["license"] == "CC-BY-4.0"
     invoke("release", "0.1.1")
     assert st.list_releases(store) == ["0.1.0", "0.1.1"]
     assert "staging is empty" in invoke("staging", "list")

@@ -117,3 +117,21 @@ def test_all_zero_and_other_errors(tmp_path):
     with pytest.raises(DgtracesError) as exc:
         import_log(LOG, "vgg16")
     assert exc.value.code == "UNKNOWN_MODEL"
+
+
+def test_run_ids_shipped_stable_others_carry_their_hash(tmp_path):
+    import hashlib
+
+    assert import_log(LOG).runs.iloc[0]["run_id"] == "bcaffe-googlenet-tmpcomm"  # in v0.3.0
+    ids = []
+    for sub, edit in (("a", lambda ls: ls.append("# one run")),
+                      ("b", lambda ls: ls.append("# another run"))):
+        (tmp_path / sub).mkdir()
+        path = _edited(tmp_path / sub, edit, name="tmpcomm.log")  # same name, not shipped
+        res = _other(path)
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:8]
+        ids.append(res.runs.iloc[0]["run_id"])
+        assert ids[-1] == f"bcaffe-googlenet-tmpcomm-{digest}"
+        assert set(res.layer_timings["run_id"]) == {ids[-1]}
+    assert ids[0] != ids[1]
+    assert _other(LOG, run_id="mine").runs.iloc[0]["run_id"] == "mine"

@@ -13,6 +13,7 @@ from dgtraces.checks import validate_files
 from dgtraces.cli import main
 from dgtraces.errors import DgtracesError
 from dgtraces.importers.kineto import import_trace
+from dgtraces.models import layer_records
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 SCOPES = FIX / "kineto_alexnet_scopes.json.gz"
@@ -55,8 +56,48 @@ def test_record_function_scopes_fixture():
     assert "Optimizer.step#SGD.step" in res.unmapped.scopes
     run = res.runs.iloc[0]
     assert run["provenance"] == "measured" and not run["flagged"]
-    assert run["layer_sum_ratio"] == pytest.approx(0.9525, abs=1e-3)
+    assert run["layer_sum_ratio"] == pytest.approx(_ratio_from_events(ev), rel=1e-9)
     assert run["fwd_ms"] >= lt["fwd_ms"].sum() * 0.9
+    assert res.unscoped == tuple(r["layer"] for r in layer_records("alexnet")
+                                 if r["layer"] not in LAYERS)
+    assert json.loads(run["params_json"])["layers_without_scope"] == list(res.unscoped)
+
+
+def _ratio_from_events(ev):
+    """layer_sum_ratio of the scopes fixture recomputed from its raw events: per-layer
+    medians (fwd: flat scopes; bwd: autograd nodes whose sequence number belongs to a forward
+    op inside the layer's scope) over the medians of the per-iteration fwd / bwd spans."""
+    scopes = sorted((e for e in ev if e.get("cat") == "user_annotation"
+                     and e["name"] in LAYERS), key=lambda e: e["ts"])
+    seen, owner = {}, {}
+    for s in scopes:
+        s["it"] = seen[s["name"]] = seen.get(s["name"], -1) + 1
+    for op in ev:
+        args = op.get("args") or {}
+        if op.get("cat") == "cpu_op" and "Sequence number" in args \
+                and not args.get("Fwd thread id"):
+            inside = [s for s in scopes if s["ts"] <= op["ts"]
+                      and op["ts"] + op["dur"] <= s["ts"] + s["dur"]]
+            if inside:
+                owner[args["Sequence number"]] = (inside[-1]["name"], inside[-1]["it"])
+    nodes = [(owner[e["args"]["Sequence number"]], e) for e in ev
+             if e["name"].startswith("autograd::engine::evaluate_function:")
+             and e["args"].get("Sequence number") in owner]
+    fwd, bwd, spans = {}, {}, {}
+    for s in scopes:
+        fwd.setdefault(s["name"], []).append(s["dur"] / 1000)
+        spans.setdefault(("f", s["it"]), []).extend((s["ts"], s["ts"] + s["dur"]))
+    per = {}
+    for key, e in nodes:
+        per[key] = per.get(key, 0.0) + e["dur"] / 1000
+        spans.setdefault(("b", key[1]), []).extend((e["ts"], e["ts"] + e["dur"]))
+    for (layer, _), ms in per.items():
+        bwd.setdefault(layer, []).append(ms)
+    med = statistics.median
+    layer_sum = sum(med(v) for v in fwd.values()) + sum(med(v) for v in bwd.values())
+    whole = sum(med([max(v) - min(v) for (kind, _), v in spans.items() if kind == k])
+                for k in "fb") / 1000
+    return layer_sum / whole
 
 
 def test_module_scopes_with_map_and_profiler_steps():
@@ -142,6 +183,7 @@ def test_cli_import_commands(tmp_path):
                              "--batch-size", "2", "--map", str(MAP), "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert "unmapped: 22 op(s)" in r.output and "aten::add_" in r.output
+    assert all(layer in r.output for layer in ("conv3", "conv5", "fc8"))  # layers without scope
     assert validate_files([out / "runs.csv", out / "layer_timings.csv"],
                           use_store=False) == {"runs": 1, "layer_timings": 8}
     again = runner.invoke(main, ["import", "kineto", str(MODULES), "--model", "alexnet",
@@ -154,3 +196,21 @@ def test_cli_import_commands(tmp_path):
     r = runner.invoke(main, ["import", "published", "--out", str(tmp_path / "p")])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "p" / "comm_fits.csv").is_file()
+
+
+def test_default_run_id_tells_apart_files_named_alike(tmp_path):
+    import hashlib
+
+    ids = []
+    for sub, data in (("a", SCOPES.read_bytes()), ("b", MODULES.read_bytes()),
+                      ("c", SCOPES.read_bytes())):
+        (tmp_path / sub).mkdir()
+        path = tmp_path / sub / "trace.json.gz"
+        path.write_bytes(data)
+        res = import_trace(path, "alexnet", batch_size=2,
+                           map_path=MAP if sub == "b" else None)
+        digest = hashlib.sha256(data).hexdigest()[:8]
+        ids.append(res.runs.iloc[0]["run_id"])
+        assert ids[-1] == f"kineto-alexnet-trace-{digest}"
+        assert set(res.layer_timings["run_id"]) == {ids[-1]}
+    assert ids[0] != ids[1] and ids[0] == ids[2]  # same bytes, same id

@@ -249,3 +249,20 @@ def test_shared_cpu_serialises_comm_and_staging_adds_copies():
     assert predict(t, staged, Policy("wfbp")).iter_ms < predict(t, shared, Policy("wfbp")).iter_ms
     assert simulate(t, Cluster(1, staging=copy, shared_cpu=True), Policy()).iter_ms == \
         pytest.approx(compute)
+
+
+def test_staging_copy_fit_is_the_collectors_fit():
+    torch = pytest.importorskip("torch")
+    from dgtraces.collect import comm
+    from dgtraces.predict import staging
+
+    assert staging.fit_alpha_beta is comm.fit_alpha_beta  # one fit, not two copies
+    threads = torch.get_num_threads()
+    try:
+        fit = staging.measure_copy(sizes=(1 << 16, 1 << 18, 1 << 20), reps=3)
+    finally:
+        torch.set_num_threads(threads)
+    ref = comm.fit_alpha_beta([n for n, _ in fit.points], [ms for _, ms in fit.points])
+    assert (fit.alpha_us, fit.bandwidth_gb_s, fit.r2) == (ref["alpha_us"],
+                                                          ref["bandwidth_gb_s"], ref["r2"])
+    assert [n for n, _ in fit.points] == [1 << 16, 1 << 18, 1 << 20]

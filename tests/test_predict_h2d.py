@@ -1,4 +1,5 @@
 import pandas as pd
+import pytest
 
 from dgtraces.models import layers_frame
 from dgtraces.predict.links import get_link
@@ -22,3 +23,35 @@ def test_gpu_trace_gets_modelled_input_copy(empty_store):
 def test_cpu_or_given_h2d_is_left_alone(empty_store):
     assert with_default_h2d(_trace("cpu")).h2d_ms == 0.0
     assert with_default_h2d(_trace("k80", h2d_ms=1.5)).h2d_ms == 1.5
+
+
+def test_predict_and_sweep_agree_for_a_gpu_config(empty_store, tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from dgtraces.cli import main
+    from dgtraces.predict import resolve
+
+    cfg = ["--device", "k80", "--workers", "8", "--gpus-per-node", "4"]
+    runner = CliRunner()
+    p = runner.invoke(main, ["predict", "--model", "resnet50", "--batch-size", "64",
+                             "--policy", "wfbp", "--json", *cfg])
+    assert p.exit_code == 0, p.output
+    pred = json.loads(p.output)
+    out = tmp_path / "s.csv"
+    s = runner.invoke(main, ["sweep", "--models", "resnet50", "--batch-sizes", "64",
+                             "--policies", "wfbp", "--out", str(out), *cfg])
+    assert s.exit_code == 0, s.output
+    row = pd.read_csv(out).iloc[0]
+    assert row["iter_ms"] == pytest.approx(pred["iter_ms"], rel=1e-9)
+    h2d = with_default_h2d(resolve("resnet50", "k80", 64, h2d_link=None)).h2d_ms
+    assert h2d > 0 and pred["breakdown"]["h2d"] == pytest.approx(h2d)
+    # an explicit --h2d-ms replaces the modelled copy; the host link is --h2d-link
+    zero = json.loads(runner.invoke(main, ["predict", "--model", "resnet50", "--batch-size",
+                                           "64", "--h2d-ms", "0", "--json", *cfg]).output)
+    assert zero["breakdown"]["h2d"] == 0.0
+    assert zero["iter_ms"] == pytest.approx(pred["iter_ms"] - h2d)
+    nv = resolve("resnet50", "k80", 64, h2d_link="nvlink2")
+    assert nv.h2d_ms == pytest.approx(with_default_h2d(resolve(
+        "resnet50", "k80", 64, h2d_link=None), "nvlink2").h2d_ms) and nv.h2d_ms < h2d

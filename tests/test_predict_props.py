@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from dgtraces.models import layers_frame
 from dgtraces.predict import Cluster, Link, Policy, from_frame, simulate
 from dgtraces.predict.fast import iter_times, prepare
-from dgtraces.predict.sweep import Grid, reference_row, run_sweep
+from dgtraces.predict.comm import collective, collective_ab
+from dgtraces.predict.sweep import Grid, comm_grid, reference_row, run_sweep
 
 SETTINGS = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -34,10 +35,14 @@ def traces(draw, models=MODELS):
                       update_ms=draw(st.floats(0, 50)))
 
 
-links = st.builds(Link, st.just("l"), st.floats(0, 2000), st.floats(0.01, 100))
-clusters = st.builds(Cluster, st.integers(1, 64), st.sampled_from([1, 2, 4, 8]), links, links,
-                     st.sampled_from(ALGOS), st.integers(1, 8), staging=st.none() | links,
-                     staging_passes=st.integers(1, 3), shared_cpu=st.booleans())
+def links(name):
+    return st.builds(Link, st.just(name), st.floats(0, 2000), st.floats(0.01, 100))
+
+
+clusters = st.builds(Cluster, st.integers(1, 64), st.sampled_from([1, 2, 4, 8]),
+                     links("intra"), links("inter"), st.sampled_from(ALGOS), st.integers(1, 8),
+                     staging=st.none() | links("staging"), staging_passes=st.integers(1, 3),
+                     shared_cpu=st.booleans())
 policies = st.builds(Policy, st.sampled_from(POLICIES), st.booleans(),
                      st.sampled_from([1, 1 << 20, 25 << 20, 1 << 40]))
 
@@ -102,9 +107,17 @@ def test_vectorised_equals_reference(trace, configs):
     prep = prepare(trace)
     for cluster, policy in configs:
         cost = cluster.comm_cost()
+        # the sweep's own vectorised cost (collective_ab + staging), not the scalar one
+        grid = Grid(workers=(cluster.workers,), gpus_per_node=(cluster.gpus_per_node,),
+                    intra=(cluster.intra,), inter=(cluster.inter,),
+                    algorithms=(cluster.algorithm,), servers=cluster.servers,
+                    staging=cluster.staging, staging_passes=cluster.staging_passes)
+        cg = comm_grid(grid)
+        assert cg["a_ms"][0] == pytest.approx(cost.a_ms, rel=1e-12, abs=1e-15)
+        assert cg["b_ms_per_byte"][0] == pytest.approx(cost.b_ms_per_byte, rel=1e-12, abs=1e-18)
         ref = simulate(trace, cluster, policy)
-        fast, exposed = iter_times(prep, policy, [cost.a_ms, 0.0], [cost.b_ms_per_byte, 0.0],
-                                   cluster.shared_cpu)
+        fast, exposed = iter_times(prep, policy, [cg["a_ms"][0], 0.0],
+                                   [cg["b_ms_per_byte"][0], 0.0], cluster.shared_cpu)
         assert fast[0] == pytest.approx(ref.iter_ms, rel=1e-9)
         assert exposed[0] == pytest.approx(ref.breakdown["comm_exposed"], rel=1e-9, abs=1e-9)
 
@@ -142,3 +155,17 @@ def test_mgwfbp_shares_work_between_equal_costs_without_changing_results():
     b = np.repeat(10 ** rng.uniform(-8, -5, 50), 200)
     shared = comm_end(prep, Policy("mgwfbp"), a, b)
     assert np.array_equal(shared, _optimal(prep.ready, prep.nbytes, a, b))
+
+
+@pytest.mark.parametrize("algo", ["ring", "tree", "dbtree"])
+def test_flat_collective_takes_the_worse_link_by_value_even_with_equal_names(algo):
+    fast, slow = Link("l", 1.0, 100.0), Link("l", 50.0, 1.0)  # same name, different values
+    cost = collective(algo, 8, 4, fast, slow)  # 2 nodes: a flat collective crosses both
+    a, b = collective_ab([algo], [8], [4], [fast.alpha_ms], [fast.beta_ms_per_byte],
+                         [slow.alpha_ms], [slow.beta_ms_per_byte], 1)
+    assert (cost.a_ms, cost.b_ms_per_byte) == pytest.approx((a[0], b[0]), rel=1e-12)
+    phase = cost.phases[0]
+    per_alpha = {"ring": 14, "tree": 3, "dbtree": 3}[algo]  # 2(P-1) steps; ceil(log2 8) levels
+    assert phase.a_ms == pytest.approx(per_alpha * slow.alpha_ms)
+    one_node = collective(algo, 4, 4, fast, slow)  # inside one node: the intra link only
+    assert one_node.phases[0].a_ms < phase.a_ms

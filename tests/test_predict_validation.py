@@ -200,3 +200,58 @@ def test_predict_trace_schedule_is_consistent(release):
     comm = [t for t in sched.tasks if t.stream == "comm"]
     assert all(a.end_ms <= b.start_ms + 1e-9 for a, b in zip(comm, comm[1:]))
     assert pred.breakdown["messages"] == len(comm) == 8
+
+
+def test_validation_models_the_gpu_input_copy_like_predict(release):
+    from dgtraces.predict import resolve
+    from dgtraces.predict.validation import validate
+
+    row = validate().rows.set_index("iter_id").loc["it-pub-wfbp"]  # k80 alexnet b64, 1 worker
+    trace = resolve("alexnet", "k80", 64)
+    assert trace.h2d_ms > 0 and trace.provenance == "reconstructed"
+    assert row["predicted_ms"] == pytest.approx(predict(trace, Cluster(1), Policy()).iter_ms)
+    assert row["pred_fwd_ms"] == pytest.approx(trace.h2d_ms + sum(trace.fwd_ms))
+
+
+def test_sweep_uses_the_comm_fits_of_the_given_release(release, tmp_path):
+    from dataclasses import replace
+
+    from dgtraces.predict.sweep import Grid, comm_grid
+
+    fits = store.read_table("comm_fits", "9.0.0").assign(alpha_us=600.0)
+    store.extend_release("9.1.0", {"comm_fits": fits}, base="9.0.0", replace=["comm_fits"])
+    grid = Grid(workers=(2,), gpus_per_node=(2,), intra=("loopback-gloo",),
+                inter=("loopback-gloo",))
+    assert comm_grid(grid)["a_ms"][0] == pytest.approx(0.6)  # latest: 9.1.0, 2 x 300 us
+    assert comm_grid(replace(grid, release="9.0.0"))["a_ms"][0] == pytest.approx(1.8)
+    cfg = ["--workers", "2", "--gpus-per-node", "2", "--intra", "loopback-gloo", "--inter",
+           "loopback-gloo", "--release", "9.0.0"]
+    runner = CliRunner()
+    p = json.loads(runner.invoke(main, ["predict", "--run-id", RUN, "--policy", "wfbp",
+                                        "--json", *cfg]).output)
+    out = tmp_path / "s.csv"
+    res = runner.invoke(main, ["sweep", "--models", "alexnet", "--device", "cpu-test",
+                               "--batch-sizes", "8", "--policies", "wfbp", "--out", str(out),
+                               *cfg])
+    assert res.exit_code == 0, res.output
+    assert pd.read_csv(out)["iter_ms"].iloc[0] == pytest.approx(p["iter_ms"], rel=1e-9)
+
+
+@pytest.mark.parametrize("option, value", [("--workers", "1-"), ("--workers", "1-8:0"),
+                                           ("--workers", "2-8:-2"), ("--workers", "8-2"),
+                                           ("--gpus-per-node", "x"),
+                                           ("--batch-sizes", "16.5"), ("--batch-sizes", ",")])
+def test_sweep_bad_integer_lists_are_typed_errors(empty_store, option, value):
+    res = CliRunner().invoke(main, ["sweep", "--device", "k80", option, value])
+    assert isinstance(res.exception, DgtracesError), res.exception
+    assert res.exception.code == "BAD_INPUT" and res.exception.failures[0].column == option
+
+
+def test_validate_predictor_writes_no_plot_unless_asked(release, tmp_path, monkeypatch):
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    res = CliRunner().invoke(main, ["validate-predictor", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["headline"]["measured"]["rows"] == 3
+    assert list(cwd.iterdir()) == []

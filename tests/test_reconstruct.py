@@ -181,5 +181,19 @@ def test_cli_report_without_measured_release(empty_store):
     assert "k80: 13 calibration rows, 5 free parameters" in res.output
     assert "not available: CPU validation" in res.output
     assert "B-Caffe GoogLeNet backward vs k80 reconstruction" in res.output
+    assert "session" not in res.output  # product output, not tooling talk
     missing = CliRunner().invoke(main, ["reconstruct", "--device", "k80"])
     assert missing.exit_code != 0 and missing.exception.code == "BAD_INPUT"
+
+
+def test_report_for_an_unknown_release_raises(tmp_store):
+    from click.testing import CliRunner
+
+    from dgtraces.cli import main
+    from dgtraces.reconstruct.report import build_report
+
+    with pytest.raises(DgtracesError) as exc:
+        build_report("9.9.9")
+    assert exc.value.code == "NOT_FOUND"
+    res = CliRunner().invoke(main, ["reconstruct", "--report", "--release", "9.9.9"])
+    assert res.exit_code != 0 and res.exception.code == "NOT_FOUND"

@@ -7,7 +7,7 @@ from dgtraces.reconstruct.bcaffe import compare
 from dgtraces.reconstruct.costmodel import Params, layer_arrays, layer_costs
 from dgtraces.reconstruct.cpu import device_from_row, device_row, select_runs, validate_cpu
 from dgtraces.reconstruct.fragment import markdown
-from dgtraces.reconstruct.report import build_report
+from dgtraces.reconstruct.report import H200_NOTE, build_report
 
 PEAKS = {"peak_fp32_tflops": 0.1, "mem_bandwidth_gb_s": 12.0, "gemm_median_tflops": 0.09,
          "copy_median_gb_s": 10.0, "threads": 2, "n": 2048, "copy_mib": 256, "reps": 8,
@@ -125,7 +125,7 @@ def test_report_and_fragment_from_frames(tmp_path):
     assert len(rep.missing) == 1 and "cpu-1t" in rep.missing[0]
     assert {"k80", "v100"} == set(rep.calibrations)
     md = markdown(rep)
-    assert "Held-out model" in md and "no GPU was lent" in md.replace("No GPU", "no GPU")
+    assert "Held-out model" in md and H200_NOTE in md and "session" not in md
     assert f"{rep.cpu[0].mape():.1f}%" in md
     assert "calibration.csv row 3" in md
     text = rep.text()

@@ -44,12 +44,13 @@ def collect() -> None:
 @click.option("--csv", is_flag=True, help="Write CSV instead of Parquet.")
 def layers(model, batch_size, repeats, warmup, threads, aux, out, csv) -> None:
     """Caffe-time-style per-layer forward/backward timing plus the whole iteration."""
-    from ..collect.env import check_positive, write_tables
+    from ..collect.env import check_out, check_positive, write_tables
     from ..collect.layers import collect_layers
     from ..models import get_spec
 
     get_spec(model)
     check_positive("batch size", batch_size)
+    check_out(out)  # before measuring: a used --out must not cost the measurement
     bar, update = _progress(f"{model} b{batch_size} t{threads}")
     with bar:
         trace = collect_layers(model, batch_size, repeats=repeats, warmup=warmup,
@@ -77,9 +78,10 @@ def layers(model, batch_size, repeats, warmup, threads, aux, out, csv) -> None:
 def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv) -> None:
     """Time collectives across message sizes on 127.0.0.1; fit alpha-beta with R^2."""
     from ..collect.comm import collect_comm, parse_sizes
-    from ..collect.env import write_tables
+    from ..collect.env import check_out, write_tables
 
     parsed = parse_sizes(sizes, factor)
+    check_out(out)
     click.echo(f"{len(parsed)} sizes x {len(collectives)} collective(s), {workers} workers")
     frames = collect_comm(workers=workers, sizes=parsed, repeats=repeats, warmup=warmup,
                           backend=backend, collectives=tuple(collectives))
@@ -108,9 +110,10 @@ def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv
 def ssgd(model, workers, threads_per_worker, policies, bucket_mb, iters, warmup, batch_size,
          aux, trace, out, csv) -> None:
     """Real synchronous data-parallel SGD (gloo, localhost) -> iterations rows."""
-    from ..collect.env import write_tables
+    from ..collect.env import check_out, write_tables
     from ..collect.ssgd import collect_ssgd
 
+    check_out(out)
     runs = trace_id = None
     if trace:
         from ..collect.ssgd import find_trace

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 
 import click
 
+LOCK_SECONDS = click.FloatRange(0)  # a negative timeout would make filelock wait forever
 LOCK_HELP = "Seconds to wait for the store lock (data/.lock) before failing with LOCKED."
 
 
@@ -24,7 +25,8 @@ def _status(text: str):
 @click.option("--template", "template_dir", default=None, type=click.Path(file_okay=False),
               help="Write a fillable example contribution into this (new) folder instead.")
 @click.option("--dry-run", is_flag=True, help="Validate only; stage nothing.")
-@click.option("--lock-timeout", default=10.0, show_default=True, type=float, help=LOCK_HELP)
+@click.option("--lock-timeout", default=10.0, show_default=True, type=LOCK_SECONDS,
+              help=LOCK_HELP)
 def contribute(path, template_dir, dry_run, lock_timeout) -> None:
     """Validate a contribution (folder or .zip) and stage it under data/staging/<id>/.
 
@@ -37,9 +39,14 @@ def contribute(path, template_dir, dry_run, lock_timeout) -> None:
     if template_dir:
         from ..contribute.template import write_template
 
+        from ..contribute.template import TO_REPLACE
+
         for p in write_template(template_dir):
             click.echo(f"wrote {p}")
-        click.echo(f"fill it in, then: dgtraces contribute {template_dir}")
+        click.echo("the example is refused until you replace its placeholders:")
+        for item in TO_REPLACE:
+            click.echo(f"  - {item}")
+        click.echo(f"then: dgtraces contribute {template_dir} --dry-run")
         return
     if not path:
         raise DgtracesError("give PATH (a folder or .zip) or --template DIR",
@@ -93,7 +100,8 @@ def show(entry_id) -> None:
 
 @staging.command()
 @click.argument("entry_id")
-@click.option("--lock-timeout", default=10.0, show_default=True, type=float, help=LOCK_HELP)
+@click.option("--lock-timeout", default=10.0, show_default=True, type=LOCK_SECONDS,
+              help=LOCK_HELP)
 def reject(entry_id, lock_timeout) -> None:
     """Remove a staged contribution (it will not be released)."""
     from ..contribute.staging import reject as run
@@ -104,7 +112,8 @@ def reject(entry_id, lock_timeout) -> None:
 
 @click.command()
 @click.argument("version")
-@click.option("--lock-timeout", default=10.0, show_default=True, type=float, help=LOCK_HELP)
+@click.option("--lock-timeout", default=10.0, show_default=True, type=LOCK_SECONDS,
+              help=LOCK_HELP)
 def release(version, lock_timeout) -> None:
     """Build release VERSION = latest release + every staged contribution.
 

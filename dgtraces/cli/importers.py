@@ -39,7 +39,8 @@ def import_group() -> None:
 @click.argument("trace", type=click.Path(dir_okay=False))
 @click.option("--model", required=True, help="alexnet | googlenet | resnet50")
 @click.option("--batch-size", required=True, type=int, help="Per-device batch of the trace.")
-@click.option("--run-id", default=None, help="Default: kineto-<model>-<file stem>.")
+@click.option("--run-id", default=None,
+              help="Default: kineto-<model>-<file stem>-<sha256 prefix>.")
 @click.option("--device", default=None, help="Device key (default cpu; required for GPU).")
 @click.option("--map", "map_path", default=None, type=click.Path(dir_okay=False),
               help="CSV scope,layer mapping module/annotation scopes to layers.")
@@ -73,13 +74,20 @@ def kineto(trace, model, batch_size, run_id, device, map_path, source, precision
         click.echo(f"  ... and {len(un.names) - 15} more op name(s)")
     if un.scopes:
         click.echo("scopes matching no layer: " + ", ".join(un.scopes[:20]))
+    if res.unscoped:
+        more = f" ... and {len(res.unscoped) - 20} more" if len(res.unscoped) > 20 else ""
+        click.echo(f"layers without scope (no row): {len(res.unscoped)} of "
+                   f"{len(res.unscoped) + len(res.layers)}: " + ", ".join(res.unscoped[:20])
+                   + more)
     _write({"runs": res.runs, "layer_timings": res.layer_timings}, out, force)
 
 
 @import_group.command("bcaffe")
 @click.argument("log", type=click.Path(dir_okay=False))
 @click.option("--model", default="googlenet", show_default=True)
-@click.option("--run-id", default=None, help="Default: bcaffe-<model>-<file stem>.")
+@click.option("--run-id", default=None,
+              help="Default: bcaffe-<model>-<file stem>, plus -<sha256 prefix> for a log that "
+                   "is not a shipped one.")
 @click.option("--source", default=None, help="Citation; required unless a shipped log.")
 @click.option("--device", default=None, help="Required unless a shipped log (k80 inferred).")
 @click.option("--batch-size", default=None, type=int, help="Required unless a shipped log.")

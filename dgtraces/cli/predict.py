@@ -10,6 +10,10 @@ ALGOS = ("ring", "tree", "dbtree", "hierarchical", "ps")
 POLICIES = ("naive", "wfbp", "bucketed", "mgwfbp")
 
 
+_h2d_link = click.option("--h2d-link", default="pcie3", show_default=True,
+                         help="Host link of the modelled input copy of GPU traces.")
+
+
 def _cluster_options(f):
     for opt in reversed([
         click.option("--gpus-per-node", default=1, show_default=True, type=int),
@@ -48,7 +52,9 @@ def _cluster_options(f):
 @click.option("--io-overlap", is_flag=True, help="Prefetch the next batch during compute.")
 @click.option("--io-ms", type=float, default=None, help="Input read+decode time per batch.")
 @click.option("--h2d-ms", type=float, default=None,
-              help="Host-to-device copy per batch (GPU default: fp32 input batch over --intra).")
+              help="Host-to-device copy per batch (GPU default: fp32 input batch over "
+                   "--h2d-link).")
+@_h2d_link
 @click.option("--calibrate-img-s", type=float, default=None,
               help="Scale compute so that 1 worker runs at this many img/s.")
 @click.option("--raw-layer-times", is_flag=True,
@@ -60,9 +66,9 @@ def _cluster_options(f):
               help="Write a PNG Gantt chart of one iteration.")
 @click.option("--json", "as_json", is_flag=True, help="Print the prediction as JSON.")
 def predict(model, device, batch_size, run_id, precision, workers, intra, inter, policy,
-            io_overlap, io_ms, h2d_ms, calibrate_img_s, raw_layer_times, gpus_per_node,
-            algorithm, servers, bucket_mb, link_alpha_us, link_gbps, release, staging,
-            staging_passes, shared_cpu, timeline, gantt, as_json) -> None:
+            io_overlap, io_ms, h2d_ms, h2d_link, calibrate_img_s, raw_layer_times,
+            gpus_per_node, algorithm, servers, bucket_mb, link_alpha_us, link_gbps, release,
+            staging, staging_passes, shared_cpu, timeline, gantt, as_json) -> None:
     """Predict one S-SGD iteration (modelled) from a stored or reconstructed layer trace."""
     from dataclasses import replace
 
@@ -74,11 +80,8 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
             if value is None:
                 raise bad(name, "needed unless --run-id is given", "a value", None)
     trace = resolve(model, device, batch_size, precision=precision, run_id=run_id,
-                    release=release, whole=not raw_layer_times)
-    if h2d_ms is None:
-        from ..predict.trace import with_default_h2d
-
-        trace = with_default_h2d(trace, intra, release or "latest")
+                    release=release, whole=not raw_layer_times,
+                    h2d_link=h2d_link if h2d_ms is None else None)
     if io_ms is not None or h2d_ms is not None:
         from ..predict.trace import _nonneg
 
@@ -130,16 +133,29 @@ def _split(text: str, cast=str) -> tuple:
     return tuple(cast(x.strip()) for x in str(text).split(",") if x.strip())
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    """'1,2,4' or '1-64' or '2-64:2' -> ints."""
+def _ints(text: str, option: str) -> tuple[int, ...]:
+    """'1,2,4' or '1-64' or '2-64:2' -> ints; anything else is BAD_INPUT naming ``option``."""
+    from ..predict.cluster import bad
+
     out = []
     for part in _split(text):
-        if "-" in part:
-            span, _, step = part.partition(":")
-            lo, hi = span.split("-", 1)
-            out.extend(range(int(lo), int(hi) + 1, int(step or 1)))
-        else:
-            out.append(int(part))
+        try:
+            if "-" not in part:
+                out.append(int(part))
+                continue
+            span, _, step_text = part.partition(":")
+            lo, hi = (int(x) for x in span.split("-", 1))
+            step = int(step_text or 1)
+        except ValueError:
+            raise bad(option, "not an integer or a range LO-HI[:STEP]",
+                      "e.g. 1,2,4 or 1-64 or 2-64:2", part) from None
+        if step < 1:
+            raise bad(option, "range step must be >= 1", ">= 1", part)
+        if lo > hi:
+            raise bad(option, "empty range (LO > HI)", "LO <= HI", part)
+        out.extend(range(lo, hi + 1, step))
+    if not out:
+        raise bad(option, "no values", "at least one integer", text)
     return tuple(out)
 
 
@@ -161,13 +177,14 @@ def _ints(text: str) -> tuple[int, ...]:
 @click.option("--link-alpha-us", type=float, default=None)
 @click.option("--link-gbps", type=float, default=None)
 @click.option("--release", default=None)
+@_h2d_link
 @click.option("--staging", default=None, help="Link of the copies around each message.")
 @click.option("--staging-passes", default=2, show_default=True, type=int)
 @click.option("--shared-cpu", is_flag=True, help="Collective on the compute cores.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Write all rows to .parquet or .csv.")
 def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, policies,
-          overlap, servers, bucket_mb, link_alpha_us, link_gbps, release, staging,
+          overlap, servers, bucket_mb, link_alpha_us, link_gbps, release, h2d_link, staging,
           staging_passes, shared_cpu, out) -> None:
     """Predict every combination of the lists (vectorised); modelled numbers."""
     from rich.console import Console
@@ -176,17 +193,21 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
     from ..predict import resolve
     from ..predict.sweep import Grid, run_sweep
 
-    grid = Grid(models=_split(models), batch_sizes=_ints(batch_sizes), workers=_ints(workers_),
-                gpus_per_node=_ints(gpn), intra=_split(intra), inter=_split(inter),
+    grid = Grid(models=_split(models), batch_sizes=_ints(batch_sizes, "--batch-sizes"),
+                workers=_ints(workers_, "--workers"),
+                gpus_per_node=_ints(gpn, "--gpus-per-node"), intra=_split(intra),
+                inter=_split(inter),
                 algorithms=_split(algorithms), policies=_split(policies),
                 io_overlap={"off": (False,), "on": (True,), "both": (False, True)}[overlap],
                 bucket_bytes=int(bucket_mb * 1024 * 1024), servers=servers,
                 alpha_us=link_alpha_us, gbps=link_gbps, staging=staging,
-                staging_passes=staging_passes, shared_cpu=shared_cpu)
+                staging_passes=staging_passes, shared_cpu=shared_cpu,
+                release=release or "latest")
     console = Console(stderr=True)
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("sweep", total=grid.size())
-        df = run_sweep(grid, lambda m, b: resolve(m, device, b, release=release),
+        df = run_sweep(grid, lambda m, b: resolve(m, device, b, release=release,
+                                                  h2d_link=h2d_link),
                        progress=lambda n: bar.advance(task, n))
     if out:
         _write_frame(df, out)
@@ -213,13 +234,13 @@ def _write_frame(df, out: str) -> None:
 
 @click.command("validate-predictor")
 @click.option("--release", default=None, help="Release to validate against (default latest).")
-@click.option("--plot", type=click.Path(dir_okay=False), default="parity.png",
-              show_default=True, help="Parity plot PNG.")
+@click.option("--plot", type=click.Path(dir_okay=False), default=None,
+              help="Write a parity plot PNG to this path (default: no plot).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Write per-row predictions to .csv or .parquet.")
 @click.option("--json", "as_json", is_flag=True)
 def validate_predictor(release, plot, out, as_json) -> None:
-    """Predict every measured/published iterations row; print MAPE; write a parity plot."""
+    """Predict every measured/published iterations row; print MAPE; optional parity plot."""
     from ..predict.validation import parity_plot, validate
 
     res = validate(release)

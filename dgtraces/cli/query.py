@@ -98,6 +98,7 @@ def _write_parquet(q, out) -> int:
 def _print_table(q, max_rows: int) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     res = q.fetch(limit=max_rows)
     shown = f"first {len(res.rows)} rows" if res.truncated else f"{len(res.rows)} row(s)"
@@ -105,16 +106,35 @@ def _print_table(q, max_rows: int) -> None:
     numeric = ("INT", "DOUBLE", "FLOAT", "DECIMAL", "REAL", "HUGEINT")
     for col, typ in zip(res.columns, res.types):
         right = any(t in typ.upper() for t in numeric)
-        table.add_column(f"{col}\n[dim]{typ.lower()}[/dim]", justify="right" if right else "left",
-                         overflow="fold")
+        # Text, not markup strings: names and values are data ("[x]" must print as is)
+        table.add_column(Text.assemble(str(col), "\n", (typ.lower(), "dim")),
+                         justify="right" if right else "left", overflow="fold")
     for row in res.rows:
-        table.add_row(*("[dim]null[/dim]" if v is None else str(v) for v in row))
+        table.add_row(*(Text("null", style="dim") if v is None else Text(str(v))
+                        for v in row))
     console = Console()
     console.print(f"[dim]dgtraces {res.version}: {shown}[/dim]")
     console.print(table)
     if res.truncated:
         console.print("[yellow]more rows not shown; raise --max-rows or use "
                       "--format csv --out FILE[/yellow]")
+
+
+def _refuse_release_path(out: str) -> None:
+    """Releases are immutable: refuse (BAD_INPUT) an --out inside the releases folder."""
+    from .. import store
+    from ..errors import DgtracesError, Failure
+
+    releases = store.releases_dir().resolve()
+    target = Path(out).resolve()
+    if target.is_relative_to(releases):
+        raise DgtracesError(f"refused: {out} is inside the releases folder {releases}, whose "
+                            f"files are immutable", code="BAD_INPUT",
+                            failures=[Failure("BAD_INPUT", "output inside the releases folder",
+                                              file=str(target), column="--out",
+                                              expected=f"a path outside {releases}",
+                                              found=str(target))],
+                            hint="write the result somewhere else")
 
 
 @click.command()
@@ -138,6 +158,8 @@ def sql(query, version, fmt, out, max_rows) -> None:
 
     if fmt == "parquet" and out is None:
         raise click.UsageError("--format parquet needs --out FILE")
+    if out is not None:
+        _refuse_release_path(out)
     with Query(query, version) as q:
         if fmt == "table" and out is None:
             _print_table(q, max_rows)

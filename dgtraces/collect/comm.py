@@ -114,6 +114,7 @@ def collect_comm(*, workers: int = 2, sizes: list[int] | None = None, repeats: i
     """Measure collectives across ``sizes`` (bytes); returns ``comm`` and ``comm_fits``."""
     env.check_positive("workers", workers)
     env.check_positive("repeats", repeats)
+    env.check_nonneg("warmup", warmup)  # a negative warm-up would keep 0 ms samples
     if backend != "gloo":
         raise DgtracesError(f"only the gloo backend runs on CPU hosts, got {backend!r}",
                             code="BAD_INPUT")

@@ -29,21 +29,37 @@ MEASURE_LOCK = Path("/tmp/dgtraces-measure.lock")
 
 
 @contextlib.contextmanager
-def measure_lock(owner: str, poll_s: float = 15.0, path: Path = MEASURE_LOCK):
+def measure_lock(owner: str, poll_s: float = 15.0, path: Path = MEASURE_LOCK,
+                 timeout_s: float | None = None):
     """Hold the machine-wide measurement lock (other helpers pause CPU work while it exists).
 
-    Waits while someone else holds it; the lock file is removed on exit, also on errors,
-    Ctrl-C and SIGTERM (turned into SystemExit while held)."""
+    The lock file names its holder (``<owner> pid <pid> host <host> since <utc>``). Waits
+    while a live process holds it; a lock whose process no longer runs on this host (a
+    crashed or killed holder) is stale and is removed. With ``timeout_s``, gives up after
+    that many seconds with code LOCKED. The file is removed on exit, also on errors, Ctrl-C
+    and SIGTERM (turned into SystemExit while held)."""
     import signal
     import time
 
+    path = Path(path)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
             break
         except FileExistsError:
-            time.sleep(poll_s)
-    os.write(fd, f"{owner} pid {os.getpid()} since {utc_now()}\n".encode())
+            if _break_stale(path):
+                continue
+            wait = poll_s
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+                if wait <= 0:
+                    raise DgtracesError(f"{path} is held by a running process "
+                                        f"({_read(path).strip()!r}) after {timeout_s} s",
+                                        code="LOCKED") from None
+            time.sleep(wait)
+    os.write(fd, f"{owner} pid {os.getpid()} host {platform.node()} since {utc_now()}\n"
+             .encode())
     os.close(fd)
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
@@ -51,6 +67,53 @@ def measure_lock(owner: str, poll_s: float = 15.0, path: Path = MEASURE_LOCK):
     finally:
         path.unlink(missing_ok=True)
         signal.signal(signal.SIGTERM, previous)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def _break_stale(path: Path) -> bool:
+    """Remove ``path`` when it names a pid of this host that no longer runs; True when the
+    lock is gone (removed here or released meanwhile). A lock without a readable pid (being
+    written, or from an unknown tool) or from another host is never stale. Checked under a
+    short-lived guard file so two waiters cannot both break it and remove a fresh lock."""
+    import re
+    import time
+
+    guard = path.with_name(path.name + ".break")
+    try:
+        gfd = os.open(guard, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        with contextlib.suppress(OSError):  # a guard is held for microseconds: old = dead
+            if time.time() - guard.stat().st_mtime > 60:
+                guard.unlink(missing_ok=True)
+        return False
+    try:
+        if not path.exists():
+            return True
+        m = re.search(r"\bpid (\d+)(?: host (\S+))?", _read(path))
+        if (not m or int(m[1]) <= 0 or (m[2] is not None and m[2] != platform.node())
+                or _alive(int(m[1]))):
+            return False
+        path.unlink(missing_ok=True)
+        return True
+    finally:
+        os.close(gfd)
+        guard.unlink(missing_ok=True)
 
 
 def _exit_on_sigterm(signum, frame):
@@ -66,6 +129,21 @@ def check_positive(name: str, value: int) -> None:
     if value is None or int(value) <= 0:
         raise DgtracesError(f"{name} must be a positive integer, got {value!r}",
                             code="BAD_INPUT")
+
+
+def check_nonneg(name: str, value: int) -> None:
+    if value is None or int(value) < 0:
+        raise DgtracesError(f"{name} must be an integer >= 0, got {value!r}", code="BAD_INPUT")
+
+
+def check_out(out: str | os.PathLike) -> Path:
+    """``out`` must not exist or be an empty folder; checked before measuring (and again by
+    :func:`write_tables`), so a bad ``--out`` costs no measurement time."""
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise DgtracesError(f"{out} exists and is not an empty folder; pick a new --out",
+                            code="BAD_INPUT")
+    return out
 
 
 def cpu_model() -> str:
@@ -174,10 +252,7 @@ def write_tables(out: str | os.PathLike, frames: Mapping[str, "pd.DataFrame"], *
     """
     from ..checks import validate_tables
 
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise DgtracesError(f"{out} exists and is not an empty folder; pick a new --out",
-                            code="BAD_INPUT")
+    out = check_out(out)
     valid = validate_tables(frames, known_runs=known_runs)
     out.parent.mkdir(parents=True, exist_ok=True)
     written = []
@@ -204,6 +279,6 @@ def frame(rows: list[dict], columns: Sequence[str] | None = None) -> "pd.DataFra
     return pd.DataFrame(rows, columns=list(columns) if columns else None)
 
 
-__all__ = ["DEVICE", "INTERCONNECT", "check_positive", "collector_version", "consistency_flag",
-           "environment", "framework", "loadavg", "new_id", "require_torch", "stats",
-           "utc_now", "write_tables"]
+__all__ = ["DEVICE", "INTERCONNECT", "check_nonneg", "check_out", "check_positive",
+           "collector_version", "consistency_flag", "environment", "framework", "loadavg",
+           "measure_lock", "new_id", "require_torch", "stats", "utc_now", "write_tables"]

@@ -127,10 +127,7 @@ def collect_layers(model: str, batch_size: int, *, repeats: int = 10, warmup: in
     env.check_positive("batch size", batch_size)
     env.check_positive("threads", threads)
     env.check_positive("repeats", repeats)
-    if warmup < 0:
-        from ..errors import DgtracesError
-
-        raise DgtracesError(f"warmup must be >= 0, got {warmup}", code="BAD_INPUT")
+    env.check_nonneg("warmup", warmup)
     torch = env.require_torch("layer collection")
     threads_before = torch.get_num_threads()
     try:

@@ -87,6 +87,7 @@ def _check_zip(zf: zipfile.ZipFile, limits: Limits) -> list[zipfile.ZipInfo]:
         raise _unsafe("too many members", zf.filename or "zip",
                       found=f"{len(files)} > {limits.max_members}")
     seen, total = set(), 0
+    file_keys = {str(_member_path(i.filename)) for i in files}
     for info in infos:
         path = _member_path(info.filename)
         mode = info.external_attr >> 16
@@ -98,6 +99,10 @@ def _check_zip(zf: zipfile.ZipFile, limits: Limits) -> list[zipfile.ZipInfo]:
         if key in seen:
             raise _unsafe("duplicate member name", info.filename)
         seen.add(key)
+        clash = next((str(p) for p in path.parents if str(p) in file_keys), None)
+        if clash is not None:  # "a" is a file and "a/b" needs it as a folder
+            raise _unsafe("member lies under another member that is a file", info.filename,
+                          found=clash)
         if info.is_dir():
             continue
         if info.file_size > limits.max_file_bytes:
@@ -125,9 +130,9 @@ def _extract(zpath: Path, dest: Path, limits: Limits) -> None:
             target = dest.joinpath(*_member_path(info.filename).parts)
             if not target.resolve().is_relative_to(dest.resolve()):
                 raise _unsafe("member escapes the extraction folder", info.filename)
-            target.parent.mkdir(parents=True, exist_ok=True)
             written = 0
             try:
+                target.parent.mkdir(parents=True, exist_ok=True)
                 with zf.open(info) as src, open(target, "xb") as out:
                     for chunk in iter(lambda: src.read(1 << 16), b""):
                         written += len(chunk)
@@ -167,11 +172,19 @@ def _scan_folder(folder: Path, limits: Limits) -> list[Path]:
 
 
 def _contribution_dir(root: Path, files: list[Path]) -> Path:
-    """The folder holding contribution.yaml: ``root`` or its single sub-folder."""
+    """The folder holding contribution.yaml: ``root``, or its single sub-folder when that
+    is the only entry of ``root`` (anything beside a wrapping folder is BAD_FILE: it would
+    otherwise be ignored silently)."""
     if (root / META_FILE).is_file():
         return root
-    subs = [p for p in root.iterdir() if p.is_dir()]
+    entries = sorted(root.iterdir())
+    subs = [p for p in entries if p.is_dir()]
     if len(subs) == 1 and (subs[0] / META_FILE).is_file():
+        extra = [p.name for p in entries if p != subs[0]]
+        if extra:
+            raise _bad_file(f"unexpected entries beside the wrapping folder {subs[0].name!r}",
+                            extra[0], f"only the folder {subs[0].name}/",
+                            ", ".join(extra)[:200])
         return subs[0]
     raise DgtracesError(f"{root}: no {META_FILE} at the top level", code="BAD_INPUT",
                         failures=[Failure("BAD_INPUT", f"missing {META_FILE}", file=str(root))])

@@ -3,8 +3,9 @@
 Parsed with PyYAML's safe loader after refusing anchors/aliases (no billion-laughs) and
 files over a size limit. Required: ``contributor``, ``license`` (one of
 :data:`LICENSES`), ``hardware``, ``software``, ``collection``. Optional ``devices``: a
-list of ``{device, kind, name}`` for devices that are not in the store's devices table,
-and ``notes``.
+list of ``{device, kind, name}`` (no other keys; text values) for devices that are not in
+the store's devices table, and ``notes``. :func:`json_failures` checks that the parsed
+metadata can be written as JSON (staging records it in ``entry.json``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ REQUIRED = ("contributor", "license", "hardware", "software", "collection")
 OPTIONAL = ("devices", "notes", "email")
 LICENSES = ("CC-BY-4.0", "CC0-1.0", "ODC-By-1.0", "PDDL-1.0")
 MAX_TEXT = 4000
+DEVICE_KEYS = ("device", "kind", "name")
 _DEVICE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]*$")
 
 
@@ -47,14 +49,19 @@ def _check_devices(devices, failures: list[Failure]) -> None:
               "list of {device, kind, name}", type(devices).__name__)
         return
     for i, dev in enumerate(devices):
-        if not isinstance(dev, dict) or not isinstance(dev.get("device"), str) \
+        extra = sorted(map(str, set(dev) - set(DEVICE_KEYS))) if isinstance(dev, dict) else []
+        if extra:
+            _fail(failures, f"devices[{i}]", "unknown key in device entry",
+                  " | ".join(DEVICE_KEYS), ", ".join(extra)[:80])
+        elif not isinstance(dev, dict) or not isinstance(dev.get("device"), str) \
                 or not _DEVICE_KEY.match(dev["device"]):
             _fail(failures, f"devices[{i}].device", "bad device key",
                   "letters, digits, ._:+-", repr(dev)[:80])
         elif dev.get("kind") not in ("cpu", "gpu"):
             _fail(failures, f"devices[{i}].kind", "bad device kind", "cpu | gpu",
                   repr(dev.get("kind")))
-        elif not isinstance(dev.get("name"), str) or not dev["name"].strip():
+        elif not isinstance(dev.get("name"), str) or not dev["name"].strip() \
+                or len(dev["name"]) > MAX_TEXT:
             _fail(failures, f"devices[{i}].name", "device needs a name", "text",
                   repr(dev.get("name")))
 
@@ -119,6 +126,19 @@ def read_meta(path: Path, max_bytes: int) -> dict:
                             failures=[Failure("BAD_FILE", f"not UTF-8 at byte {exc.start}",
                                               file=path.name)]) from None
     return parse_meta(text)
+
+
+def json_failures(meta: dict) -> list[Failure]:
+    """METADATA failure if ``meta`` cannot be stored as strict JSON (a YAML date, NaN...)."""
+    import json
+
+    try:
+        json.dumps(meta, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return [Failure("METADATA", f"value cannot be stored as JSON ({str(exc)[:120]})",
+                        file="contribution.yaml", expected="text, numbers, true/false",
+                        found=type(exc).__name__)]
+    return []
 
 
 def device_keys(meta: dict) -> set[str]:

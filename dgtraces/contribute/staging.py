@@ -44,6 +44,8 @@ def store_lock(root=None, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
     """Hold ``data/.lock``; raise LOCKED if another process keeps it beyond ``timeout``."""
     from filelock import FileLock, Timeout
 
+    if not timeout >= 0:  # filelock waits forever on a negative timeout
+        raise DgtracesError(f"lock timeout must be >= 0 s, got {timeout}", code="BAD_INPUT")
     data = store.data_root(root)
     data.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(data / LOCK_FILE), timeout=timeout)

@@ -1,8 +1,10 @@
-"""``dgtraces contribute --template DIR``: a fillable example contribution that passes.
+"""``dgtraces contribute --template DIR``: a fillable example contribution.
 
 The example's times are NOT measurements: they are computed from the layers' FLOPs at a
-nominal throughput (:data:`NOMINAL_GFLOP_S`) so that the files have the right shape and
-pass every check; ``source`` and ``notes`` say so. Replace them with your own numbers.
+nominal throughput (:data:`NOMINAL_GFLOP_S`) so that the files have the right shape;
+``source`` and ``notes`` say so. Its placeholder markers (contributor, ``source`` prefix,
+``run_id`` prefix) are refused by validation until they are replaced (:data:`TO_REPLACE`);
+once replaced, the files pass every check.
 """
 
 from __future__ import annotations
@@ -12,9 +14,23 @@ from pathlib import Path
 from ..errors import DgtracesError
 
 NOMINAL_GFLOP_S = 100.0
-EXAMPLE_META = """\
+# Placeholder markers: ``validate.check`` refuses a contribution that still carries any of
+# them, so the unedited template can never be staged as measured data.
+PLACEHOLDER_CONTRIBUTOR = "Your Name <you@example.org>"
+EXAMPLE_SOURCE = "EXAMPLE"  # prefix of the template's runs.source
+EXAMPLE_RUN_PREFIX = "example-"  # prefix of the template's run_id
+TO_REPLACE = (
+    f"contribution.yaml: contributor ({PLACEHOLDER_CONTRIBUTOR!r}), hardware, software, "
+    "collection and devices: describe your machine and how you measured",
+    f"runs: run_id (must not start with {EXAMPLE_RUN_PREFIX!r}; the same id in "
+    "layer_timings), source (must not start with "
+    f"{EXAMPLE_SOURCE!r}), device, host, framework, timestamp_utc, notes",
+    "runs + layer_timings: every time is a FLOP-derived placeholder: put your measured "
+    "times there (dgtraces collect layers writes both files)",
+)
+EXAMPLE_META = f"""\
 # Fill in every field; see CONTRIBUTING.md.
-contributor: Your Name <you@example.org>
+contributor: {PLACEHOLDER_CONTRIBUTOR}
 license: CC-BY-4.0          # one of: CC-BY-4.0, CC0-1.0, ODC-By-1.0, PDDL-1.0
 hardware: 1x Example GPU 24 GB, 16-core host CPU
 software: PyTorch 2.13.0, CUDA 12.x, driver 5xx
@@ -38,7 +54,7 @@ def template_frames(model: str = "alexnet", batch_size: int = 32):
     per_ms = NOMINAL_GFLOP_S * 1e6  # FLOP per ms
     fwd = (lay["fwd_flops"] * batch_size / per_ms + 0.01).round(4)
     bwd = (lay["bwd_flops"] * batch_size / per_ms + 0.01).round(4)
-    run_id = f"example-{model}-bs{batch_size}"
+    run_id = f"{EXAMPLE_RUN_PREFIX}{model}-bs{batch_size}"
     lt = pd.DataFrame({
         "run_id": run_id, "layer": lay["layer"], "fwd_ms": fwd, "bwd_ms": bwd,
         "fwd_p10_ms": (fwd * 0.97).round(4), "fwd_p90_ms": (fwd * 1.05).round(4),
@@ -50,7 +66,7 @@ def template_frames(model: str = "alexnet", batch_size: int = 32):
         "run_id": run_id, "model": model, "device": "example-gpu", "device_kind": "gpu",
         "host": "Example host CPU", "framework": "pytorch 2.13.0", "precision": "fp32",
         "batch_size": batch_size, "threads": None, "cores": 16, "provenance": "measured",
-        "source": "EXAMPLE - replace with a description of your measurement",
+        "source": f"{EXAMPLE_SOURCE} - replace with a description of your measurement",
         "collector_version": "dgtraces-collect 0.1", "timestamp_utc": "2026-01-01T00:00:00Z",
         "fwd_ms": round(fsum * 1.04, 4), "bwd_ms": round(bsum * 1.04, 4), "update_ms": 1.0,
         "iter_ms": round((fsum + bsum) * 1.04 + 1.0, 4),

@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Mapping
 from ..errors import Failure, StoreError, ValidationError
 from . import plausibility as pl
 from .intake import DEFAULT_LIMITS, Contribution, Limits, read_contribution
-from .metadata import device_keys
+from .metadata import device_keys, json_failures
+from .template import EXAMPLE_RUN_PREFIX, EXAMPLE_SOURCE, PLACEHOLDER_CONTRIBUTOR
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-CODE_ORDER = ("SCHEMA", "CROSS_TABLE", "UNKNOWN_LAYER", "GRAD_MISMATCH", "UNKNOWN_DEVICE",
-              "PLAUSIBILITY", "DUPLICATE")
+CODE_ORDER = ("SCHEMA", "CROSS_TABLE", "METADATA", "UNKNOWN_LAYER", "GRAD_MISMATCH",
+              "UNKNOWN_DEVICE", "PLAUSIBILITY", "DUPLICATE")
 RUN_DESCRIPTORS = ("model", "device", "framework", "precision", "batch_size", "threads")
 TIMING_COLUMNS = ("layer", "fwd_ms", "bwd_ms", "fwd_p10_ms", "fwd_p90_ms", "bwd_p10_ms",
                   "bwd_p90_ms", "comm_ms", "n")
@@ -189,6 +190,27 @@ def _duplicates(frames, files, fingerprints: dict, known: Known) -> list[Failure
     return out
 
 
+def placeholder_failures(meta: dict, runs: "pd.DataFrame", files) -> list[Failure]:
+    """The ``--template`` markers left in place: its contributor (METADATA), a ``source``
+    starting with its EXAMPLE marker or a ``run_id`` with its prefix (PLAUSIBILITY: the
+    template's numbers are placeholders, not measurements)."""
+    out = []
+    if str(meta.get("contributor", "")).strip() == PLACEHOLDER_CONTRIBUTOR:
+        out.append(Failure("METADATA", "the template's placeholder contributor",
+                           file="contribution.yaml", column="contributor",
+                           expected="your name and e-mail", found=PLACEHOLDER_CONTRIBUTOR))
+    markers = (("source", lambda v: v.lstrip().startswith(EXAMPLE_SOURCE)),
+               ("run_id", lambda v: v.startswith(EXAMPLE_RUN_PREFIX)))
+    for col, is_marker in markers:
+        for row, value in enumerate(runs[col].astype("string").fillna("")):
+            if is_marker(value):
+                out.append(Failure("PLAUSIBILITY", f"template placeholder {col} (its numbers "
+                                   "are not measurements)", file=files.get("runs"), row=row,
+                                   column=col, expected="your own value",
+                                   found=repr(value)[:80]))
+    return out
+
+
 def check(contrib: Contribution, known: Known) -> Checked:
     """Run every check on a read contribution; raise one error listing all failures."""
     from ..checks import validate_tables
@@ -200,7 +222,8 @@ def check(contrib: Contribution, known: Known) -> Checked:
     frames["layer_timings"] = lt.drop(columns=gcols)
     frames = validate_tables(frames, files=files)
     runs, lt = frames["runs"], frames["layer_timings"]
-    failures = pl.finite_failures(frames, files)
+    failures = json_failures(contrib.meta) + placeholder_failures(contrib.meta, runs, files)
+    failures += pl.finite_failures(frames, files)
     if grads is not None:
         failures += pl.grad_failures(lt, grads, runs, files.get("layer_timings"))
     failures += pl.layer_sum_failures(runs, lt, files)

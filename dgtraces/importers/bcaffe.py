@@ -233,7 +233,10 @@ def import_log(path, model: str = "googlenet", *, run_id: str | None = None,
             inferred.pop(k, None)
     settings = {**{k: v for k, v in inferred.items() if k != "year"},
                 **{k: v for k, v in given.items() if v is not None}}
-    stem = shipped.removesuffix(".log") if shipped else path.name.split(".")[0]
+    # shipped logs keep their released ids (bcaffe-googlenet-tmpcomm, in v0.3.0); any other
+    # file's id also carries its content hash, so two logs named alike do not collide
+    stem = (shipped.removesuffix(".log") if shipped
+            else f"{path.name.split('.')[0]}-{digest[:8]}")
     run_id = run_id or f"bcaffe-{model}-{re.sub(r'[^A-Za-z0-9._-]', '-', stem)}"
     per_block = [_layer_times(b, model, file) for b in used]
     timings = []

@@ -13,7 +13,10 @@ Iterations are ``ProfilerStep#N`` annotations when present, otherwise the k-th o
 a layer's scope is iteration k. Per layer: median, p10 and p90 over iterations; ``n`` =
 iterations. Whatever cannot be attributed (ops outside every mapped scope, backward nodes
 without a sequence number such as AccumulateGrad, or whose forward op lies outside the
-scopes, e.g. the loss) is counted in :class:`Unmapped`, never dropped silently.
+scopes, e.g. the loss) is counted in :class:`Unmapped`, never dropped silently; model layers
+that no scope maps to get no row and are listed (``KinetoImport.unscoped``, ``params_json``
+key ``layers_without_scope``). The default run id is ``kineto-<model>-<file stem>-<first 8
+hex of the file's sha256>``.
 
 Times are the host (CPU) wall times the trace records; GPU kernel events are counted, not
 used, so GPU traces are only meaningful when the run synchronised per layer (noted in the
@@ -82,6 +85,7 @@ class KinetoImport:
     mapped_bwd_ms: float
     trace_bwd_ms: float  # every outermost autograd node, mapped or not
     gpu_events: int
+    unscoped: tuple[str, ...] = ()  # model layers no scope maps to (no row for them)
 
 
 def load_trace(path) -> tuple[list[Event], dict, str]:
@@ -300,10 +304,13 @@ def import_trace(path, model: str, *, batch_size: int, run_id: str | None = None
             f"layers, or listed in --map)", code="EMPTY",
             failures=[Failure("EMPTY", "unmapped scope", file=str(path), found=name)
                       for name in stray[:20]])
-    run_id = run_id or "kineto-{}-{}".format(
-        model, re.sub(r"[^A-Za-z0-9._-]", "-", Path(path).name.split(".")[0]))
+    # the content hash keeps two different traces with the same file name apart
+    run_id = run_id or "kineto-{}-{}-{}".format(
+        model, re.sub(r"[^A-Za-z0-9._-]", "-", Path(path).name.split(".")[0]), digest[:8])
+    scoped = {layer for layer, _ in fwd}
+    unscoped = tuple(name for name in order if name not in scoped)
     rows = []
-    for layer in (name for name in order if any(k[0] == name for k in fwd)):
+    for layer in (name for name in order if name in scoped):
         f = [v for (l, _), v in sorted(fwd.items()) if l == layer]
         b = [v for (l, _), v in sorted(bwd.items()) if l == layer]
         row = {"run_id": run_id, "layer": layer, "n": len(f)}
@@ -326,6 +333,7 @@ def import_trace(path, model: str, *, batch_size: int, run_id: str | None = None
     params = {"file": Path(path).name, "sha256": digest, "iterations": len(iters),
               "iteration_basis": "ProfilerStep" if step_ms else "scope occurrence",
               "map_entries": len(mapping), "gpu_events": gpu,
+              "layers_without_scope": list(unscoped),
               "unmapped": {"ops": unmapped.ops, "time_ms": unmapped.time_ms,
                            "share": unmapped.share, "scopes": list(stray),
                            "top": [list(t) for t in unmapped.names[:20]]},
@@ -349,4 +357,4 @@ def import_trace(path, model: str, *, batch_size: int, run_id: str | None = None
     }
     return KinetoImport(frame("runs", [run]), frame("layer_timings", rows), len(iters),
                         tuple(r["layer"] for r in rows), unmapped, mapped_fwd, mapped_bwd,
-                        trace_bwd, gpu)
+                        trace_bwd, gpu, unscoped)

@@ -5,7 +5,8 @@
 
 Every result is modelled (``Prediction.provenance == "modelled"``) and carries the provenance
 of its trace and of the links it used. ``simulate`` is the reference event simulation;
-``fast.sweep_times`` the vectorised one (tests check both agree to 1e-9 relative).
+``fast.iter_times`` the vectorised one, used by ``sweep.run_sweep`` (tests check both agree
+to 1e-9 relative).
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ if TYPE_CHECKING:  # pragma: no cover
 def load_trace(trace: "str | Trace | pd.DataFrame", *, model: str | None = None,
                batch_size: int | None = None, release: str | None = None, **phases) -> Trace:
     """Turn a run id, a Trace or a DataFrame of layer timings (needs ``model`` and
-    ``batch_size``) into a Trace. ``phases`` may give io_ms, h2d_ms, update_ms."""
+    ``batch_size``) into a Trace. ``phases`` may give io_ms, h2d_ms, update_ms. A run id is
+    resolved as the CLI does (:func:`.trace.resolve`: modelled input copy for GPU runs)."""
     if isinstance(trace, Trace):
         return trace
     if isinstance(trace, str):
-        return from_run(trace, release)
+        return resolve(None, None, None, run_id=trace, release=release)
     if model is None:
         raise bad("model", "a DataFrame trace needs the model name", "a model", None)
     if batch_size is None:

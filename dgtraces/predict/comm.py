@@ -62,8 +62,11 @@ class CommCost:
 
 
 def _worse(a: Link, b: Link) -> Link:
-    """The pace of a flat collective crossing both links: slower latency, lower bandwidth."""
-    if a.name == b.name:
+    """The pace of a flat collective crossing both links: slower latency, lower bandwidth.
+
+    Compared by value (as :func:`collective_ab` does), never by name: two links may share a
+    name with different parameters (user Links, overrides)."""
+    if (a.alpha_us, a.bandwidth_gb_s) == (b.alpha_us, b.bandwidth_gb_s):
         return a
     return Link(f"{a.name}+{b.name}", max(a.alpha_us, b.alpha_us),
                 min(a.bandwidth_gb_s, b.bandwidth_gb_s), "derived",

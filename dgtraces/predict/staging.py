@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from ..collect.comm import fit_alpha_beta  # the comm sweep's fit (no torch at import)
 from ..errors import require
 
 COLLECTOR_PASSES = 3  # cat, div_, copy_ in dgtraces.collect.ssgd.Reducer
@@ -28,22 +29,6 @@ class CopyFit:
     bandwidth_gb_s: float
     r2: float
     points: tuple[tuple[int, float], ...]  # (bytes, median ms)
-
-
-def fit_alpha_beta(sizes, times_ms) -> tuple[float, float, float]:
-    """Least squares of ``t = alpha + beta n`` weighted by 1/t (relative residuals), as the
-    collector fits its comm sweep; returns (alpha_us, bandwidth_gb_s, r2 on raw times)."""
-    import numpy as np
-
-    n = np.asarray(sizes, float)
-    t = np.asarray(times_ms, float)
-    w = 1.0 / t
-    (alpha, beta), *_ = np.linalg.lstsq(np.c_[w, n * w], np.ones_like(t), rcond=None)
-    if alpha < 0:
-        alpha, beta = 0.0, float(np.sum(n * t * w * w) / np.sum(n * n * w * w))
-    pred = alpha + beta * n
-    r2 = 1 - float(np.sum((t - pred) ** 2) / np.sum((t - t.mean()) ** 2))
-    return alpha * 1000.0, 1.0 / (beta * 1e6), r2
 
 
 def measure_copy(sizes=SIZES, reps: int = 15, threads: int = 1) -> CopyFit:
@@ -63,8 +48,8 @@ def measure_copy(sizes=SIZES, reps: int = 15, threads: int = 1) -> CopyFit:
             dst.copy_(src)
             samples.append((time.perf_counter() - t0) * 1000.0)
         points.append((int(nbytes), statistics.median(samples)))
-    alpha, bw, r2 = fit_alpha_beta([p[0] for p in points], [p[1] for p in points])
-    return CopyFit(alpha, bw, r2, tuple(points))
+    fit = fit_alpha_beta([p[0] for p in points], [p[1] for p in points])
+    return CopyFit(fit["alpha_us"], fit["bandwidth_gb_s"], fit["r2"], tuple(points))
 
 
 if __name__ == "__main__":  # python -m dgtraces.predict.staging

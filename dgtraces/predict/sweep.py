@@ -26,7 +26,9 @@ if TYPE_CHECKING:  # pragma: no cover
 @dataclass(frozen=True)
 class Grid:
     """Lists to combine. ``traces`` maps (model, batch_size) to a Trace; missing ones are
-    resolved with ``trace_loader(model, batch_size)``."""
+    resolved with ``trace_loader(model, batch_size)`` (the CLI passes ``trace.resolve``, which
+    adds the modelled input copy of GPU traces as ``predict`` does). ``release`` names the
+    release whose ``comm_fits`` replace the measured link presets (``"latest"``: newest)."""
 
     models: Sequence[str] = ("resnet50",)
     batch_sizes: Sequence[int] = (64,)
@@ -44,6 +46,7 @@ class Grid:
     staging: str | None = None
     staging_passes: int = 2
     shared_cpu: bool = False
+    release: str | None = "latest"  # whose comm_fits give the measured links (loopback-gloo)
     traces: dict = field(default_factory=dict)
 
     def size(self) -> int:
@@ -72,7 +75,7 @@ def _check(grid: Grid) -> None:
 
 def comm_grid(grid: Grid) -> dict[str, np.ndarray]:
     """Column arrays of the comm grid plus its collective cost (A ms, B ms/byte)."""
-    kw = dict(alpha_us=grid.alpha_us, gbps=grid.gbps)
+    kw = dict(alpha_us=grid.alpha_us, gbps=grid.gbps, release=grid.release)
     intra = {n: get_link(n, field="intra", **kw) for n in grid.intra}
     inter = {n: get_link(n, field="inter", **kw) for n in grid.inter}
     combos = list(product(grid.workers, grid.gpus_per_node, grid.intra, grid.inter,
@@ -83,7 +86,7 @@ def comm_grid(grid: Grid) -> dict[str, np.ndarray]:
                          [inter[x].alpha_ms for x in le],
                          [inter[x].beta_ms_per_byte for x in le], grid.servers)
     if grid.staging is not None:
-        stage = get_link(grid.staging, field="staging")
+        stage = get_link(grid.staging, field="staging", release=grid.release)
         comm = w > 1
         a = a + np.where(comm, grid.staging_passes * stage.alpha_ms, 0.0)
         b = b + np.where(comm, grid.staging_passes * stage.beta_ms_per_byte, 0.0)
@@ -141,7 +144,7 @@ def reference_row(trace: Trace, row: dict, grid: Grid) -> float:
 
     cluster = Cluster(int(row["workers"]), int(row["gpus_per_node"]), row["intra"],
                       row["inter"], row["algorithm"], grid.servers, grid.alpha_us, grid.gbps,
-                      staging=grid.staging, staging_passes=grid.staging_passes,
+                      grid.release, staging=grid.staging, staging_passes=grid.staging_passes,
                       shared_cpu=grid.shared_cpu)
     policy = Policy(row["policy"], bool(row["io_overlap"]), grid.bucket_bytes)
     return simulate(trace, cluster, policy).iter_ms

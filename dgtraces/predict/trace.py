@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 PREFERENCE = ("measured", "reconstructed", "published")
+H2D_LINK = "pcie3"  # default host link of the modelled input copy of GPU traces
 
 
 @dataclass(frozen=True)
@@ -193,17 +194,35 @@ def find_run(model: str, device: str, batch_size: int, precision: str = "fp32",
     return str(m.sort_values(["_flag", "_rank", "run_id"]).iloc[0]["run_id"])
 
 
-def resolve(model: str, device: str, batch_size: int, *, precision: str = "fp32",
-            run_id: str | None = None, release: str | None = None,
-            whole: bool = True) -> Trace:
-    """A stored trace when one matches, else one reconstructed on the fly (labelled so)."""
+def resolve(model: str | None, device: str | None, batch_size: int | None, *,
+            precision: str = "fp32", run_id: str | None = None, release: str | None = None,
+            whole: bool = True, h2d_link: str | None = H2D_LINK,
+            runs: "pd.DataFrame | None" = None,
+            timings: "pd.DataFrame | None" = None) -> Trace:
+    """A stored trace when one matches, else one reconstructed on the fly (labelled so).
+
+    Every caller (``predict``, ``sweep``, ``validate-predictor``) gets its traces here, so a
+    GPU trace without a host-to-device time gets the same modelled input copy over
+    ``h2d_link`` (:func:`with_default_h2d`; ``None`` leaves h2d as stored). ``runs`` and
+    ``timings`` are preloaded tables of ``release`` (saves re-reading them per call)."""
+    trace = _resolve(model, device, batch_size, precision, run_id, release, whole, runs,
+                     timings)
+    if h2d_link is None:
+        return trace
+    return with_default_h2d(trace, h2d_link, release or "latest")
+
+
+def _resolve(model, device, batch_size, precision, run_id, release, whole, runs,
+             timings) -> Trace:
     from .. import store
 
+    if run_id is None:
+        for name, value in (("model", model), ("device", device), ("batch_size", batch_size)):
+            if value is None:
+                raise bad(name, "needed unless a run id is given", "a value", None)
+        run_id = find_run(model, device, batch_size, precision, release)
     if run_id is not None:
-        return from_run(run_id, release, whole=whole)
-    found = find_run(model, device, batch_size, precision, release)
-    if found is not None:
-        return from_run(found, release, whole=whole)
+        return from_run(run_id, release, runs=runs, timings=timings, whole=whole)
     try:
         from ..reconstruct import reconstruct_trace
     except ImportError as exc:
@@ -240,17 +259,22 @@ def gpu_devices() -> set[str]:
         return {row["device"] for row in csv.DictReader(fh)}
 
 
-def with_default_h2d(trace: Trace, link: str = "pcie3", release: str | None = "latest") -> Trace:
+def with_default_h2d(trace: Trace, link: str = H2D_LINK,
+                     release: str | None = "latest") -> Trace:
     """For a GPU trace with no host-to-device time, model the input batch's copy over ``link``
-    (alpha + bytes / bandwidth, fp32 input as in the ``layers`` table); labelled in the source."""
+    (alpha + bytes / bandwidth, fp32 input as in the ``layers`` table); labelled in the source.
+
+    The copy goes host -> GPU, so ``link`` is the host link (PCIe on x86 hosts), not the
+    GPU-GPU ``intra`` link of the cluster: predict, sweep and validation all use it alike."""
     from ..models import inferred
     from .links import get_link
 
+    lk = get_link(link, field="h2d link", release=release)  # UNKNOWN_LINK for any trace
     if trace.h2d_ms > 0 or trace.device not in gpu_devices():
         return trace
     nbytes = trace.batch_size * inferred(trace.model)[0].in_numel * 4
-    lk = get_link(link, field="h2d link", release=release)
     ms = lk.alpha_us / 1000.0 + nbytes / (lk.bandwidth_gb_s * 1e9) * 1000.0
     return replace(trace, h2d_ms=ms,
                    source=f"{trace.source}; h2d modelled: {nbytes} input bytes over {link} "
-                          f"({lk.bandwidth_gb_s:g} GB/s) = {ms:.3f} ms (--h2d-ms overrides)")
+                          f"({lk.bandwidth_gb_s:g} GB/s) = {ms:.3f} ms "
+                          f"(--h2d-ms / --h2d-link override)")

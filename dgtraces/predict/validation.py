@@ -2,7 +2,8 @@
 
 Every row with provenance measured or published (training phase) is predicted from its own
 trace: ``trace_run_id`` when set, else the best stored run for its model/device/batch, else a
-trace reconstructed on the fly. Measured multi-worker rows use the release's own
+trace reconstructed on the fly, all through :func:`.trace.resolve` (so GPU traces get the
+modelled input copy exactly as in ``predict`` and ``sweep``). Measured multi-worker rows use the release's own
 ``comm_fits`` for their interconnect (through :func:`.links.links_frame`). Rows predicted from
 a reconstructed trace whose reconstruction was fitted to published throughputs are marked
 ``circular`` and kept out of the headline MAPE. Rows that cannot be predicted are listed
@@ -18,7 +19,7 @@ from ..errors import DgtracesError
 from .cluster import DEFAULT_BUCKET_BYTES, POLICY_NAMES, Cluster, Policy
 from .dag import predict_trace
 from .staging import COLLECTOR_PASSES
-from .trace import from_run, resolve
+from .trace import resolve
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -101,13 +102,13 @@ def _predict_row(row, release: str, runs, timings) -> dict:
             raise DgtracesError(f"policy {policy_name!r} has no model", code="BAD_INPUT")
         policy_name = "wfbp"  # one worker aggregates nothing: every policy is the same
     rid = _val(row["trace_run_id"])
-    if isinstance(rid, str):
-        trace = from_run(rid, release, runs=runs, timings=timings)
-    else:
-        if _val(row["batch_size"]) is None:
-            raise DgtracesError("row has no batch size and no trace", code="BAD_INPUT")
-        trace = resolve(row["model"], row["device"], int(row["batch_size"]),
-                        precision=row["precision"], release=release)
+    if not isinstance(rid, str) and _val(row["batch_size"]) is None:
+        raise DgtracesError("row has no batch size and no trace", code="BAD_INPUT")
+    batch = _val(row["batch_size"])
+    # as predict and sweep do: GPU traces get the modelled input copy (trace.H2D_LINK)
+    trace = resolve(row["model"], row["device"], None if batch is None else int(batch),
+                    precision=row["precision"], release=release,
+                    run_id=rid if isinstance(rid, str) else None, runs=runs, timings=timings)
     workers = int(row["workers"])
     nodes = max(1, int(row["nodes"]))
     link = row["interconnect"] if workers > 1 else "pcie3"  # 1 worker: no comm, any link

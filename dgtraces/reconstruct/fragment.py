@@ -8,7 +8,7 @@ from . import METHOD_VERSION, method_id
 from .calibration import AMP_BATCH, CALIBRATION_SOURCE, DEVICES_SOURCE, WINOGRAD_DEVICES
 from .costmodel import PARAM_NAMES
 from .fit import WINO_MAX
-from .report import WITHIN_PCT, MethodReport
+from .report import H200_NOTE, WITHIN_PCT, MethodReport
 
 PNG = "reconstruction_bcaffe_googlenet.png"
 # the card (cards/README.md) includes this fragment inline, so links are relative to cards/
@@ -67,7 +67,7 @@ def _variants() -> list[str]:
            "on the architecture it ran (`dgtraces.reconstruct.variants`, built with the same "
            "`Builder` and `spec.infer`; fitting only, not in `layers`). The reconstructed "
            "K80/V100 traces stay on our Caffe specs. Sources are recalled from the named "
-           "files (no network in this session), with a confidence each:", ""]
+           "files (not re-fetched when this text was generated), with a confidence each:", ""]
     out += _table(["architecture", "calibration rows (framework, model)", "source",
                    "confidence", "what differs from our Caffe spec"], rows)
     out += ["", "A framework BatchNorm with learnable scale is counted as `bn` + `scale`, as "
@@ -287,8 +287,7 @@ def markdown(rep: MethodReport, png: str | None = PNG_LINK) -> str:
     lines += _bcaffe(rep, png)
     lines += [
         "### H200", "",
-        "No GPU was lent to this session (device tool: not drawn), so the method was not "
-        "validated on an H200 and no H200 numbers are given.", "",
+        H200_NOTE, "",
         "### Which rows to trust how much", "",
         "- **measured** (`provenance = measured`, CPU runs and the CPU `devices` row): "
         "timings of this machine; spread in p10/p90; flagged runs say why.",

@@ -1,0 +1,83 @@
+"""Review fixes: table output escapes rich markup, a broken release gives INTEGRITY (not a raw
+duckdb/OS error), `sql --out` cannot write into releases, manifest file entries are checked."""
+
+import json
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from dgtraces import store
+from dgtraces.cli import main
+from dgtraces.errors import DgtracesError
+
+
+@pytest.fixture
+def own_store(mini_release_root, tmp_path, monkeypatch):
+    """A private, writable copy of the mini store (v0.1.0 + v0.2.0)."""
+    root = tmp_path / "data"
+    shutil.copytree(mini_release_root, root)
+    monkeypatch.setenv("DGTRACES_DATA", str(root))
+    return root
+
+
+def _invoke(*args):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_sql_table_prints_values_and_names_verbatim(mini_store):
+    res = _invoke("sql", "SELECT 'a[/b]' AS x, '[x]' AS \"[y]\", NULL AS z")
+    assert res.exit_code == 0, res.output
+    assert "a[/b]" in res.output and "[x]" in res.output and "[y]" in res.output
+    assert "null" in res.output
+
+
+@pytest.mark.parametrize("call", ["sql", "card", "export", "read_table"])
+def test_missing_parquet_file_is_integrity(own_store, tmp_path, call):
+    from dgtraces import cards, hf, query
+
+    (own_store / "releases" / "v0.2.0" / "comm.parquet").unlink()
+    run = {"sql": lambda: query.sql("SELECT count(*) FROM runs", "0.2.0"),
+           "card": lambda: cards.render_card("0.2.0"),
+           "export": lambda: hf.export(tmp_path / "hf", "0.2.0"),
+           "read_table": lambda: store.read_table("runs", "0.2.0")}[call]
+    with pytest.raises(DgtracesError) as exc:
+        run()
+    assert exc.value.code == "INTEGRITY" and exc.value.hint == store.VERIFY_HINT
+    assert [f.file.rsplit("/", 1)[-1] for f in exc.value.failures] == ["comm.parquet"]
+    assert not (tmp_path / "hf").exists()
+
+
+def test_sql_out_refuses_the_releases_folder(own_store, tmp_path):
+    target = own_store / "releases" / "v0.2.0" / "runs.parquet"
+    digest = store.sha256_file(target)
+    (tmp_path / "rel").symlink_to(own_store / "releases")
+    for out in (target, tmp_path / "rel" / "v0.2.0" / "runs.parquet",
+                own_store / "releases" / "new.csv"):
+        with pytest.raises(DgtracesError) as exc:
+            _invoke("sql", "SELECT 1 AS x", "--format", "csv", "--out", str(out))
+        assert exc.value.code == "BAD_INPUT"
+    assert store.sha256_file(target) == digest and store.verify(own_store).ok
+    assert not (own_store / "releases" / "new.csv").exists()
+    res = _invoke("sql", "SELECT 1 AS x", "--format", "csv", "--out", str(tmp_path / "o.csv"))
+    assert res.exit_code == 0 and (tmp_path / "o.csv").read_text() == "x\n1\n"
+
+
+@pytest.mark.parametrize("file", ["../../../../etc/passwd", "/etc/passwd", "runs.csv",
+                                  "sub/runs.parquet", None])
+def test_manifest_file_entry_must_be_table_parquet(own_store, file):
+    from dgtraces import query
+
+    mpath = own_store / "releases" / "v0.2.0" / store.MANIFEST
+    manifest = json.loads(mpath.read_text())
+    manifest["tables"]["runs"]["file"] = file
+    mpath.write_text(json.dumps(manifest))
+    for call in (lambda: store.read_manifest("0.2.0"), lambda: query.connect("0.2.0"),
+                 lambda: store.read_table("layers", "0.2.0")):
+        with pytest.raises(DgtracesError) as exc:
+            call()
+        assert exc.value.code == "INTEGRITY"
+        assert [(f.expected, f.found) for f in exc.value.failures] == [
+            ("runs.parquet", repr(file))]
+    bad = [f for f in store.verify(own_store).failures if f.column == "file"]
+    assert [(f.expected, f.found) for f in bad] == [("runs.parquet", repr(file))]
