@@ -23,6 +23,11 @@ def test_gpu_trace_gets_modelled_input_copy(empty_store):
 def test_cpu_or_given_h2d_is_left_alone(empty_store):
     assert with_default_h2d(_trace("cpu")).h2d_ms == 0.0
     assert with_default_h2d(_trace("k80", h2d_ms=1.5)).h2d_ms == 1.5
+    from dgtraces.errors import DgtracesError
+
+    with pytest.raises(DgtracesError) as exc:  # a bad --h2d-link is refused for any trace
+        with_default_h2d(_trace("cpu"), "carrier-pigeon")
+    assert exc.value.code == "UNKNOWN_LINK" and exc.value.failures[0].column == "h2d link"
 
 
 def test_predict_and_sweep_agree_for_a_gpu_config(empty_store, tmp_path):
