@@ -28,6 +28,8 @@ DATA_ENV = "DGTRACES_DATA"
 DATASET = "dgtraces"
 MANIFEST = "manifest.json"
 TMP_PREFIX = ".tmp-"
+ISO_UTC = "%Y-%m-%dT%H:%M:%SZ"
+STAMP_UTC = "%Y%m%dT%H%M%SZ"  # compact, for ids and folder names
 _SEMVER = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
 
 
@@ -106,6 +108,11 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def utc_now(fmt: str = ISO_UTC) -> str:
+    """The current UTC time, ISO 8601 with ``Z`` by default (``STAMP_UTC`` for ids)."""
+    return datetime.now(timezone.utc).strftime(fmt)
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temp file in the same folder, fsync, then rename."""
     path = Path(path)
@@ -141,7 +148,11 @@ def entry_failure(name, entry, where: str) -> Failure | None:
 def read_manifest(version: str | None = None, root=None) -> dict:
     """The manifest of a release; INTEGRITY if it is not JSON or a table's ``file`` entry
     is anything but ``<table>.parquet``."""
-    path = release_path(version, root) / MANIFEST
+    return _manifest_at(release_path(version, root))
+
+
+def _manifest_at(folder: Path) -> dict:
+    path = folder / MANIFEST
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
@@ -161,7 +172,11 @@ def table_paths(version: str | None = None, root=None) -> dict[str, Path]:
     """Table name -> Parquet path of a release; INTEGRITY (hint: verify) listing every file
     the manifest names that is missing."""
     folder = release_path(version, root)
-    paths = {name: folder / e["file"] for name, e in sorted(tables(version, root).items())}
+    return _checked_paths(folder, _manifest_at(folder)["tables"])
+
+
+def _checked_paths(folder: Path, entries: Mapping[str, dict]) -> dict[str, Path]:
+    paths = {name: folder / e["file"] for name, e in sorted(entries.items())}
     missing = [Failure("INTEGRITY", f"table {name}: file missing", file=str(p),
                        expected="present", found="absent")
                for name, p in paths.items() if not p.is_file()]
@@ -179,11 +194,12 @@ def tables(version: str | None = None, root=None) -> dict[str, dict]:
 def read_table(table: str, version: str | None = None, root=None) -> "pd.DataFrame":
     import pandas as pd
 
-    entries = tables(version, root)
+    folder = release_path(version, root)
+    entries = _manifest_at(folder)["tables"]
     if table not in entries:
         raise StoreError(f"table {table!r} not in release {version or latest(root)}; "
                          f"tables: {', '.join(sorted(entries))}")
-    return pd.read_parquet(table_paths(version, root)[table])
+    return pd.read_parquet(_checked_paths(folder, entries)[table])
 
 
 def read_all(version: str | None = None, root=None) -> dict[str, "pd.DataFrame"]:
@@ -251,7 +267,7 @@ def write_release(version: str, frames: Mapping[str, "pd.DataFrame"], *, root=No
             "dataset": DATASET,
             "version": version,
             "schema_version": SCHEMA_VERSION,
-            "created_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "created_utc": utc_now(),
             "parent": parent,
             "notes": notes,
             "tables": entries,

@@ -115,7 +115,7 @@ def main(argv=None) -> int:
         return 0
     from dgtraces import store
 
-    work = Path(args.work) / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    work = Path(args.work) / store.utc_now(store.STAMP_UTC)
     from dgtraces.collect.env import measure_lock
 
     started = time.time()

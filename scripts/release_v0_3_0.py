@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
@@ -75,7 +74,7 @@ def main(argv=None) -> int:
         print(f"{row['device']} peaks ({p['threads']} thread(s)): "
               f"{p['peak_fp32_tflops'] * 1e3:.1f} GFLOP/s, {p['mem_bandwidth_gb_s']:.1f} GB/s "
               f"(loadavg {p['loadavg']})")
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = store.utc_now()
     recs = reconstructions(stamp)
     devices = concat(pub["devices"], pd.DataFrame(cpu_rows))
     if "devices" in base:
@@ -97,7 +96,7 @@ def main(argv=None) -> int:
     if args.dry_run:
         from dgtraces.checks import validate_tables
 
-        frames = store.read_all(BASE)
+        frames = dict(base)  # already read above
         for name, df in additions.items():
             frames[name] = concat(frames.get(name), df)
         validate_tables(frames)

@@ -255,3 +255,17 @@ def test_validate_predictor_writes_no_plot_unless_asked(release, tmp_path, monke
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["headline"]["measured"]["rows"] == 3
     assert list(cwd.iterdir()) == []
+
+
+def test_resolve_with_preloaded_tables_reads_no_table_again(release, monkeypatch):
+    from dgtraces.predict.trace import resolve
+
+    plain = resolve("alexnet", "cpu-test", 8, release="9.0.0")
+    runs, timings = store.read_table("runs", "9.0.0"), store.read_table("layer_timings", "9.0.0")
+
+    def no_read(*args, **kwargs):
+        raise AssertionError("preloaded tables were read again")
+
+    monkeypatch.setattr(store, "read_table", no_read)
+    again = resolve("alexnet", "cpu-test", 8, release="9.0.0", runs=runs, timings=timings)
+    assert again == plain and again.run_id == RUN

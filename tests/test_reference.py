@@ -18,3 +18,10 @@ def test_reference_matches_shared_when_present():
         return  # a clone without the shared folder beside it: the sha256 test above holds
     for name in json.loads((ref.ROOT / "SHA256SUMS.json").read_text()):
         assert (shared / name).read_bytes() == ref.path(name).read_bytes(), name
+
+
+def test_rows_are_fresh_copies_of_the_csv():
+    first = ref.rows("devices.csv")
+    first[0]["device"] = "changed"
+    assert ref.rows("devices.csv")[0]["device"] != "changed"
+    assert {r["device"] for r in ref.rows("devices.csv")} >= {"k80", "v100"}

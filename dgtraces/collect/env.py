@@ -10,11 +10,11 @@ import secrets
 import subprocess
 import sys
 import tempfile
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ..errors import DgtracesError, require
+from ..store import STAMP_UTC, utc_now
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -185,13 +185,9 @@ def framework() -> str:
     return f"pytorch {torch.__version__.split('+')[0]}"
 
 
-def utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def new_id(*parts) -> str:
     """A unique id such as ``pytorch-alexnet-b4-t1-20261202T150102Z-3fa2``."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = utc_now(STAMP_UTC)
     return "-".join([*(str(p) for p in parts), stamp, secrets.token_hex(2)])
 
 
@@ -273,10 +269,10 @@ def write_tables(out: str | os.PathLike, frames: Mapping[str, "pd.DataFrame"], *
     return written
 
 
-def frame(rows: list[dict], columns: Sequence[str] | None = None) -> "pd.DataFrame":
+def frame(rows: list[dict]) -> "pd.DataFrame":
     import pandas as pd
 
-    return pd.DataFrame(rows, columns=list(columns) if columns else None)
+    return pd.DataFrame(rows)
 
 
 __all__ = ["DEVICE", "INTERCONNECT", "check_nonneg", "check_out", "check_positive",

@@ -28,7 +28,6 @@ import shutil
 import signal
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import store
@@ -187,7 +186,7 @@ def build_release(version: str, *, root=None,
                                  "failure(s)); fix it before releasing",
                                  failures=report.failures)
         frames, added = _combine(parent, entries, root)
-        created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        created = store.utc_now()
         journal = {"version": version, "parent": parent, "created_utc": created,
                    "entries": [{"id": e.id, "rows": e.info["rows"], "meta": e.info["meta"]}
                                for e in entries]}

@@ -16,7 +16,6 @@ import secrets
 import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
@@ -159,7 +158,7 @@ def _write_entry(tmp: Path, checked: "Checked", entry_id: str, source: str) -> N
     store.atomic_write_bytes(tmp / "contribution.yaml",
                              yaml.safe_dump(checked.meta, sort_keys=True).encode())
     info = {"id": entry_id, "digest": checked.digest, "source": Path(source).name,
-            "created_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "created_utc": store.utc_now(),
             "rows": checked.rows, "fingerprints": checked.fingerprints,
             "iter_ids": checked.iter_ids, "comm_keys": checked.comm_keys,
             "meta": checked.meta}
@@ -170,7 +169,7 @@ def _write_entry(tmp: Path, checked: "Checked", entry_id: str, source: str) -> N
 def stage(checked: "Checked", source: str, *, root=None,
           timeout: float = LOCK_TIMEOUT) -> StagedEntry:
     """Write a checked contribution into staging atomically, under the store lock."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = store.utc_now(store.STAMP_UTC)
     entry_id = f"{stamp}-{checked.digest[:12]}"
     with store_lock(root, timeout):
         _recheck(checked, root)

@@ -125,7 +125,7 @@ def check_block(block: list[BlobLine], model: str, file: str = "<log>") -> int:
                               expected=str(len(expected)), found=str(len(block)))])
     failures, padded = [], 0
     for item, blob in zip(block, expected):
-        pad = -(-blob.numel // ALIGN) * ALIGN
+        pad = blob.padded(ALIGN)
         if item.numel == pad and pad != blob.numel:
             padded += 1
         elif item.numel != blob.numel:
@@ -192,9 +192,9 @@ def _shipped_settings(name: str) -> dict:
 
 def _stamp(stamp: str, year: int | None) -> str:
     if year is None:
-        from datetime import datetime, timezone
+        from ..store import utc_now
 
-        return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return utc_now()
     return f"{year}-{stamp}Z"
 
 

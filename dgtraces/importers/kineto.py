@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..collect.env import RATIO_TOLERANCE, stats
 from ..errors import DgtracesError, Failure
 from . import IMPORTER_VERSION, frame, read_text
 
@@ -46,7 +47,6 @@ if TYPE_CHECKING:  # pragma: no cover
 EVAL = "autograd::engine::evaluate_function:"
 MODULE = "nn.Module: "
 STEP = re.compile(r"^ProfilerStep#\d+$")
-TOLERANCE = 0.10
 
 
 @dataclass(frozen=True)
@@ -176,13 +176,6 @@ def enclosing(items: list[Event], containers: list[Event]) -> dict[Event, Event]
                     out[e] = c
                     break
     return out
-
-
-def _quantiles(values: list[float]) -> tuple[float, float, float]:
-    import numpy as np
-
-    arr = np.asarray(values, dtype=float)
-    return tuple(float(v) for v in np.percentile(arr, [50, 10, 90]))
 
 
 def _mapper(layers: set[str], mapping: dict[str, str]):
@@ -316,18 +309,18 @@ def import_trace(path, model: str, *, batch_size: int, run_id: str | None = None
         row = {"run_id": run_id, "layer": layer, "n": len(f)}
         for prefix, vals in (("fwd", f), ("bwd", b)):
             if vals:
-                med, p10, p90 = _quantiles(vals)
+                med, p10, p90, _ = stats(vals)
                 row.update({f"{prefix}_ms": med, f"{prefix}_p10_ms": p10,
                             f"{prefix}_p90_ms": p90})
         rows.append(row)
     iters = sorted(spans)
     fwd_span = [max(s[0]) - min(s[0]) for s in (spans[i] for i in iters) if s[0]]
     bwd_span = [max(s[1]) - min(s[1]) for s in (spans[i] for i in iters) if s[1]]
-    fwd_ms = _quantiles(fwd_span)[0] / 1000.0
-    bwd_ms = _quantiles(bwd_span)[0] / 1000.0 if bwd_span else None
+    fwd_ms = stats(fwd_span)[0] / 1000.0
+    bwd_ms = stats(bwd_span)[0] / 1000.0 if bwd_span else None
     layer_sum = sum((r.get("fwd_ms") or 0.0) + (r.get("bwd_ms") or 0.0) for r in rows)
     ratio = layer_sum / (fwd_ms + (bwd_ms or 0.0)) if fwd_ms + (bwd_ms or 0.0) > 0 else None
-    flagged = ratio is None or abs(ratio - 1.0) > TOLERANCE
+    flagged = ratio is None or abs(ratio - 1.0) > RATIO_TOLERANCE
     mapped_fwd, mapped_bwd = sum(fwd.values()), sum(bwd.values())
     unmapped = _unmapped(stray_events, stray, mapped_fwd + mapped_bwd)
     params = {"file": Path(path).name, "sha256": digest, "iterations": len(iters),
@@ -349,9 +342,9 @@ def import_trace(path, model: str, *, batch_size: int, run_id: str | None = None
         "source": source or f"PyTorch profiler trace {Path(path).name} (sha256 {digest[:12]})",
         "collector_version": f"dgtraces.importers.kineto {IMPORTER_VERSION}",
         "timestamp_utc": _timestamp(meta, events), "fwd_ms": fwd_ms, "bwd_ms": bwd_ms,
-        "iter_ms": _quantiles(step_ms)[0] if step_ms else None,
+        "iter_ms": stats(step_ms)[0] if step_ms else None,
         "layer_sum_ratio": ratio, "flagged": flagged,
-        "flag_reason": (f"layer sum / whole fwd+bwd = {ratio:.3f}, outside 1 +- {TOLERANCE}"
+        "flag_reason": (f"layer sum / whole fwd+bwd = {ratio:.3f}, outside 1 +- {RATIO_TOLERANCE}"
                         if flagged and ratio else ("no whole-model time" if flagged else None)),
         "params_json": json.dumps(params, sort_keys=True), "notes": notes,
     }

@@ -19,11 +19,10 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 from typing import TYPE_CHECKING
 
+from .. import reference
 from ..errors import DgtracesError, Failure
 from . import frame
 
@@ -34,12 +33,6 @@ BCAFFE_LOGS = ("tmpcomm", "tmp2comm", "tmp4comm", "tmp4ocomm", "tmp8comm", "tmp8
 OSU_LOGS = (2, 4, 8)
 VARIANTS = {"resnet50v1.5": "resnet50"}
 VARIANT_ID = re.compile(r":resnet50v1\.5:")
-
-
-def _rows(name: str) -> list[dict]:
-    from .. import reference
-
-    return list(csv.DictReader(io.StringIO(reference.path(name).read_text(encoding="utf-8"))))
 
 
 def _num(text: str) -> float | None:
@@ -56,14 +49,14 @@ def devices_frame() -> "pd.DataFrame":
         "mem_bandwidth_gb_s": _num(r["mem_bandwidth_gb_s"]),
         "memory_gb": _num(r["memory_gb"]), "provenance": "published",
         "source": r["source"], "notes": r["notes"] or None,
-    } for r in _rows("devices.csv")]
+    } for r in reference.rows("devices.csv")]
     return frame("devices", rows)
 
 
 def calibration_iterations() -> "pd.DataFrame":
     """calibration.csv -> ``iterations`` rows (provenance published, source verbatim)."""
     rows, seen = [], set()
-    for r in _rows("calibration.csv"):
+    for r in reference.rows("calibration.csv"):
         batch = int(r["batch_size"]) if r["batch_size"].strip() else None
         img_s = float(r["img_per_s"])
         model = VARIANTS.get(r["model"], r["model"])
@@ -108,7 +101,7 @@ def comm_csv_disagreements(comm: "pd.DataFrame") -> list[Failure]:
     """comm.csv rows that differ from (or are missing in) the OSU log points in ``comm``,
     compared at the precision comm.csv prints (it rounds 2251.96 us to 2252)."""
     out = []
-    for i, r in enumerate(_rows("comm.csv")):
+    for i, r in enumerate(reference.rows("comm.csv")):
         hit = comm[(comm["workers"] == int(r["processes"]))
                    & (comm["message_bytes"] == int(r["message_bytes"]))
                    & (comm["collective"] == r["collective"])
@@ -128,7 +121,6 @@ def published_tables() -> dict[str, "pd.DataFrame"]:
     """devices, iterations, comm, comm_fits, runs and layer_timings, validated together."""
     import pandas as pd
 
-    from .. import reference
     from ..checks import validate_tables
     from . import bcaffe, osu
 

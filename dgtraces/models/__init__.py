@@ -65,6 +65,10 @@ class Blob:
     numel: int
     aux: bool
 
+    def padded(self, align: int = 64) -> int:
+        """``numel`` rounded up to a multiple of ``align`` elements (B-Caffe's allocation)."""
+        return -(-self.numel // align) * align
+
 
 def blobs(name: str, aux: bool = True) -> list[Blob]:
     """Learnable blobs of a model in Caffe order, as B-Caffe logs list them."""
@@ -85,7 +89,7 @@ def padded_param_count(name: str, align: int = 64, aux: bool = True) -> int:
     B-Caffe allocates gradient blobs padded to 64 elements; its logs (and figures quoted
     from them, e.g. 13,379,136 for GoogLeNet with aux) count those padded sizes.
     """
-    return sum(-(-b.numel // align) * align for b in blobs(name, aux=aux))
+    return sum(b.padded(align) for b in blobs(name, aux=aux))
 
 
 def layer_records(name: str) -> list[dict]:

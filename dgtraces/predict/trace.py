@@ -177,14 +177,16 @@ def from_run(run_id: str, release: str | None = None, *, runs: "pd.DataFrame | N
 
 
 def find_run(model: str, device: str, batch_size: int, precision: str = "fp32",
-             release: str | None = None) -> str | None:
-    """Best stored run for a setup (measured > reconstructed > published, unflagged first)."""
+             release: str | None = None, *, runs: "pd.DataFrame | None" = None) -> str | None:
+    """Best stored run for a setup (measured > reconstructed > published, unflagged first);
+    ``runs`` is the preloaded runs table of ``release``."""
     from .. import store
 
-    try:
-        runs = store.read_table("runs", release)
-    except StoreError:
-        return None
+    if runs is None:
+        try:
+            runs = store.read_table("runs", release)
+        except StoreError:
+            return None
     m = runs[(runs["model"] == model) & (runs["device"] == device)
              & (runs["batch_size"] == batch_size) & (runs["precision"] == precision)]
     if m.empty:
@@ -220,7 +222,7 @@ def _resolve(model, device, batch_size, precision, run_id, release, whole, runs,
         for name, value in (("model", model), ("device", device), ("batch_size", batch_size)):
             if value is None:
                 raise bad(name, "needed unless a run id is given", "a value", None)
-        run_id = find_run(model, device, batch_size, precision, release)
+        run_id = find_run(model, device, batch_size, precision, release, runs=runs)
     if run_id is not None:
         return from_run(run_id, release, runs=runs, timings=timings, whole=whole)
     try:
@@ -251,12 +253,9 @@ def _latest_or_none(store) -> str:
 
 def gpu_devices() -> set[str]:
     """Device keys of the published GPU figures (dgtraces/reference/devices.csv)."""
-    import csv
+    from ..reference import rows
 
-    from ..reference import path
-
-    with open(path("devices.csv"), encoding="utf-8", newline="") as fh:
-        return {row["device"] for row in csv.DictReader(fh)}
+    return {row["device"] for row in rows("devices.csv")}
 
 
 def with_default_h2d(trace: Trace, link: str = H2D_LINK,

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from ..errors import DgtracesError
+from ..store import utc_now
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -103,8 +103,7 @@ def reconstruct_trace(device: str, model: str, batch_size: int, precision: str =
         "source": f"{method_id()} cost model; peaks: {DEVICES_SOURCE} ({cal.device.source}); "
                   f"fitted to {len(cal.rows)} rows of {CALIBRATION_SOURCE}",
         "collector_version": method_id(),
-        "timestamp_utc": timestamp_utc or datetime.now(timezone.utc).strftime(
-            "%Y-%m-%dT%H:%M:%SZ"),
+        "timestamp_utc": timestamp_utc or utc_now(),
         "fwd_ms": fwd, "bwd_ms": bwd, "update_ms": costs.update_ms,
         "iter_ms": fwd + bwd + costs.update_ms, "layer_sum_ratio": 1.0, "flagged": False,
         "flag_reason": None, "params_json": json.dumps(detail, sort_keys=True),

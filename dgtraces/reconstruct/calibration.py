@@ -21,10 +21,10 @@ Which rows are fitted:
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .. import reference
 from ..errors import DgtracesError
 from .costmodel import Device, Params
 from .fit import FitResult, Observation, fit, fit_tensor_efficiency
@@ -38,17 +38,10 @@ DEVICES_SOURCE = "dgtraces/reference/devices.csv"
 CALIBRATION_SOURCE = "dgtraces/reference/calibration.csv"
 
 
-def _read_csv(name: str) -> list[dict]:
-    from .. import reference
-
-    with open(reference.path(name), encoding="utf-8", newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
 def devices() -> dict[str, Device]:
     """Published device peaks, key -> :class:`Device`."""
     out = {}
-    for r in _read_csv("devices.csv"):
+    for r in reference.rows("devices.csv"):
         tensor = float(r["peak_fp16_tensor_tflops"]) if r["peak_fp16_tensor_tflops"] else None
         out[r["device"]] = Device(r["device"], float(r["peak_fp32_tflops"]),
                                   float(r["mem_bandwidth_gb_s"]), tensor, "gpu", r["name"],
@@ -85,7 +78,7 @@ class CalibrationRow:
 
 def calibration_rows(device: str | None = None) -> list[CalibrationRow]:
     rows = []
-    for i, r in enumerate(_read_csv("calibration.csv"), start=1):
+    for i, r in enumerate(reference.rows("calibration.csv"), start=1):
         if device is not None and r["device"] != device:
             continue
         rows.append(CalibrationRow(i, r["device"], r["model"], r["framework"], r["phase"],

@@ -1,5 +1,6 @@
 """Paths to the shipped copies of the published reference figures (see README.md here)."""
 
+from functools import lru_cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -14,3 +15,16 @@ def path(name: str) -> Path:
 
         raise StoreError(f"reference file {name!r} not found under {ROOT}")
     return p
+
+
+def rows(name: str) -> list[dict[str, str]]:
+    """Rows of a shipped CSV (``csv.DictReader``), read once per process; fresh dicts."""
+    return [dict(r) for r in _csv_rows(name)]
+
+
+@lru_cache(maxsize=None)
+def _csv_rows(name: str) -> tuple[dict[str, str], ...]:
+    import csv
+
+    with open(path(name), encoding="utf-8", newline="") as fh:
+        return tuple(csv.DictReader(fh))
