@@ -287,6 +287,22 @@ def write_release(version: str, frames: Mapping[str, "pd.DataFrame"], *, root=No
     return rdir / f"v{version}"
 
 
+def merge_frames(frames: Mapping[str, "pd.DataFrame"], additions: Mapping[str, "pd.DataFrame"],
+                 replace: Iterable[str] = ()) -> dict[str, "pd.DataFrame"]:
+    """``frames`` with the rows of ``additions`` appended table by table (a new dict);
+    tables named in ``replace``, or new to ``frames``, are taken from ``additions`` as is."""
+    import pandas as pd
+
+    out = dict(frames)
+    replace = set(replace)
+    for name, df in additions.items():
+        if name in out and name not in replace:
+            out[name] = pd.concat([out[name], df], ignore_index=True)
+        else:
+            out[name] = df
+    return out
+
+
 def extend_release(version: str, additions: Mapping[str, "pd.DataFrame"], *,
                    base: str | None = None, root=None, notes: str = "",
                    replace: Iterable[str] = ()) -> Path:
@@ -294,16 +310,8 @@ def extend_release(version: str, additions: Mapping[str, "pd.DataFrame"], *,
 
     Tables named in ``replace`` are replaced instead of appended to.
     """
-    import pandas as pd
-
     base = latest(root) if base is None else norm_version(base)
-    frames = read_all(base, root)
-    replace = set(replace)
-    for name, df in additions.items():
-        if name in frames and name not in replace:
-            frames[name] = pd.concat([frames[name], df], ignore_index=True)
-        else:
-            frames[name] = df
+    frames = merge_frames(read_all(base, root), additions, replace)
     return write_release(version, frames, root=root, parent=base, notes=notes)
 
 

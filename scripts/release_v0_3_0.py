@@ -96,10 +96,7 @@ def main(argv=None) -> int:
     if args.dry_run:
         from dgtraces.checks import validate_tables
 
-        frames = dict(base)  # already read above
-        for name, df in additions.items():
-            frames[name] = concat(frames.get(name), df)
-        validate_tables(frames)
+        validate_tables(store.merge_frames(base, additions))  # what extend_release writes
         print("dry run: valid, nothing written")
         return 0
     path = store.extend_release(VERSION, additions, base=BASE, notes=notes)

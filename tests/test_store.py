@@ -95,3 +95,13 @@ def test_atomic_write_bytes(tmp_path):
     store.atomic_write_bytes(p, b"one")
     store.atomic_write_bytes(p, b"two")
     assert p.read_bytes() == b"two" and [x.name for x in p.parent.iterdir()] == ["f.txt"]
+
+
+def test_merge_frames_appends_replaces_and_leaves_input_alone():
+    a = pd.DataFrame({"x": [1, 2]})
+    frames = {"t": a, "u": a}
+    out = store.merge_frames(frames, {"t": pd.DataFrame({"x": [3]}), "u": pd.DataFrame({"x": [9]}),
+                                      "v": pd.DataFrame({"x": [5]})}, replace=["u"])
+    assert out["t"]["x"].tolist() == [1, 2, 3]
+    assert out["u"]["x"].tolist() == [9] and out["v"]["x"].tolist() == [5]
+    assert frames["t"] is a and list(frames) == ["t", "u"]

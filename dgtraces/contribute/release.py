@@ -147,14 +147,12 @@ def _recover(root, notes: list[str]) -> dict | None:
 
 
 def _combine(parent: str | None, entries, root) -> tuple[dict, dict[str, int]]:
-    import pandas as pd
-
     frames = store.read_all(parent, root) if parent else {}
     added: dict[str, int] = {}
     for entry in entries:
-        for name, df in entry.frames().items():
-            frames[name] = pd.concat([frames[name], df], ignore_index=True) \
-                if name in frames else df
+        staged = entry.frames()
+        frames = store.merge_frames(frames, staged)
+        for name, df in staged.items():
             added[name] = added.get(name, 0) + len(df)
     return frames, added
 
