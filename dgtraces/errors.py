@@ -16,6 +16,7 @@ CODES = {
     "UNKNOWN_MODEL": "the model name is not one of the shipped architectures",
     "UNKNOWN_LAYER": "a layer name does not exist in the model's structure",
     "UNKNOWN_DEVICE": "the device is not in the devices table",
+    "DEVICE_MISMATCH": "a row's device_kind differs from the kind its device is known as",
     "UNKNOWN_LINK": "the interconnect preset is not in the links table",
     "GRAD_MISMATCH": "a gradient/blob size disagrees with the model structure",
     "PLAUSIBILITY": "values are well-typed but implausible (negative, inconsistent totals)",

@@ -121,22 +121,41 @@ def test_template_passes_and_stages(store, tmp_path):
     assert reject(entry.id, root=store).id == entry.id and list_staged(store) == []
 
 
-def test_template_passes_against_the_shipped_releases(tmp_store, tmp_path):
+def test_template_passes_against_the_shipped_releases(tmp_path, monkeypatch):
     from dgtraces import store as st
 
+    root = tmp_path / "data"
+    shutil.copytree(Path(st.__file__).resolve().parents[1] / "data" / "releases",
+                    root / "releases")
+    monkeypatch.setenv("DGTRACES_DATA", str(root))
+    assert st.list_releases(root)[-1] == st.latest()  # every shipped release, latest included
     write_template(tmp_path / "tpl")
     fill_template(tmp_path / "tpl")
-    checked = contribute(tmp_path / "tpl", root=tmp_store, dry_run=True)
+    checked = contribute(tmp_path / "tpl", root=root, dry_run=True)
     assert checked.rows == {"runs": 1, "layer_timings": 23}
-    if "devices" in st.tables(root=tmp_store):  # a device of the store needs no definition
-        runs, lt = variant("known-dev")
-        runs["device"] = st.read_table("devices", root=tmp_store)["device"].iloc[0]
-        meta = META[:META.index("devices:")]
-        folder = write_contrib(tmp_path / "known", runs, lt, meta=meta)
-        assert contribute(folder, root=tmp_store, dry_run=True).rows["runs"] == 1
-        runs["device"] = "not-a-device"
-        refused(write_contrib(tmp_path / "unknown", runs, lt, meta=meta), tmp_store,
-                "UNKNOWN_DEVICE")
+
+
+def test_devices_of_the_store_need_no_definition_and_keep_their_kind(mini_release_root,
+                                                                     tmp_path, monkeypatch):
+    from dgtraces import store as st
+
+    root = tmp_path / "data"
+    shutil.copytree(mini_release_root, root)
+    monkeypatch.setenv("DGTRACES_DATA", str(root))
+    devices = st.read_table("devices", root=root)
+    assert len(devices) and set(devices["kind"]) <= {"cpu", "gpu"}
+    meta = META[:META.index("devices:")]  # no devices: section
+    for i, dev in enumerate(devices.itertuples()):
+        runs, lt = variant(f"known-dev-{i}")
+        runs["device"], runs["device_kind"] = dev.device, dev.kind
+        folder = write_contrib(tmp_path / f"known{i}", runs, lt, meta=meta)
+        assert contribute(folder, root=root, dry_run=True).rows["runs"] == 1
+        runs["device_kind"] = {"cpu": "gpu", "gpu": "cpu"}[dev.kind]
+        err = refused(write_contrib(tmp_path / f"kind{i}", runs, lt, meta=meta), root,
+                      "DEVICE_MISMATCH")
+        assert {(f.column, f.row) for f in err.failures} == {("device_kind", 0)}
+    runs["device"] = "not-a-device"
+    refused(write_contrib(tmp_path / "unknown", runs, lt, meta=meta), root, "UNKNOWN_DEVICE")
 
 
 def test_zip_with_wrapping_folder_and_parquet_passes(store, tmp_path):
@@ -158,6 +177,7 @@ def test_zip_with_wrapping_folder_and_parquet_passes(store, tmp_path):
      "UNKNOWN_LAYER", "layer"),
     (lambda r, t: t.loc.__setitem__((4, "grad_bytes"), 1234), "GRAD_MISMATCH", "grad_bytes"),
     (lambda r, t: r.__setitem__("device", "tpu-v9"), "UNKNOWN_DEVICE", "device"),
+    (lambda r, t: r.__setitem__("device_kind", "cpu"), "DEVICE_MISMATCH", "device_kind"),
     (lambda r, t: r.__setitem__("fwd_ms", r["fwd_ms"] * 3), "PLAUSIBILITY", "fwd_ms"),
     (lambda r, t: r.__setitem__("layer_sum_ratio", 0.5), "PLAUSIBILITY", "layer_sum_ratio"),
     (lambda r, t: t.loc.__setitem__((2, "comm_ms"), float("inf")), "PLAUSIBILITY", "comm_ms"),
@@ -249,6 +269,45 @@ def test_zip_bomb_ratio_and_total_size(store, tmp_path):
     plain = _zip_with(tmp_path / "plain.zip", {}, folder)
     refused(plain, store, "UNSAFE_ARCHIVE", limits=Limits(max_total_bytes=2000))
     assert contribute(plain, root=store, dry_run=True).rows["runs"] == 1
+
+
+def _understate(zpath: Path, name: str, size: int, crc: int | None = None) -> None:
+    """Rewrite the central-directory entry of ``name``: uncompressed size ``size`` (and CRC)."""
+    import struct
+
+    raw = bytearray(zpath.read_bytes())
+    at = raw.find(b"PK\x01\x02")
+    while at >= 0:
+        n = struct.unpack_from("<H", raw, at + 28)[0]
+        if raw[at + 46:at + 46 + n].decode() == name:
+            struct.pack_into("<I", raw, at + 24, size)
+            if crc is not None:
+                struct.pack_into("<I", raw, at + 16, crc)
+            zpath.write_bytes(bytes(raw))
+            return
+        at = raw.find(b"PK\x01\x02", at + 4)
+    raise AssertionError(f"{name} not in {zpath}")
+
+
+def test_zip_member_with_understated_size_cannot_inflate(store, tmp_path):
+    """A member whose header declares fewer bytes than its data holds is never written
+    beyond the declared size: the zip reader stops there and the CRC check refuses it."""
+    import zlib
+
+    runs, lt = variant()
+    folder = write_contrib(tmp_path / "c", runs, lt)
+    payload = bytes(range(256)) * 1024  # 256 KiB of data behind a 1000-byte claim
+    liar = _zip_with(tmp_path / "liar.zip", {"README.md": payload}, folder)
+    _understate(liar, "README.md", 1000)
+    with zipfile.ZipFile(liar) as zf:
+        assert zf.getinfo("README.md").file_size == 1000  # the lie is what readers see
+    err = refused(liar, store, "BAD_FILE")
+    assert [f.file for f in err.failures] == ["README.md"]
+    # a consistent CRC for the first 1000 bytes: the member is cut at its declared size
+    _understate(liar, "README.md", 1000, zlib.crc32(payload[:1000]))
+    with zipfile.ZipFile(liar) as zf:
+        assert len(zf.read("README.md")) == 1000
+    assert contribute(liar, root=store, dry_run=True).rows["runs"] == 1
 
 
 def test_symlinks_in_folders(store, tmp_path):

@@ -48,7 +48,7 @@ def test_check_refuses_metadata_that_is_not_json(store, tmp_path):
     contrib = read_contribution(write_contrib(tmp_path / "c", runs, lt))
     contrib.meta["notes"] = {"when": datetime.date(2024, 1, 1)}  # parse_meta bypassed
     with pytest.raises(DgtracesError) as exc:
-        check(contrib, Known(devices={"example-gpu"}))
+        check(contrib, Known(devices={"example-gpu": "gpu"}))
     assert exc.value.code == "METADATA"
     assert [f.found for f in exc.value.failures] == ["TypeError"]
 

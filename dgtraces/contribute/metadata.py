@@ -141,5 +141,6 @@ def json_failures(meta: dict) -> list[Failure]:
     return []
 
 
-def device_keys(meta: dict) -> set[str]:
-    return {d["device"] for d in meta.get("devices", []) or []}
+def device_keys(meta: dict) -> dict[str, str]:
+    """Devices declared in contribution.yaml: key -> kind (cpu | gpu)."""
+    return {d["device"]: d["kind"] for d in meta.get("devices", []) or []}

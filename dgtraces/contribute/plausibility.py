@@ -149,7 +149,9 @@ def layer_sum_failures(runs: "pd.DataFrame", lt: "pd.DataFrame",
     return out
 
 
-def device_failures(frames, files, known: set[str]) -> list[Failure]:
+def device_failures(frames, files, known: dict[str, str]) -> list[Failure]:
+    """Devices must be known (store or contribution.yaml: key -> kind), and a run's
+    ``device_kind`` must be the kind its device is known as."""
     out: list[Failure] = []
     for name in ("runs", "iterations"):
         df = frames.get(name)
@@ -159,4 +161,12 @@ def device_failures(frames, files, known: set[str]) -> list[Failure]:
         out += _located("UNKNOWN_DEVICE", "device not in the store's devices table nor in "
                         "contribution.yaml devices", ~d["device"].isin(sorted(known)), d,
                         "device", files.get(name), "a known device key")
+        if "device_kind" in d.columns:
+            want = d["device"].map(known)
+            bad = want.notna() & (d["device_kind"] != want)
+            out += _located("DEVICE_MISMATCH", "device_kind differs from the kind of its device "
+                            "(devices table or contribution.yaml)", bad, d, "device_kind",
+                            files.get(name), "the device's kind",
+                            lambda i: f"{d['device_kind'][i]!r} (device {d['device'][i]!r} is "
+                                      f"{want[i]!r})")
     return out

@@ -110,6 +110,7 @@ def get_staged(entry_id: str, root=None) -> StagedEntry:
 
 
 def staged_known(root=None) -> "Known":
+    from .metadata import device_keys
     from .validate import Known
 
     known = Known()
@@ -120,7 +121,7 @@ def staged_known(root=None) -> "Known":
         known.iter_ids.update(info["iter_ids"])
         known.comm_keys.update(info["comm_keys"])
         known.digests.add(info["digest"])
-        known.devices.update(d["device"] for d in info["meta"].get("devices", []) or [])
+        known.devices.update(device_keys(info["meta"]))
     return known
 
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 CODE_ORDER = ("SCHEMA", "CROSS_TABLE", "METADATA", "UNKNOWN_LAYER", "GRAD_MISMATCH",
-              "UNKNOWN_DEVICE", "PLAUSIBILITY", "DUPLICATE")
+              "UNKNOWN_DEVICE", "DEVICE_MISMATCH", "PLAUSIBILITY", "DUPLICATE")
 RUN_DESCRIPTORS = ("model", "device", "framework", "precision", "batch_size", "threads")
 TIMING_COLUMNS = ("layer", "fwd_ms", "bwd_ms", "fwd_p10_ms", "fwd_p90_ms", "bwd_p10_ms",
                   "bwd_p90_ms", "comm_ms", "n")
@@ -43,7 +43,7 @@ class Known:
     iter_ids: set = field(default_factory=set)
     comm_keys: set = field(default_factory=set)
     digests: set = field(default_factory=set)
-    devices: set = field(default_factory=set)
+    devices: dict = field(default_factory=dict)  # device key -> kind (cpu | gpu)
 
     def update(self, other: "Known") -> "Known":
         for name in self.__dataclass_fields__:
@@ -154,7 +154,7 @@ def store_known(root=None) -> Known:
         known.comm_keys.update(comm_keys(comm))
     devices = read("devices")
     if devices is not None:
-        known.devices.update(devices["device"].astype(str))
+        known.devices.update(zip(devices["device"].astype(str), devices["kind"].astype(str)))
     return known
 
 
@@ -227,7 +227,7 @@ def check(contrib: Contribution, known: Known) -> Checked:
     if grads is not None:
         failures += pl.grad_failures(lt, grads, runs, files.get("layer_timings"))
     failures += pl.layer_sum_failures(runs, lt, files)
-    failures += pl.device_failures(frames, files, known.devices | device_keys(contrib.meta))
+    failures += pl.device_failures(frames, files, {**known.devices, **device_keys(contrib.meta)})
     fingerprints = run_fingerprints(runs, lt)
     failures += _duplicates(frames, files, fingerprints, known)
     digest = content_digest(frames)
