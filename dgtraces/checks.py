@@ -206,6 +206,8 @@ def validate_files(paths, table: str | None = None, *, use_store: bool = True,
     files: dict[str, str] = {}
     failures: list[Failure] = []
     for path in paths:
+        if not Path(path).is_file():  # before guessing a table from a name that isn't there
+            raise ValidationError(f"{path}: no such file", code="NOT_FOUND")
         name = table or table_for_path(path)
         if name in frames:
             raise ValidationError(f"two files for table {name!r}: {files[name]} and {path}",

@@ -23,6 +23,8 @@ CODES = {
     "DUPLICATE": "the same content is already in the store or in staging",
     "UNSAFE_ARCHIVE": "an archive has unsafe members (traversal, links, bombs)",
     "BAD_FILE": "a file cannot be read (encoding, truncated, wrong format)",
+    "IO_ERROR": "the operating system refused a read or write (missing folder, permissions, "
+                "disk full)",
     "LOCKED": "another process holds a lock (the store lock or the measurement lock)",
     "METADATA": "contribution.yaml lacks a required field or has a bad value",
     "NOT_FOUND": "a release, table, run or file does not exist",

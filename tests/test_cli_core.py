@@ -50,3 +50,26 @@ def test_validate_cli_report(tmp_path):
     good = tmp_path / "layers.parquet"
     layers_frame("resnet50").to_parquet(good)
     assert invoke("validate", str(good)).exit_code == 0
+
+
+def test_unwritable_output_paths_are_reported_not_raised(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")  # a file where an output folder would have to be
+    for args in (["predict", "--model", "alexnet", "--device", "k80", "--batch-size", "8",
+                  "--timeline", str(blocker / "t.json")],
+                 ["export-hf", str(blocker / "hub")]):
+        out = subprocess.run([sys.executable, "-m", "dgtraces", *args], capture_output=True,
+                             text=True)
+        assert out.returncode == 1, args
+        assert "[IO_ERROR]" in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_output_into_a_closed_pipe_exits_quietly():
+    proc = subprocess.Popen([sys.executable, "-m", "dgtraces", "sql",
+                             "select * from range(1000000)", "--format", "csv"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.readline()
+    proc.stdout.close()  # the reader goes away, as `| head -1` would
+    err = proc.stderr.read().decode()
+    # click stops quietly on EPIPE (exit 1, nothing on stderr), not with IO_ERROR
+    assert proc.wait(timeout=60) == 1 and err == "", err

@@ -103,3 +103,10 @@ def test_unknown_table_name(tmp_path):
 
 def test_exported_schemas_match_code():
     assert stale("schemas") == []
+
+
+def test_validate_files_missing_path_is_not_found_even_without_a_table_name(tmp_path):
+    for path in (tmp_path / "nothing-here", tmp_path / "layers.parquet"):
+        with pytest.raises(ValidationError) as exc:
+            validate_files([path])
+        assert exc.value.code == "NOT_FOUND"

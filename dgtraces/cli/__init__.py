@@ -76,6 +76,11 @@ def run() -> None:
     except DgtracesError as exc:
         click.echo(exc.report(), err=True)
         sys.exit(1)
+    except OSError as exc:  # an output path that cannot be written, a vanished input, ...
+        where = f"{exc.filename}: " if exc.filename else ""
+        click.echo(DgtracesError(f"{where}{exc.strerror or exc}", code="IO_ERROR").report(),
+                   err=True)
+        sys.exit(1)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)

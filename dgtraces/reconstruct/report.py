@@ -83,6 +83,8 @@ class MethodReport:
                 out.append(f"{dev} leave-one-out, {name}: MAPE {s['mape']:.1f}%, median "
                            f"{s['median']:.1f}%, rms log {s['rms_log']:.3f}, "
                            f"{s['within']}/{s['n']} within {WITHIN_PCT:.0f}%")
+        out.append("other model structures tried against the 5% bar (none adopted): "
+                   "docs/reconstruction_variants.md (python scripts/explore_reconstruction.py)")
         out.append(f"h200: {H200_NOTE}")
         out.extend(f"not available: {m}" for m in self.missing)
         return "\n".join(out)
