@@ -73,3 +73,9 @@ def test_output_into_a_closed_pipe_exits_quietly():
     err = proc.stderr.read().decode()
     # click stops quietly on EPIPE (exit 1, nothing on stderr), not with IO_ERROR
     assert proc.wait(timeout=60) == 1 and err == "", err
+
+
+def test_schemas_check_without_a_schemas_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = invoke("schemas", "--check")
+    assert res.exit_code != 0 and res.exception.code == "NOT_FOUND"

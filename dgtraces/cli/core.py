@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
 
@@ -73,6 +74,11 @@ def schemas(out, check) -> None:
     from ..schema_export import export, stale
 
     if check:
+        if not Path(out).is_dir():
+            from ..errors import DgtracesError
+
+            raise DgtracesError(f"{out}: no schemas folder here (run from the repository root "
+                                "or pass --out)", code="NOT_FOUND")
         diff = stale(out)
         if diff:
             click.echo("stale: " + ", ".join(diff), err=True)
