@@ -18,11 +18,15 @@ PRETTY_NAME = "dgtraces: layer-wise DL training traces (AlexNet, GoogLeNet, ResN
 SUMMARY = ("Layer-wise deep-learning training traces (per-layer forward/backward time, gradient "
            "size, FLOPs, communication time) for AlexNet, GoogLeNet and ResNet-50, with "
            "end-to-end S-SGD iteration times and collective-communication timings, for "
-           "predicting synchronous data-parallel SGD iteration time with a DAG model. Every "
-           "row carries its provenance (measured, reconstructed or published) and source.")
+           "predicting synchronous data-parallel SGD iteration time with a DAG model. Rows "
+           "carry their provenance (measured, reconstructed or published) and source: in "
+           "runs, iterations, comm, comm_fits and devices directly, in layer_timings through "
+           "their run; the layers table is computed from the cited architecture definitions.")
 HOMEPAGE = None  # no public URL yet; fill in when the dataset is published on the Hub
 LICENSE = "cc-by-4.0"
 LICENSE_URL = "https://creativecommons.org/licenses/by/4.0/"
+BSD_LICENSE = "bsd-2-clause"  # rows derived from the B-Caffe logs
+BSD_LICENSE_URL = "https://opensource.org/license/bsd-2-clause"
 TAGS = ("distributed-training", "deep-learning", "performance-modeling", "sgd",
         "layer-wise-traces", "benchmark")
 BCAFFE_PATTERN = r"(?i)b-caffe"  # sources of rows derived from the shyhuai/B-Caffe logs
@@ -111,6 +115,15 @@ def provenance_stats(version: str | None = None, root=None) -> dict[str, dict]:
     return stats
 
 
+def licenses(stats: dict) -> list[tuple[str, str]]:
+    """(Hub licence id, URL) of every licence that applies to some row of the release:
+    CC-BY-4.0, plus BSD-2-Clause when B-Caffe-derived rows are present."""
+    out = [(LICENSE, LICENSE_URL)]
+    if any(s["bcaffe"] for s in stats.values()):
+        out.append((BSD_LICENSE, BSD_LICENSE_URL))
+    return out
+
+
 def default_config(tables) -> str:
     """The Hub viewer's default config: the per-layer traces when present."""
     tables = sorted(tables)
@@ -131,7 +144,8 @@ def _yaml_header(manifest: dict, stats: dict, data_dir: str) -> str:
             cfg["default"] = True
         configs.append(cfg)
     total = sum(s["rows"] for s in stats.values())
-    meta = {"license": LICENSE, "pretty_name": PRETTY_NAME, "language": ["en"],
+    ids = [key for key, _ in licenses(stats)]
+    meta = {"license": ids[0] if len(ids) == 1 else ids, "pretty_name": PRETTY_NAME, "language": ["en"],
             "tags": list(TAGS), "size_categories": [size_category(total)],
             "configs": configs}
     return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n"

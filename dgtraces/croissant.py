@@ -122,7 +122,7 @@ def build(version: str | None = None, root=None, data_dir: str = "data") -> dict
         "conformsTo": CONFORMS_TO,
         "name": c.DATASET_NAME,
         "description": c.SUMMARY,
-        "license": c.LICENSE_URL,
+        "license": [url for _, url in c.licenses(c.provenance_stats(version, root))],
         "url": c.HOMEPAGE,
         "version": version,
         "datePublished": manifest.get("created_utc", "")[:10] or None,

@@ -133,7 +133,8 @@ class Iterations(_Base):
     batch_size: Series[pd.Int64Dtype] = F("per-worker batch size", "samples", nullable=True, gt=0)
     workers: Series[int] = F("data-parallel workers", "count", ge=1)
     nodes: Series[int] = F("machines", "count", ge=1)
-    interconnect: Series[str] = F("link the workers used (links table key or 'unknown')")
+    interconnect: Series[str] = F("link the workers used (a links preset key, 'none (single GPU)' "
+                                        "or 'unknown')")
     backend: Series[str] = F("communication library (gloo, nccl, mpi)", nullable=True)
     policy: Series[str] = F("gradient aggregation policy", isin=POLICIES)
     bucket_bytes: Series[pd.Int64Dtype] = F("bucket size for bucketed policies", "bytes",
@@ -167,7 +168,7 @@ class Comm(_Base):
 
     collective: Series[str] = F("collective operation", isin=COLLECTIVES)
     backend: Series[str] = F("library (gloo, nccl, mpi/osu)", str_length={"min_value": 1})
-    interconnect: Series[str] = F("link (links table key or description)")
+    interconnect: Series[str] = F("link (a links preset key or a description)")
     workers: Series[int] = F("participating processes", "count", ge=1)
     message_bytes: Series[int] = F("message size", "bytes", ge=1)
     time_ms: Series[float] = F("time, median (or average where published so)", "ms", gt=0)

@@ -35,7 +35,7 @@ def test_card_content_fragments_sorted_and_deterministic(mini_release_root, tmp_
     assert text == cards.render_card(root=mini_release_root, fragments_dir=frag)
     assert text.index("FRAGMENT-A") < text.index("FRAGMENT-B") and "NOT-A-FRAGMENT" not in text
     meta = yaml.safe_load(text.split("---\n")[1])
-    assert meta["license"] == "cc-by-4.0" and len(meta["configs"]) == 8
+    assert meta["license"] == ["cc-by-4.0", "bsd-2-clause"] and len(meta["configs"]) == 8
     assert "| `layer_timings` (provenance of its `runs` row) | 6 | 3 | 0 | 3 | 3 |" in text
     assert "| `comm` | 3 | 1 | 0 | 2 | 2 |" in text
     assert "arXiv:1805.03812" in text and "ICPADS" in text and "BSD 2-Clause" in text
@@ -72,3 +72,12 @@ def test_committed_card_is_current(monkeypatch):
     meta = (REPO / "cards" / "croissant.json").read_text(encoding="utf-8")
     assert readme == cards.render_card(), "stale cards/README.md: run `dgtraces card`"
     assert meta == croissant.render(), "stale cards/croissant.json: run `dgtraces card`"
+
+
+def test_licence_metadata_follows_the_rows(tmp_store, tmp_path):
+    """Only CC-BY-4.0 when no row derives from the B-Caffe logs (v0.1.0: layers only)."""
+    from dgtraces import croissant
+
+    text = cards.render_card(root=tmp_store, fragments_dir=tmp_path)
+    assert yaml.safe_load(text.split("---\n")[1])["license"] == "cc-by-4.0"
+    assert croissant.build(root=tmp_store)["license"] == [cards.LICENSE_URL]

@@ -21,7 +21,8 @@ def test_structure_from_schemas_and_manifest(mini_release_root):
     doc = build(root=mini_release_root)
     manifest = store.read_manifest(root=mini_release_root)
     assert doc["version"] == "0.2.0" and doc["conformsTo"] == "http://mlcommons.org/croissant/1.0"
-    assert doc["license"] == "https://creativecommons.org/licenses/by/4.0/"
+    assert doc["license"] == ["https://creativecommons.org/licenses/by/4.0/",
+                              "https://opensource.org/license/bsd-2-clause"]
     assert "arXiv:1805.03812" in doc["citeAs"]
     shas = {f["name"]: f["sha256"] for f in doc["distribution"]}
     assert shas == {e["file"]: e["sha256"] for e in manifest["tables"].values()}

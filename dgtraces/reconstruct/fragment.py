@@ -256,7 +256,8 @@ def markdown(rep: MethodReport, png: str | None = PNG_LINK) -> str:
     lines = [
         "## Reconstructed traces (K80, V100) and the method's measured error", "",
         f"Method `{method_id()}` (`dgtraces.reconstruct`, version {METHOD_VERSION}). The "
-        "paper's raw K80/V100 traces cannot be fetched, so K80 and V100 rows are "
+        "paper's raw K80/V100 traces cannot be fetched, so the K80 and V100 training traces "
+        "(`runs` + `layer_timings` with provenance `reconstructed`) are "
         "**reconstructed**: per-layer forward and backward times computed from the `layers` "
         "table (FLOPs and bytes per sample) and device peaks, by a cost model whose few "
         "parameters are fitted to published whole-model throughputs. They are modelled, not "
@@ -305,8 +306,10 @@ def markdown(rep: MethodReport, png: str | None = PNG_LINK) -> str:
         "### H200", "",
         H200_NOTE, "",
         "### Which rows to trust how much", "",
-        "- **measured** (`provenance = measured`, CPU runs and the CPU `devices` row): "
-        "timings of this machine; spread in p10/p90; flagged runs say why.",
+        "- **measured** (`provenance = measured`: this machine's CPU `runs`/`layer_timings`, "
+        "gloo `comm` points and their `comm_fits`, 2-worker S-SGD `iterations`, and the "
+        "`devices` rows of its measured peaks per thread count): timings of this machine; "
+        "spread in p10/p90; flagged runs say why.",
         "- **published** (`iterations` calibration rows, B-Caffe `runs`/`layer_timings`, "
         "OSU `comm`, datasheet `devices`): as published; B-Caffe's device and batch are "
         "inferred.",

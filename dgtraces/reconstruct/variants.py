@@ -143,7 +143,7 @@ VARIANTS = {v.name: v for v in (
             "conv 64/192/384/384/256, 227 input (224 + 3, VALID conv1), no LRN, no groups, "
             "1001 classes, default batch 512 (matches the row). The conv3-5 widths are "
             "recalled, not checked: torchvision's and tensorflow/models' alexnet_benchmark.py "
-            "use 384/256/256 (18% fewer forward FLOPs)", _alexnet_tf),
+            "use 384/256/256 (15% fewer forward FLOPs)", _alexnet_tf),
     Variant("alexnet-mxnet", "AlexNet without grouped convolutions", "apache/mxnet "
             "example/image-classification/symbols/alexnet.py (1.2)", "high",
             "conv 96/256/384/384/256 with no num_group (conv2/4/5 2x bvlc_alexnet's FLOPs), "
