@@ -59,30 +59,47 @@ def read_file(path: str | os.PathLike) -> "pd.DataFrame":
                               f"{str(exc)[:300]})", code="BAD_FILE") from exc
 
 
-def _schema_failures(table: str, errors, file: str | None, csv: bool) -> list[Failure]:
-    cases = errors.failure_cases
+def _schema_failures(table: str, errors, file: str | None) -> list[Failure]:
+    from .schema import TABLES
+
+    records = errors.failure_cases.to_dict("records")
+    # a value that could not be converted, or a missing column, makes later checks on its
+    # column (and frame-wide checks) crash with a TypeError/KeyError; those echoes are
+    # dropped when the failure that causes them is reported
+    structural = any(str(r.get("check")).startswith(("coerce_dtype", "dtype",
+                                                     "column_in_dataframe"))
+                     for r in records)
+    model_name = TABLES[table].__name__  # pandera's "column" of frame-wide checks
+    coerced = {(r.get("index"), r.get("column")) for r in records
+               if str(r.get("check")).startswith("coerce_dtype")}
     out = []
-    for rec in cases.to_dict("records"):
+    for rec in records:
         idx = rec.get("index")
         row = None if idx is None or idx != idx else int(idx)
         column = rec.get("column")
         column = None if column is None or column != column else str(column)
         check = str(rec.get("check"))
         found = rec.get("failure_case")
-        msg = f"{table}: failed {check}"
-        if csv and row is not None:
-            msg += f" (line {row + 2})"
-        code = "SCHEMA"
-        if check.startswith("column_in_dataframe") or check.startswith("column_in_schema"):
-            msg = f"{table}: column {found!r} " + (
-                "missing" if check.startswith("column_in_dataframe") else "not in the schema")
-        out.append(Failure(code, msg, file=file, row=row, column=column,
+        if structural and row is None and isinstance(found, str) and found.startswith(
+                ("TypeError(", "ValueError(", "KeyError(")):
+            continue
+        if column == model_name:
+            column = None  # a frame-wide check, not a column
+        if check.startswith("dtype") and (idx, rec.get("column")) in coerced:
+            continue  # the same cell's failed conversion is reported already
+        msg = f"{table}: failed {check}"  # Failure.line adds the CSV line to the row
+        if check.startswith(("column_in_dataframe", "column_in_schema")):
+            missing = check.startswith("column_in_dataframe")
+            out.append(Failure("SCHEMA", f"{table}: column " + (
+                "missing" if missing else "not in the schema"), file=file, column=str(found)))
+            continue
+        out.append(Failure("SCHEMA", msg, file=file, row=row, column=column,
                            expected=check, found=repr(found)))
     return out
 
 
-def validate_frame(table: str, df: "pd.DataFrame", *, file: str | None = None,
-                   csv: bool = False) -> "pd.DataFrame":
+def validate_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
+                   ) -> "pd.DataFrame":
     """Validate one table lazily (all failures at once); returns the coerced frame."""
     import pandera.errors as pe
 
@@ -93,7 +110,7 @@ def validate_frame(table: str, df: "pd.DataFrame", *, file: str | None = None,
     try:
         return TABLES[table].validate(df, lazy=True)
     except pe.SchemaErrors as errors:
-        failures = _schema_failures(table, errors, file, csv)
+        failures = _schema_failures(table, errors, file)
         raise ValidationError(f"{file or table}: {len(failures)} schema failure(s)",
                               failures=failures) from None
 
@@ -184,8 +201,7 @@ def validate_tables(frames: Mapping[str, "pd.DataFrame"], *,
     out = {}
     for name, df in frames.items():
         try:
-            out[name] = validate_frame(name, df, file=files.get(name),
-                                       csv=str(files.get(name, "")).endswith(".csv"))
+            out[name] = validate_frame(name, df, file=files.get(name))
         except ValidationError as exc:
             if exc.code != "SCHEMA":
                 raise

@@ -55,14 +55,18 @@ class Failure:
         where = []
         if self.file is not None:
             where.append(f"file {self.file}")
-        if self.row is not None:
-            where.append(f"row {self.row}")
+        if self.row is not None:  # 0-based data row; in a CSV the header is line 1
+            csv_line = self.file is not None and str(self.file).lower().endswith(".csv")
+            where.append(f"row {self.row}" + (f" (line {self.row + 2})" if csv_line else ""))
         if self.column is not None:
             where.append(f"column {self.column!r}")
         loc = ", ".join(where)
         text = f"[{self.code}] " + (f"{loc}: " if loc else "") + self.message
-        if self.expected is not None or self.found is not None:
-            text += f" (expected {self.expected}, found {self.found})"
+        sides = [f"{name} {value}" for name, value in (("expected", self.expected),
+                                                        ("found", self.found))
+                 if value is not None]
+        if sides:
+            text += f" ({', '.join(sides)})"
         return text
 
 

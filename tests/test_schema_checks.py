@@ -110,3 +110,31 @@ def test_validate_files_missing_path_is_not_found_even_without_a_table_name(tmp_
         with pytest.raises(ValidationError) as exc:
             validate_files([path])
         assert exc.value.code == "NOT_FOUND"
+
+
+def test_one_bad_cell_gives_one_located_failure():
+    df = pd.DataFrame({"run_id": ["r1", "r1"], "layer": ["conv1", "conv2"],
+                       "fwd_ms": ["abc", 1.0], "bwd_ms": [1.0, 2.0], "n": [1, 1]})
+    for col in ("fwd_p10_ms", "fwd_p90_ms", "bwd_p10_ms", "bwd_p90_ms", "comm_ms"):
+        df[col] = None
+    with pytest.raises(ValidationError) as exc:
+        validate_frame("layer_timings", df, file="lt.csv")
+    (f,) = exc.value.failures  # no echoes of checks that crashed on the unconverted column
+    assert (f.code, f.row, f.column, f.found) == ("SCHEMA", 0, "fwd_ms", "'abc'")
+    assert "(line 2)" in f.line()
+
+
+def test_missing_columns_are_named_as_columns():
+    with pytest.raises(ValidationError) as exc:
+        validate_frame("layers", pd.DataFrame({"model": ["alexnet"]}), file="layers.csv")
+    cols = {f.column for f in exc.value.failures if f.row is None}
+    assert {"layer", "kind", "fwd_flops"} <= cols and "Layers" not in cols
+
+
+def test_failure_line_shows_csv_line_and_only_the_sides_it_has():
+    from dgtraces.errors import Failure
+
+    assert "(line 7)" in Failure("PLAUSIBILITY", "m", file="runs.csv", row=5).line()
+    assert "line" not in Failure("PLAUSIBILITY", "m", file="runs.parquet", row=5).line()
+    text = Failure("DUPLICATE", "already staged", found="0d33").line()
+    assert "expected" not in text and "found 0d33" in text
