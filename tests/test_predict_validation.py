@@ -186,10 +186,20 @@ def test_cli_sweep_and_validate(release, tmp_path):
     assert res.exit_code == 0, res.output
     df = pd.read_parquet(out)
     assert len(df) == 4 * 2 * 4 * 2 and set(df["trace_run_id"]) == {RUN}
+    # each row says where its trace and links come from, as predict does
+    assert df["trace_source"].str.len().gt(0).all()
+    assert set(df["inter_source"].str.split(":").str[0]) <= {"published", "measured"}
+    assert df.groupby("inter")["inter_source"].nunique().eq(1).all()
     res = CliRunner().invoke(main, ["validate-predictor", "--plot", str(tmp_path / "p.png"),
                                     "--json"])
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output)["headline"]["measured"]["rows"] == 3
+    def strict(token):  # NaN / Infinity are not JSON
+        raise ValueError(token)
+
+    doc = json.loads(res.output, parse_constant=strict)
+    assert doc["headline"]["measured"]["rows"] == 3
+    assert any(r["reason"] is None for r in doc["rows"])  # missing values are null
+    assert all(r["trace_source"] for r in doc["rows"] if r["predicted_ms"] is not None)
 
 
 def test_predict_trace_schedule_is_consistent(release):

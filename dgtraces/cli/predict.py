@@ -249,7 +249,7 @@ def validate_predictor(release, plot, out, as_json) -> None:
     if out:
         _write_frame(res.rows, out)
     if as_json:
-        click.echo(json.dumps(res.to_dict(), indent=2, default=str))
+        click.echo(json.dumps(res.to_dict(), indent=2, default=str, allow_nan=False))
         return
     click.echo(res.report())
     if plot:

@@ -91,7 +91,17 @@ def comm_grid(grid: Grid) -> dict[str, np.ndarray]:
         a = a + np.where(comm, grid.staging_passes * stage.alpha_ms, 0.0)
         b = b + np.where(comm, grid.staging_passes * stage.beta_ms_per_byte, 0.0)
     return {"workers": w.astype(np.int64), "gpus_per_node": g.astype(np.int64), "intra": li,
-            "inter": le, "algorithm": al, "a_ms": a, "b_ms_per_byte": b}
+            "inter": le, "algorithm": al, "a_ms": a, "b_ms_per_byte": b,
+            "intra_source": _labels(li, intra), "inter_source": _labels(le, inter)}
+
+
+def _labels(names: np.ndarray, links: dict) -> "pd.Categorical":
+    """``provenance: source`` of each row's link, as a categorical (few distinct values)."""
+    import pandas as pd
+
+    uniq, inverse = np.unique(names, return_inverse=True)
+    return pd.Categorical([f"{links[n].provenance}: {links[n].source}" for n in uniq]
+                          )[inverse]
 
 
 def run_sweep(grid: Grid, trace_loader: Callable[[str, int], Trace] | None = None,
@@ -135,7 +145,9 @@ def _rows(grid, cg, trace, prep, pname, rel_end, rel_single):
             "throughput_img_s": cg["workers"] * trace.batch_size * 1000.0 / iter_ms,
             "speedup_vs_1": speedup, "efficiency": speedup / cg["workers"],
             "comm_exposed_ms": exposed, "trace_provenance": trace.provenance,
-            "trace_run_id": trace.run_id, "provenance": "modelled"})
+            "trace_run_id": trace.run_id, "trace_source": trace.source,
+            "intra_source": cg["intra_source"], "inter_source": cg["inter_source"],
+            "provenance": "modelled"})
 
 
 def reference_row(trace: Trace, row: dict, grid: Grid) -> float:

@@ -29,6 +29,17 @@ CIRCULAR = ("published single-GPU rows predicted from reconstructed traces are c
             "not the predictor")
 
 
+def _no_nan(obj):
+    """``obj`` with every float NaN (pandas' missing value) replaced by None."""
+    if isinstance(obj, dict):
+        return {k: _no_nan(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_no_nan(v) for v in obj]
+    if isinstance(obj, float) and obj != obj:
+        return None
+    return obj
+
+
 @dataclass(frozen=True)
 class ValidationResult:
     release: str
@@ -47,10 +58,11 @@ class ValidationResult:
         return out
 
     def to_dict(self) -> dict:
-        return {"release": self.release, "headline": self.headline(),
-                "by_model": self.by_model.to_dict("records"),
-                "by_policy": self.by_policy.to_dict("records"),
-                "rows": self.rows.to_dict("records"), "note": CIRCULAR}
+        """JSON-ready: missing values are None (JSON null), never NaN."""
+        return _no_nan({"release": self.release, "headline": self.headline(),
+                        "by_model": self.by_model.to_dict("records"),
+                        "by_policy": self.by_policy.to_dict("records"),
+                        "rows": self.rows.to_dict("records"), "note": CIRCULAR})
 
     def report(self) -> str:
         lines = [f"predictor validation against release {self.release} (predictions are "
@@ -124,7 +136,7 @@ def _predict_row(row, release: str, runs, timings) -> dict:
             "plain_ms": predict_trace(trace, plain, policy)[0].iter_ms if effects
             else pred.iter_ms,
             "cpu_effects": ", ".join(f"{k}={v}" for k, v in effects.items()) or None,
-            "trace_run_id": trace.run_id, "circular": circular,
+            "trace_run_id": trace.run_id, "trace_source": trace.source, "circular": circular,
             "pred_fwd_ms": b["h2d"] + b["fwd"], "pred_bwd_ms": b["bwd"],
             "pred_comm_exposed_ms": b["comm_exposed"], "pred_update_ms": b["update"],
             "link_source": pred.cluster["intra"]["source"] if workers > 1 else None}
