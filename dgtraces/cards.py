@@ -11,6 +11,7 @@ and Croissant ``contentUrl`` refer to.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 DATASET_NAME = "dgtraces"
@@ -29,6 +30,7 @@ BSD_LICENSE = "bsd-2-clause"  # rows derived from the B-Caffe logs
 BSD_LICENSE_URL = "https://opensource.org/license/bsd-2-clause"
 TAGS = ("distributed-training", "deep-learning", "performance-modeling", "sgd",
         "layer-wise-traces", "benchmark")
+REQUIRES = re.compile(r"<!--\s*requires provenance:\s*([a-z, ]+?)\s*-->")
 BCAFFE_PATTERN = r"(?i)b-caffe"  # sources of rows derived from the shyhuai/B-Caffe logs
 REPO = Path(__file__).resolve().parent.parent
 FRAGMENTS = REPO / "cards" / "fragments"
@@ -198,13 +200,30 @@ def _table_section(table: str, stat: dict, entry: dict, max_sources: int = 25) -
     return out + [""]
 
 
-def fragments(folder: str | Path | None = None) -> list[tuple[str, str]]:
-    """(file name, text) of every ``*.md`` in the fragments folder, sorted by name."""
+def fragments(folder: str | Path | None = None, stats: dict | None = None
+              ) -> list[tuple[str, str]]:
+    """(file name, text) of every ``*.md`` in the fragments folder, sorted by name.
+
+    A fragment whose first line is ``<!-- requires provenance: p[, q] -->`` describes rows
+    of those provenances: with ``stats`` (:func:`provenance_stats` of a release) it is left
+    out of a release that has none of them. The marker line is never part of the text."""
     folder = FRAGMENTS if folder is None else Path(folder)
     if not folder.is_dir():
         return []
-    return [(p.name, p.read_text(encoding="utf-8").strip())
-            for p in sorted(folder.glob("*.md")) if p.is_file()]
+    out = []
+    for p in sorted(folder.glob("*.md")):
+        if not p.is_file():
+            continue
+        text = p.read_text(encoding="utf-8").strip()
+        m = REQUIRES.match(text)
+        if m:
+            text = text[m.end():].strip()
+            needed = {x.strip() for x in m.group(1).split(",")}
+            if stats is not None and not any(s["provenance"].get(n) for s in stats.values()
+                                             for n in needed):
+                continue
+        out.append((p.name, text))
+    return out
 
 
 def render_card(version: str | None = None, root=None, *, data_dir: str = "data",
@@ -230,7 +249,7 @@ def render_card(version: str | None = None, root=None, *, data_dir: str = "data"
     lines += _provenance_table(stats) + ["", "## License", "", LICENSES, "", "## Tables", ""]
     for table in sorted(manifest["tables"]):
         lines += _table_section(table, stats[table], manifest["tables"][table])
-    for name, text in fragments(fragments_dir):
+    for name, text in fragments(fragments_dir, stats):
         lines += [f"<!-- from cards/fragments/{name} -->", "", text, ""]
     lines += ["## Files (manifest)", "", "| file | rows | bytes | sha256 |",
               "| --- | ---: | ---: | --- |"]

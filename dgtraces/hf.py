@@ -58,7 +58,7 @@ def export(out: str | os.PathLike, version: str | None = None, root=None, *,
             raise IntegrityError(f"release {version} fails its manifest", failures=bad,
                                  hint=store.VERIFY_HINT)
         shutil.copyfile(src / store.MANIFEST, tmp / store.MANIFEST)
-        _copy_fragment_assets(tmp, fragments_dir)
+        _copy_fragment_assets(tmp, fragments_dir, version, root)
         store.atomic_write_bytes(tmp / "README.md", render_card(
             version, root, data_dir=DATA_DIR, fragments_dir=fragments_dir).encode())
         store.atomic_write_bytes(tmp / "croissant.json",
@@ -72,14 +72,16 @@ def export(out: str | os.PathLike, version: str | None = None, root=None, *,
     return sorted(p for p in out.rglob("*") if p.is_file())
 
 
-def _copy_fragment_assets(dest: Path, fragments_dir) -> None:
-    """Copy the fragments' non-Markdown files (figures) to ``dest/fragments/``, where the
-    card's relative links (``fragments/<file>``, as in ``cards/``) expect them."""
-    from .cards import FRAGMENTS
+def _copy_fragment_assets(dest: Path, fragments_dir, version: str, root) -> None:
+    """Copy the non-Markdown files (figures) that the release's card links to into
+    ``dest/fragments/``, where its relative links (``fragments/<file>``, as in ``cards/``)
+    expect them."""
+    from .cards import FRAGMENTS, fragments, provenance_stats
 
     folder = Path(FRAGMENTS if fragments_dir is None else fragments_dir)
-    assets = [p for p in sorted(folder.glob("*")) if p.is_file() and p.suffix != ".md"] \
-        if folder.is_dir() else []
+    used = "\n".join(text for _, text in fragments(folder, provenance_stats(version, root)))
+    assets = [p for p in sorted(folder.glob("*")) if p.is_file() and p.suffix != ".md"
+              and f"fragments/{p.name}" in used] if folder.is_dir() else []
     for p in assets:
         (dest / "fragments").mkdir(exist_ok=True)
         shutil.copyfile(p, dest / "fragments" / p.name)

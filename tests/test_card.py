@@ -81,3 +81,22 @@ def test_licence_metadata_follows_the_rows(tmp_store, tmp_path):
     text = cards.render_card(root=tmp_store, fragments_dir=tmp_path)
     assert yaml.safe_load(text.split("---\n")[1])["license"] == "cc-by-4.0"
     assert croissant.build(root=tmp_store)["license"] == [cards.LICENSE_URL]
+
+
+def test_fragments_only_for_releases_with_their_rows(tmp_store, tmp_path):
+    """v0.1.0 holds only `layers`: no section on published or reconstructed rows, and no
+    figure of theirs in its Hub folder."""
+    from dgtraces.hf import export
+
+    text = cards.render_card(root=tmp_store)
+    assert "## Published rows" not in text and "## Reconstructed traces" not in text
+    assert "requires provenance" not in text
+    files = export(tmp_path / "hf", root=tmp_store)
+    assert not any("fragments" in p.parts for p in files)
+    frag = tmp_path / "frags"
+    frag.mkdir()
+    (frag / "a.md").write_text("<!-- requires provenance: measured, published -->\n## A\n")
+    (frag / "b.md").write_text("## B (always)\n")
+    names = [n for n, _ in cards.fragments(frag, cards.provenance_stats(root=tmp_store))]
+    assert names == ["b.md"]
+    assert [t for _, t in cards.fragments(frag)] == ["## A", "## B (always)"]

@@ -179,7 +179,8 @@ def export_hf(out, version) -> None:
     """Write a Hugging Face Hub-ready dataset folder for a release to OUT.
 
     OUT gets data/<table>.parquet (byte-for-byte), manifest.json, README.md (card with
-    YAML configs, one per table) and croissant.json. OUT must not exist or be empty.
+    YAML configs, one per table), croissant.json and fragments/ (the figures the card
+    links to). OUT must not exist or be empty.
     """
     from ..hf import export
 

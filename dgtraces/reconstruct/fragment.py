@@ -254,6 +254,7 @@ def _bcaffe(rep: MethodReport, png: str | None) -> list[str]:
 
 def markdown(rep: MethodReport, png: str | None = PNG_LINK) -> str:
     lines = [
+        "<!-- requires provenance: reconstructed -->",
         "## Reconstructed traces (K80, V100) and the method's measured error", "",
         f"Method `{method_id()}` (`dgtraces.reconstruct`, version {METHOD_VERSION}). The "
         "paper's raw K80/V100 traces cannot be fetched, so the K80 and V100 training traces "
