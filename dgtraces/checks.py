@@ -196,6 +196,20 @@ def validate_tables(frames: Mapping[str, "pd.DataFrame"], *,
                     files: Mapping[str, str] | None = None,
                     known_runs: "pd.DataFrame | None" = None) -> dict[str, "pd.DataFrame"]:
     """Validate several tables and their keys together; raise one error listing everything."""
+    out, failures = check_tables(frames, files=files, known_runs=known_runs)
+    if failures:
+        code = "SCHEMA" if any(f.code == "SCHEMA" for f in failures) else failures[0].code
+        raise ValidationError(f"{len(failures)} validation failure(s)", code=code,
+                              failures=failures)
+    return out
+
+
+def check_tables(frames: Mapping[str, "pd.DataFrame"], *,
+                 files: Mapping[str, str] | None = None,
+                 known_runs: "pd.DataFrame | None" = None
+                 ) -> tuple[dict[str, "pd.DataFrame"], list[Failure]]:
+    """:func:`validate_tables` without raising: (frames, failures). A table that fails its
+    schema comes back as given (untyped); the others are coerced."""
     files = dict(files or {})
     failures: list[Failure] = []
     out = {}
@@ -208,11 +222,7 @@ def validate_tables(frames: Mapping[str, "pd.DataFrame"], *,
             failures.extend(exc.failures)
             out[name] = df
     failures.extend(cross_failures(out, files=files, known_runs=known_runs))
-    if failures:
-        code = "SCHEMA" if any(f.code == "SCHEMA" for f in failures) else failures[0].code
-        raise ValidationError(f"{len(failures)} validation failure(s)", code=code,
-                              failures=failures)
-    return out
+    return out, failures
 
 
 def validate_files(paths, table: str | None = None, *, use_store: bool = True,

@@ -90,7 +90,7 @@ class DgtracesError(Exception):
     def codes(self) -> set[str]:
         return {self.code} | {f.code for f in self.failures}
 
-    def report(self, limit: int = 50) -> str:
+    def report(self, limit: int = 500) -> str:
         lines = [f"error [{self.code}]: {self.message}"]
         for f in self.failures[:limit]:
             lines.append("  - " + f.line())

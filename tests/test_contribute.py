@@ -360,3 +360,20 @@ def test_cli_contribute_exit_codes(store, tmp_path):
                          capture_output=True, text=True, env=dict(os.environ))
     assert out.returncode == 1 and "[UNKNOWN_LAYER]" in out.stderr
     assert "Traceback" not in out.stderr and "row 0" in out.stderr
+
+
+def test_metadata_and_data_failures_in_one_report(store, tmp_path):
+    runs, lt = variant()
+    lt = lt.astype({"grad_bytes": "int64"}).astype(object)
+    lt.loc[3, "layer"] = "conv_x"
+    lt.loc[4, "grad_bytes"] = 1234
+    runs = runs.astype(object)
+    runs.loc[0, "device_kind"] = "cpu"
+    meta = META.replace("license: CC-BY-4.0", "license: MIT")
+    assert meta != META
+    err = refused(write_contrib(tmp_path / "c", runs, lt, meta=meta), store, "METADATA")
+    assert {"METADATA", "UNKNOWN_LAYER", "GRAD_MISMATCH", "DEVICE_MISMATCH"} <= err.codes
+    # a schema failure stops the checks that need typed values, not the metadata report
+    lt.loc[6, "fwd_ms"] = "abc"
+    err = refused(write_contrib(tmp_path / "d", runs, lt, meta=meta), store, "SCHEMA")
+    assert {"SCHEMA", "METADATA"} <= err.codes

@@ -55,6 +55,7 @@ class Contribution:
     meta: dict
     frames: dict[str, "pd.DataFrame"] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
+    meta_failures: list = field(default_factory=list)  # METADATA problems, reported by check
 
 
 def _unsafe(message: str, name: str, found: str | None = None) -> DgtracesError:
@@ -277,8 +278,9 @@ def read_contribution(path: str | os.PathLike, limits: Limits = DEFAULT_LIMITS) 
     from .metadata import read_meta
 
     with opened(path, limits) as folder:
-        meta = read_meta(folder / META_FILE, limits.max_meta_bytes)
-        out = Contribution(source=str(path), meta=meta)
+        problems: list[Failure] = []
+        meta = read_meta(folder / META_FILE, limits.max_meta_bytes, problems)
+        out = Contribution(source=str(path), meta=meta, meta_failures=problems)
         for table, p in _table_files(folder).items():
             out.frames[table] = _read_table(p, limits)
             out.files[table] = p.name

@@ -66,8 +66,12 @@ def _check_devices(devices, failures: list[Failure]) -> None:
                   repr(dev.get("name")))
 
 
-def parse_meta(text: str) -> dict:
-    """Parse and check the YAML text; raises METADATA / BAD_FILE with every problem."""
+def parse_meta(text: str, problems: list[Failure] | None = None) -> dict:
+    """Parse and check the YAML text; raises METADATA / BAD_FILE with every problem.
+
+    With ``problems``, field-level METADATA failures are appended there instead and the
+    mapping is returned, so the tables can be checked in the same report; unreadable YAML,
+    anchors and a non-mapping still raise."""
     import yaml
 
     try:
@@ -107,13 +111,15 @@ def parse_meta(text: str) -> dict:
             _fail(failures, key, "must be text", f"<= {MAX_TEXT} chars", repr(meta[key])[:80])
     if "devices" in meta:
         _check_devices(meta["devices"], failures)
-    if failures:
+    if failures and problems is None:
         raise DgtracesError(f"contribution.yaml: {len(failures)} problem(s)", code="METADATA",
                             failures=failures)
+    if problems is not None:
+        problems.extend(failures)
     return meta
 
 
-def read_meta(path: Path, max_bytes: int) -> dict:
+def read_meta(path: Path, max_bytes: int, problems: list[Failure] | None = None) -> dict:
     size = path.stat().st_size
     if size > max_bytes:
         raise DgtracesError(f"{path.name}: too large", code="BAD_FILE",
@@ -125,7 +131,7 @@ def read_meta(path: Path, max_bytes: int) -> dict:
         raise DgtracesError(f"{path.name}: not UTF-8", code="BAD_FILE",
                             failures=[Failure("BAD_FILE", f"not UTF-8 at byte {exc.start}",
                                               file=path.name)]) from None
-    return parse_meta(text)
+    return parse_meta(text, problems)
 
 
 def json_failures(meta: dict) -> list[Failure]:
@@ -142,5 +148,8 @@ def json_failures(meta: dict) -> list[Failure]:
 
 
 def device_keys(meta: dict) -> dict[str, str]:
-    """Devices declared in contribution.yaml: key -> kind (cpu | gpu)."""
-    return {d["device"]: d["kind"] for d in meta.get("devices", []) or []}
+    """Devices declared in contribution.yaml: key -> kind (cpu | gpu); malformed entries
+    (reported as METADATA failures) are skipped."""
+    devices = meta.get("devices") or []
+    return {d["device"]: d.get("kind") for d in devices if isinstance(devices, list)
+            and isinstance(d, dict) and isinstance(d.get("device"), str)}

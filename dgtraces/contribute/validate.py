@@ -213,16 +213,21 @@ def placeholder_failures(meta: dict, runs: "pd.DataFrame", files) -> list[Failur
 
 def check(contrib: Contribution, known: Known) -> Checked:
     """Run every check on a read contribution; raise one error listing all failures."""
-    from ..checks import validate_tables
+    from ..checks import check_tables
 
     frames, files = dict(contrib.frames), contrib.files
     lt = frames["layer_timings"]
     gcols = [c for c in pl.GRAD_COLUMNS if c in lt.columns]
     grads = lt[gcols].reset_index(drop=True) if gcols else None
     frames["layer_timings"] = lt.drop(columns=gcols)
-    frames = validate_tables(frames, files=files)
+    frames, failures = check_tables(frames, files=files)
+    failures = list(contrib.meta_failures) + failures
+    if any(f.code in ("SCHEMA", "CROSS_TABLE") for f in failures):
+        _refuse(contrib, failures)  # the later checks need typed values and intact keys
     runs, lt = frames["runs"], frames["layer_timings"]
-    failures = json_failures(contrib.meta) + placeholder_failures(contrib.meta, runs, files)
+    if not contrib.meta_failures:  # a bad field is reported once, not again as non-JSON
+        failures += json_failures(contrib.meta)
+    failures += placeholder_failures(contrib.meta, runs, files)
     failures += pl.finite_failures(frames, files)
     if grads is not None:
         failures += pl.grad_failures(lt, grads, runs, files.get("layer_timings"))
@@ -235,15 +240,21 @@ def check(contrib: Contribution, known: Known) -> Checked:
         failures.append(Failure("DUPLICATE", "identical contribution already staged",
                                 found=digest[:16]))
     if failures:
-        codes = {f.code for f in failures}
-        code = next(c for c in CODE_ORDER + tuple(sorted(codes)) if c in codes)
-        raise ValidationError(f"{contrib.source}: {len(failures)} failure(s)", code=code,
-                              failures=failures)
+        _refuse(contrib, failures)
     return Checked(meta=contrib.meta, frames=frames, files=dict(files), digest=digest,
                    fingerprints=fingerprints,
                    iter_ids=list(frames["iterations"]["iter_id"].astype(str))
                    if "iterations" in frames else [],
                    comm_keys=comm_keys(frames["comm"]) if "comm" in frames else [])
+
+
+def _refuse(contrib: Contribution, failures: list[Failure]) -> None:
+    """Raise one ValidationError listing ``failures``; its code is the first of CODE_ORDER
+    present."""
+    codes = {f.code for f in failures}
+    code = next(c for c in CODE_ORDER + tuple(sorted(codes)) if c in codes)
+    raise ValidationError(f"{contrib.source}: {len(failures)} failure(s)", code=code,
+                          failures=failures)
 
 
 def validate_contribution(path: str | os.PathLike, *, root=None,
