@@ -176,17 +176,14 @@ def _provenance_table(stats: dict) -> list[str]:
 
 
 def _table_section(table: str, stat: dict, entry: dict, max_sources: int = 25) -> list[str]:
-    from .schema_export import describe
+    from .schema_export import describe, file_columns
 
     desc = describe(table)
     out = [f"### `{table}`", "", desc["description"], "",
            f"{stat['rows']} rows; primary key ({', '.join(desc['primary_key'])}); file "
            f"`{entry['file']}` (sha256 `{entry['sha256']}`).", ""]
-    present = set(entry.get("columns") or [])
     out += ["| column | dtype | unit | nullable | description |", "| --- | --- | --- | --- | --- |"]
-    for col in desc["columns"]:
-        if present and col["name"] not in present:
-            continue
+    for col in file_columns(table, entry):
         dtype = "string" if col["dtype"].startswith("str") else col["dtype"]
         out.append(f"| `{col['name']}` | {dtype} | {_md(col['unit']) or ''} | "
                    f"{'yes' if col['nullable'] else 'no'} | {_md(col['description'])} |")

@@ -82,7 +82,7 @@ def build(version: str | None = None, root=None, data_dir: str = "data") -> dict
     """The Croissant document (a JSON-ready dict) of a release."""
     from . import cards as c
     from . import store
-    from .schema_export import describe
+    from .schema_export import describe, file_columns
 
     manifest = store.read_manifest(version, root)
     version = manifest["version"]
@@ -100,7 +100,6 @@ def build(version: str | None = None, root=None, data_dir: str = "data") -> dict
             "sha256": entry["sha256"],
         })
         desc = describe(table)
-        present = set(entry.get("columns") or [c["name"] for c in desc["columns"]])
         fields = [{
             "@type": "cr:Field",
             "@id": f"{table}/{col['name']}",
@@ -108,7 +107,7 @@ def build(version: str | None = None, root=None, data_dir: str = "data") -> dict
             "description": _field_description(col),
             "dataType": data_type(col["dtype"]),
             "source": {"fileObject": {"@id": file_id}, "extract": {"column": col["name"]}},
-        } for col in desc["columns"] if col["name"] in present]
+        } for col in file_columns(table, entry)]
         record_sets.append({
             "@type": "cr:RecordSet",
             "@id": table,

@@ -44,6 +44,14 @@ def describe(table: str) -> dict:
     }
 
 
+def file_columns(table: str, entry: dict) -> list[dict]:
+    """The described columns of ``table`` that its release file has, in the file's order
+    (manifest ``columns``; schema order when the manifest does not list them)."""
+    cols = {c["name"]: c for c in describe(table)["columns"]}
+    order = entry.get("columns") or list(cols)
+    return [cols[name] for name in order if name in cols]
+
+
 def render(table: str) -> str:
     return json.dumps(describe(table), indent=2, sort_keys=False) + "\n"
 

@@ -28,6 +28,8 @@ def test_structure_from_schemas_and_manifest(mini_release_root):
     assert shas == {e["file"]: e["sha256"] for e in manifest["tables"].values()}
     rs = {r["name"]: r for r in doc["recordSet"]}
     assert sorted(rs) == sorted(manifest["tables"])
+    for table, entry in manifest["tables"].items():  # fields in the Parquet file's order
+        assert [f["name"] for f in rs[table]["field"]] == entry["columns"]
     lt = {f["name"]: f["dataType"] for f in rs["layer_timings"]["field"]}
     assert lt["run_id"] == "sc:Text" and lt["fwd_ms"] == "sc:Float" and lt["n"] == "sc:Integer"
     assert {f["name"]: f["dataType"] for f in rs["runs"]["field"]}["flagged"] == "sc:Boolean"
