@@ -10,14 +10,21 @@ Design:
   release's Parquet files, then ``enable_external_access=false`` (no other file, no other
   release, no URL, no ``COPY ... TO``, ``EXPORT``, ``ATTACH``, ``INSTALL``/``LOAD``), then
   ``lock_configuration=true`` (no ``SET``/``RESET``/``PRAGMA x=`` can undo any of this).
-  Extension auto-install/auto-load are off from start-up. Nothing on disk can change.
+  Extension auto-install/auto-load are off from start-up. DuckDB's ``allowed_paths``
+  grants write as well as read access to those files (there is no read-only variant), so
+  what keeps ``COPY ... TO`` a release file out of :class:`Query` is the statement guard
+  below, which also looks inside ``EXPLAIN [ANALYZE]`` (that runs what it explains).
 * **Read-only statements.** The catalog is a private in-memory database: a read-only
   file-backed catalog (write views to a temp DuckDB file, reopen it ``read_only``) was
   measured at 20-40 ms extra per connect on our 2-core machine, which alone would break the
   cold-start budget of ``dgtraces sql``. So :class:`Query` (``dgtraces sql``, :func:`sql`)
   accepts only reading statement types (:data:`READ_STATEMENTS`) and refuses the rest before
-  DuckDB sees them. A raw :func:`connect` connection can still ``CREATE``/``DROP`` objects in
-  its own in-memory catalog (invisible to anyone else, gone on close); it cannot write files.
+  DuckDB sees them. A raw :func:`connect` connection has no statement guard: it is for SQL
+  you wrote yourself. It can ``CREATE``/``DROP`` objects in its own in-memory catalog
+  (invisible to anyone else, gone on close) and, through ``COPY ... TO`` or a relation's
+  ``write_*``, overwrite the release's own files (no other file); ``dgtraces verify``
+  detects any such change. Run SQL you did not write through :class:`Query` /
+  ``dgtraces sql``.
 
 Every DuckDB failure becomes :class:`SqlError` (code ``SQL``) carrying DuckDB's own message,
 which includes the ``LINE n:`` excerpt and caret for parse and binder errors. Nothing here
@@ -90,7 +97,8 @@ def connect(version: str | None = None, root=None) -> "duckdb.DuckDBPyConnection
     """A read-only, sandboxed DuckDB connection with one view per table of a release.
 
     ``version`` defaults to the latest release. The connection can read only that release's
-    Parquet files; see the module docstring for what is refused and why.
+    Parquet files. It has no statement guard (SQL you wrote yourself; for anyone else's use
+    :class:`Query`): see the module docstring for what is refused and what is not.
     """
     return _connect_release(resolve(version, root))
 
@@ -129,6 +137,47 @@ def check_read_only(con: "duckdb.DuckDBPyConnection", sql: str) -> None:
             raise SqlError(f"refused by the sandbox: {kind} statements are not allowed; the "
                            f"connection is read-only (allowed: "
                            f"{', '.join(sorted(READ_STATEMENTS))})", hint=SANDBOX_HINT)
+        if kind == "EXPLAIN":  # EXPLAIN ANALYZE runs what it explains: check that too
+            _check_explained(con, st.query)
+
+
+def _check_explained(con: "duckdb.DuckDBPyConnection", text: str) -> None:
+    """Check the statement an ``EXPLAIN [ANALYZE] [(options)]`` statement explains. A
+    leading parenthesis may open options or a subquery: every reading that parses is
+    checked, and a statement no reading can parse is refused."""
+    import duckdb
+
+    tokens = [(pos, kind) for pos, kind in duckdb.tokenize(text)
+              if kind != duckdb.token_type.comment]
+    words = [text[p:].split(None, 1)[0].upper() if text[p:].strip() else ""
+             for p, _ in tokens]
+    i = 1 + (len(words) > 1 and words[1] == "ANALYZE")  # skip EXPLAIN [ANALYZE]
+    starts = [tokens[i][0]] if i < len(tokens) else []
+    if i < len(tokens) and text[tokens[i][0]] == "(":  # also try: skip an option list
+        depth = 0
+        for pos, _ in tokens[i:]:
+            depth += {"(": 1, ")": -1}.get(text[pos], 0)
+            if depth == 0:
+                after = [p for p, _ in tokens if p > pos]
+                starts += after[:1]
+                break
+    checked = 0
+    for start in starts:
+        try:
+            inner = con.extract_statements(text[start:])
+        except duckdb.Error:
+            continue
+        for st in inner:
+            kind = str(st.type).rsplit(".", 1)[-1]
+            if kind not in READ_STATEMENTS:
+                raise SqlError(f"refused by the sandbox: EXPLAIN of a {kind} statement (EXPLAIN "
+                               f"ANALYZE runs it)", hint=SANDBOX_HINT)
+            if kind == "EXPLAIN":
+                _check_explained(con, st.query)
+            checked += 1
+    if not checked:
+        raise SqlError("refused by the sandbox: cannot tell what this EXPLAIN explains",
+                       hint=SANDBOX_HINT)
 
 
 @dataclass
