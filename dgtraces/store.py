@@ -30,7 +30,14 @@ MANIFEST = "manifest.json"
 TMP_PREFIX = ".tmp-"
 ISO_UTC = "%Y-%m-%dT%H:%M:%SZ"
 STAMP_UTC = "%Y%m%dT%H%M%SZ"  # compact, for ids and folder names
-_SEMVER = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
+_SEMVER = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")  # user input: "0.3.0" or "v0.3.0"
+_FOLDER = re.compile(r"v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)")  # exactly vX.Y.Z
+
+
+def is_release_folder(p: Path) -> bool:
+    """A release folder's name is exactly ``vX.Y.Z`` (no leading zeros) and it is a real
+    folder, not a link to another one."""
+    return bool(_FOLDER.fullmatch(p.name)) and p.is_dir() and not p.is_symlink()
 
 
 def data_root(root: str | os.PathLike | None = None) -> Path:
@@ -48,7 +55,7 @@ def releases_dir(root=None) -> Path:
 
 
 def parse_version(version: str) -> tuple[int, int, int]:
-    m = _SEMVER.match(str(version).strip())
+    m = _SEMVER.fullmatch(str(version).strip())
     if not m:
         raise StoreError(f"malformed release version {version!r}; expected X.Y.Z",
                          code="VERSION")
@@ -66,7 +73,7 @@ def list_releases(root=None) -> list[str]:
         return []
     found = []
     for p in rdir.iterdir():
-        if p.is_dir() and _SEMVER.match(p.name) and (p / MANIFEST).is_file():
+        if is_release_folder(p) and (p / MANIFEST).is_file():
             found.append(norm_version(p.name))
     return sorted(found, key=parse_version)
 
@@ -81,10 +88,23 @@ def latest(root=None) -> str:
 def release_path(version: str | None = None, root=None) -> Path:
     version = latest(root) if version is None else norm_version(version)
     path = releases_dir(root) / f"v{version}"
-    if not (path / MANIFEST).is_file():
+    if not (is_release_folder(path) and (path / MANIFEST).is_file()):
         raise StoreError(f"release {version} not found; available: "
                          f"{', '.join(list_releases(root)) or 'none'}")
     return path
+
+
+def refuse_inside_data(path: str | os.PathLike, option: str = "--out", root=None) -> None:
+    """BAD_INPUT if ``path`` lies inside the data folder (releases, staging, journal, lock):
+    only the store's own code writes there."""
+    data = data_root(root).resolve()
+    target = Path(path).resolve()
+    if target == data or target.is_relative_to(data):
+        raise StoreError(f"refused: {path} is inside the data folder {data}, which only "
+                         f"dgtraces' release and staging code writes", code="BAD_INPUT",
+                         failures=[Failure("BAD_INPUT", "output inside the data folder",
+                                           file=str(target), column=option,
+                                           expected=f"a path outside {data}")])
 
 
 def sha256_file(path: Path) -> str:
@@ -134,15 +154,26 @@ VERIFY_HINT = "run `dgtraces verify`"
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
 
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
 def entry_failure(name, entry, where: str) -> Failure | None:
     """An INTEGRITY failure unless the manifest entry of table ``name`` names exactly
-    ``<name>.parquet`` (a plain file in the release folder, never a path elsewhere)."""
+    ``<name>.parquet`` (a plain file in the release folder, never a path elsewhere) and
+    carries whole ``bytes`` and ``rows`` and a hex ``sha256``."""
     file = entry.get("file") if isinstance(entry, dict) else None
-    if isinstance(name, str) and _TABLE_NAME.match(name) and file == f"{name}.parquet":
-        return None
-    return Failure("INTEGRITY", f"table {name!r}: manifest file entry is not "
-                   f"'<table>.parquet'", file=where, column="file",
-                   expected=f"{name}.parquet", found=repr(file)[:120])
+    if not (isinstance(name, str) and _TABLE_NAME.match(name) and file == f"{name}.parquet"):
+        return Failure("INTEGRITY", f"table {name!r}: manifest file entry is not "
+                       f"'<table>.parquet'", file=where, column="file",
+                       expected=f"{name}.parquet", found=repr(file)[:120])
+    for key, ok in (("bytes", lambda v: type(v) is int and v >= 0),
+                    ("rows", lambda v: type(v) is int and v >= 0),
+                    ("sha256", lambda v: isinstance(v, str) and bool(_HEX64.fullmatch(v)))):
+        if not ok(entry.get(key)):
+            return Failure("INTEGRITY", f"table {name}: manifest entry {key!r} missing or "
+                           "malformed", file=where, column=key,
+                           found=repr(entry.get(key))[:80])
+    return None
 
 
 def read_manifest(version: str | None = None, root=None) -> dict:
@@ -161,6 +192,9 @@ def _manifest_at(folder: Path) -> dict:
     entries = manifest.get("tables") if isinstance(manifest, dict) else None
     if not isinstance(entries, dict):
         raise IntegrityError(f"{path}: manifest has no tables mapping", hint=VERIFY_HINT)
+    if manifest.get("version") != folder.name[1:]:  # a copied or renamed release folder
+        raise IntegrityError(f"{path}: manifest is of release {manifest.get('version')!r}, "
+                             f"not of its folder {folder.name}", hint=VERIFY_HINT)
     bad = [f for f in (entry_failure(n, e, str(path)) for n, e in entries.items()) if f]
     if bad:
         raise IntegrityError(f"{path}: {len(bad)} bad file entr(y/ies)", failures=bad,
@@ -338,10 +372,13 @@ def _verify_one(path: Path, report: VerifyReport) -> None:
     except (ValueError, UnicodeDecodeError) as exc:
         fail(f"manifest unreadable: {exc}", str(mpath))
         return
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("tables"), dict):
+        fail("manifest is not a mapping with a tables mapping", str(mpath))
+        return
     if manifest.get("digest") != _digest(manifest):
         fail("manifest digest mismatch (the manifest was edited)", str(mpath),
              manifest.get("digest"), _digest(manifest))
-    if manifest.get("version") != norm_version(path.name):
+    if manifest.get("version") != path.name[1:]:
         fail("manifest version differs from folder name", str(mpath), path.name,
              manifest.get("version"))
     listed = {MANIFEST}
@@ -376,15 +413,16 @@ def verify(root=None) -> VerifyReport:
     for p in sorted(rdir.iterdir()):
         if p.name.startswith(TMP_PREFIX):
             report.stale_temps.append(str(p))
-        elif p.is_dir() and _SEMVER.match(p.name):
+        elif is_release_folder(p):
             if not (p / MANIFEST).is_file():
                 report.failures.append(Failure("INTEGRITY", "release folder has no manifest",
                                                file=str(p)))
                 continue
             report.releases.append(norm_version(p.name))
             _verify_one(p, report)
-        else:
-            report.failures.append(Failure("INTEGRITY", "unexpected entry in releases",
+        else:  # stray files, loose names (0.3.0, v0.03.0), links to other folders
+            report.failures.append(Failure("INTEGRITY", "unexpected entry in releases (a "
+                                           "release is a real folder named exactly vX.Y.Z)",
                                            file=str(p)))
     report.releases.sort(key=parse_version)
     return report

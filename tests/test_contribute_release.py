@@ -231,3 +231,32 @@ def test_optional_tables_are_released_and_deduplicated(store, tmp_path):
         contribute(write_contrib(tmp_path / "x2", runs, lt, extra=extras), root=store)
     assert exc.value.code == "DUPLICATE"
     assert {f.column for f in exc.value.failures} == {"iter_id", "message_bytes"}
+
+
+@pytest.mark.parametrize("text", ["not json", "[]", '{"version": "0.9.9"}',
+                                  '{"version": "x", "entries": [], "created_utc": "2026"}'])
+def test_corrupt_journal_is_an_integrity_error(store, tmp_path, text):
+    _stage(store, tmp_path, "journal-run")
+    (store / JOURNAL).write_text(text)
+    with pytest.raises(DgtracesError) as exc:
+        build_release("0.2.0", root=store)
+    assert exc.value.code == "INTEGRITY"
+    assert len(list_staged(store)) == 1  # nothing touched
+
+
+def test_content_released_while_a_contribution_waited_is_a_duplicate(store, tmp_path):
+    """Validation saw v0.1.0; before it took the lock, the same content was staged and
+    released as v0.2.0 (which clears staging). Staging must still refuse it."""
+    from dgtraces.contribute.staging import stage
+    from dgtraces.contribute.validate import validate_contribution
+
+    runs, lt = variant("raced-run")
+    folder = write_contrib(tmp_path / "c", runs, lt)
+    checked = validate_contribution(folder, root=store)
+    assert checked.base_release == "0.1.0"
+    contribute(folder, root=store)
+    build_release("0.2.0", root=store)
+    assert list_staged(store) == []
+    with pytest.raises(DgtracesError) as exc:
+        stage(checked, str(folder), root=store)
+    assert exc.value.code == "DUPLICATE" and list_staged(store) == []

@@ -63,6 +63,22 @@ def test_sql_out_refuses_the_releases_folder(own_store, tmp_path):
     assert res.exit_code == 0 and (tmp_path / "o.csv").read_text() == "x\n1\n"
 
 
+def test_every_writing_command_refuses_the_data_folder(own_store, tmp_path):
+    before = sorted(str(p) for p in own_store.rglob("*"))
+    for args in (["sql", "SELECT 1 AS x", "--format", "csv", "--out",
+                  str(own_store / ".release-journal.json")],
+                 ["export-hf", str(own_store / "releases" / "v0.9.0")],
+                 ["card", "--out", str(own_store / "releases" / "v0.2.0")],
+                 ["reconstruct", "--device", "k80", "--model", "alexnet", "--batch-size", "8",
+                  "--out", str(own_store / "staging" / "x")],
+                 ["predict", "--model", "alexnet", "--device", "k80", "--batch-size", "8",
+                  "--timeline", str(own_store / "t.json")]):
+        with pytest.raises(DgtracesError) as exc:
+            _invoke(*args)
+        assert exc.value.code == "BAD_INPUT", args
+    assert sorted(str(p) for p in own_store.rglob("*")) == before
+
+
 @pytest.mark.parametrize("file", ["../../../../etc/passwd", "/etc/passwd", "runs.csv",
                                   "sub/runs.parquet", None])
 def test_manifest_file_entry_must_be_table_parquet(own_store, file):

@@ -105,3 +105,57 @@ def test_merge_frames_appends_replaces_and_leaves_input_alone():
     assert out["t"]["x"].tolist() == [1, 2, 3]
     assert out["u"]["x"].tolist() == [9] and out["v"]["x"].tolist() == [5]
     assert frames["t"] is a and list(frames) == ["t", "u"]
+
+
+def _copy_release(tmp_store, src, name, link=False):
+    rdir = store.releases_dir()
+    if link:
+        (rdir / name).symlink_to(rdir / src)
+    else:
+        import shutil
+
+        shutil.copytree(rdir / src, rdir / name)
+
+
+@pytest.mark.parametrize("name,link", [("v0.9.0", True), ("0.9.0", False),
+                                       ("v0.09.0", False), ("v00.9.0", False)])
+def test_links_and_loose_names_are_not_releases(tmp_store, name, link):
+    _copy_release(tmp_store, "v0.1.0", name, link)
+    assert store.list_releases() == ["0.1.0"] and store.latest() == "0.1.0"
+    report = store.verify()
+    assert not report.ok and report.releases == ["0.1.0"]
+    assert any(f.code == "INTEGRITY" and f.file.endswith(name) for f in report.failures)
+
+
+def test_copied_release_folder_is_an_integrity_error_for_readers(tmp_store):
+    _copy_release(tmp_store, "v0.1.0", "v0.9.0")
+    assert store.latest() == "0.9.0"  # a real folder with a manifest...
+    with pytest.raises(StoreError) as exc:  # ...whose manifest says another release
+        store.read_table("layers")
+    assert exc.value.code == "INTEGRITY"
+    assert not store.verify().ok
+
+
+@pytest.mark.parametrize("edit", [
+    lambda m: [],  # not a mapping
+    lambda m: {**m, "tables": []},
+    lambda m: {**m, "tables": {"layers": {k: v for k, v in m["tables"]["layers"].items()
+                                          if k != "bytes"}}},
+    lambda m: {**m, "tables": {"layers": {**m["tables"]["layers"], "sha256": 5}}},
+])
+def test_malformed_manifest_is_reported_not_raised(tmp_store, edit):
+    path = store.releases_dir() / "v0.1.0" / store.MANIFEST
+    path.write_text(json.dumps(edit(json.loads(path.read_text()))))
+    report = store.verify()  # no exception
+    assert not report.ok and all(f.code == "INTEGRITY" for f in report.failures)
+    with pytest.raises(StoreError) as exc:
+        store.read_table("layers")
+    assert exc.value.code == "INTEGRITY"
+
+
+def test_outputs_inside_the_data_folder_are_refused(tmp_store, tmp_path):
+    for path in (tmp_store / "x.csv", tmp_store / "releases" / "v0.9.0", tmp_store):
+        with pytest.raises(StoreError) as exc:
+            store.refuse_inside_data(path)
+        assert exc.value.code == "BAD_INPUT"
+    store.refuse_inside_data(tmp_path / "elsewhere.csv")  # fine

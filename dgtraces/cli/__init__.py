@@ -14,6 +14,17 @@ import click
 
 from .._version import __version__
 
+class OutPath(click.Path):
+    """A path the command writes to: never inside the data folder (BAD_INPUT)."""
+
+    def convert(self, value, param, ctx):
+        value = super().convert(value, param, ctx)
+        from ..store import refuse_inside_data
+
+        refuse_inside_data(value, "/".join(param.opts) if param is not None else "--out")
+        return value
+
+
 # name -> (module:attribute, one-line help). Add a command here and in its own module.
 COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("dgtraces.cli.core:info", "Show version, releases, tables and row counts."),

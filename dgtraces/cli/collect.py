@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from . import OutPath
+
 MODEL_HELP = "alexnet | googlenet | resnet50"
 
 
@@ -39,7 +41,7 @@ def collect() -> None:
 @click.option("--warmup", type=int, default=2, show_default=True)
 @click.option("--threads", type=int, default=1, show_default=True, help="intra-op threads")
 @click.option("--aux", is_flag=True, help="GoogLeNet: include the auxiliary classifiers.")
-@click.option("--out", required=True, type=click.Path(file_okay=False),
+@click.option("--out", required=True, type=OutPath(file_okay=False),
               help="new folder for runs.parquet + layer_timings.parquet")
 @click.option("--csv", is_flag=True, help="Write CSV instead of Parquet.")
 def layers(model, batch_size, repeats, warmup, threads, aux, out, csv) -> None:
@@ -73,7 +75,7 @@ def layers(model, batch_size, repeats, warmup, threads, aux, out, csv) -> None:
 @click.option("--warmup", type=int, default=3, show_default=True)
 @click.option("--collective", "collectives", multiple=True,
               default=("allreduce", "broadcast"), show_default=True)
-@click.option("--out", required=True, type=click.Path(file_okay=False))
+@click.option("--out", required=True, type=OutPath(file_okay=False))
 @click.option("--csv", is_flag=True, help="Write CSV instead of Parquet.")
 def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv) -> None:
     """Time collectives across message sizes on 127.0.0.1; fit alpha-beta with R^2."""
@@ -105,7 +107,7 @@ def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv
 @click.option("--trace", type=click.Path(file_okay=False), default=None,
               help="output folder of a `collect layers` run (threads=1, same model and batch)"
                    " whose run id becomes trace_run_id")
-@click.option("--out", required=True, type=click.Path(file_okay=False))
+@click.option("--out", required=True, type=OutPath(file_okay=False))
 @click.option("--csv", is_flag=True, help="Write CSV instead of Parquet.")
 def ssgd(model, workers, threads_per_worker, policies, bucket_mb, iters, warmup, batch_size,
          aux, trace, out, csv) -> None:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from . import OutPath
+
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
@@ -67,7 +69,7 @@ def verify() -> None:
 
 
 @click.command()
-@click.option("--out", default="schemas", show_default=True, type=click.Path(file_okay=False))
+@click.option("--out", default="schemas", show_default=True, type=OutPath(file_okay=False))
 @click.option("--check", is_flag=True, help="Exit 1 if files differ from the code.")
 def schemas(out, check) -> None:
     """Export every table schema to OUT/<table>.json (or --check they are current)."""

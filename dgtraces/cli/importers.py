@@ -10,7 +10,9 @@ from pathlib import Path
 
 import click
 
-OUT = click.option("--out", required=True, type=click.Path(file_okay=False),
+from . import OutPath
+
+OUT = click.option("--out", required=True, type=OutPath(file_okay=False),
                    help="Folder for the <table>.csv files.")
 FORCE = click.option("--force", is_flag=True, help="Overwrite existing table files in --out.")
 

@@ -6,6 +6,8 @@ import json
 
 import click
 
+from . import OutPath
+
 ALGOS = ("ring", "tree", "dbtree", "hierarchical", "ps")
 POLICIES = ("naive", "wfbp", "bucketed", "mgwfbp")
 
@@ -60,9 +62,9 @@ def _cluster_options(f):
 @click.option("--raw-layer-times", is_flag=True,
               help="Do not scale layer times to the run's whole-model medians.")
 @_cluster_options
-@click.option("--timeline", type=click.Path(dir_okay=False), default=None,
+@click.option("--timeline", type=OutPath(dir_okay=False), default=None,
               help="Write Chrome trace-event JSON (Perfetto) of one iteration.")
-@click.option("--gantt", type=click.Path(dir_okay=False), default=None,
+@click.option("--gantt", type=OutPath(dir_okay=False), default=None,
               help="Write a PNG Gantt chart of one iteration.")
 @click.option("--json", "as_json", is_flag=True, help="Print the prediction as JSON.")
 def predict(model, device, batch_size, run_id, precision, workers, intra, inter, policy,
@@ -181,7 +183,7 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
 @click.option("--staging", default=None, help="Link of the copies around each message.")
 @click.option("--staging-passes", default=2, show_default=True, type=int)
 @click.option("--shared-cpu", is_flag=True, help="Collective on the compute cores.")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
+@click.option("--out", type=OutPath(dir_okay=False), default=None,
               help="Write all rows to .parquet or .csv.")
 def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, policies,
           overlap, servers, bucket_mb, link_alpha_us, link_gbps, release, h2d_link, staging,
@@ -234,9 +236,9 @@ def _write_frame(df, out: str) -> None:
 
 @click.command("validate-predictor")
 @click.option("--release", default=None, help="Release to validate against (default latest).")
-@click.option("--plot", type=click.Path(dir_okay=False), default=None,
+@click.option("--plot", type=OutPath(dir_okay=False), default=None,
               help="Write a parity plot PNG to this path (default: no plot).")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
+@click.option("--out", type=OutPath(dir_okay=False), default=None,
               help="Write per-row predictions to .csv or .parquet.")
 @click.option("--json", "as_json", is_flag=True)
 def validate_predictor(release, plot, out, as_json) -> None:

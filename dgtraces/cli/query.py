@@ -14,6 +14,8 @@ from pathlib import Path
 
 import click
 
+from . import OutPath
+
 FORMATS = ("table", "csv", "json", "parquet")
 
 
@@ -120,28 +122,11 @@ def _print_table(q, max_rows: int) -> None:
                       "--format csv --out FILE[/yellow]")
 
 
-def _refuse_release_path(out: str) -> None:
-    """Releases are immutable: refuse (BAD_INPUT) an --out inside the releases folder."""
-    from .. import store
-    from ..errors import DgtracesError, Failure
-
-    releases = store.releases_dir().resolve()
-    target = Path(out).resolve()
-    if target.is_relative_to(releases):
-        raise DgtracesError(f"refused: {out} is inside the releases folder {releases}, whose "
-                            f"files are immutable", code="BAD_INPUT",
-                            failures=[Failure("BAD_INPUT", "output inside the releases folder",
-                                              file=str(target), column="--out",
-                                              expected=f"a path outside {releases}",
-                                              found=str(target))],
-                            hint="write the result somewhere else")
-
-
 @click.command()
 @click.argument("query")
 @click.option("--release", "version", default=None, help="Release version (default: latest).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
-@click.option("--out", default=None, type=click.Path(dir_okay=False),
+@click.option("--out", default=None, type=OutPath(dir_okay=False),
               help="Write the result to this file instead of stdout.")
 @click.option("--max-rows", default=1000, show_default=True, type=click.IntRange(1),
               help="Rows shown by --format table.")
@@ -158,8 +143,6 @@ def sql(query, version, fmt, out, max_rows) -> None:
 
     if fmt == "parquet" and out is None:
         raise click.UsageError("--format parquet needs --out FILE")
-    if out is not None:
-        _refuse_release_path(out)
     with Query(query, version) as q:
         if fmt == "table" and out is None:
             _print_table(q, max_rows)
@@ -173,7 +156,7 @@ def sql(query, version, fmt, out, max_rows) -> None:
 
 
 @click.command("export-hf")
-@click.argument("out", type=click.Path(file_okay=False))
+@click.argument("out", type=OutPath(file_okay=False))
 @click.option("--release", "version", default=None, help="Release version (default: latest).")
 def export_hf(out, version) -> None:
     """Write a Hugging Face Hub-ready dataset folder for a release to OUT.
@@ -189,7 +172,7 @@ def export_hf(out, version) -> None:
 
 
 @click.command()
-@click.option("--out", default="cards", show_default=True, type=click.Path(file_okay=False))
+@click.option("--out", default="cards", show_default=True, type=OutPath(file_okay=False))
 @click.option("--release", "version", default=None, help="Release version (default: latest).")
 def card(out, version) -> None:
     """Regenerate the dataset card (README.md) and croissant.json for a release."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from . import OutPath
+
 
 @click.command()
 @click.option("--device", default=None, help="Device key with calibration rows (k80, v100).")
@@ -11,12 +13,12 @@ import click
 @click.option("--batch-size", type=int, default=None, help="Per-device batch size (> 0).")
 @click.option("--precision", default="fp32", show_default=True,
               type=click.Choice(["fp32", "amp"]), help="amp: V100 tensor-core variant.")
-@click.option("--out", default=None, type=click.Path(file_okay=False),
+@click.option("--out", default=None, type=OutPath(file_okay=False),
               help="Write runs.parquet + layer_timings.parquet into this new folder.")
 @click.option("--csv", "as_csv", is_flag=True, help="Write CSV instead of Parquet.")
 @click.option("--report", is_flag=True, help="Print the method's measured error and exit.")
 @click.option("--release", default=None, help="Release for --report (default: latest).")
-@click.option("--fragment", default=None, type=click.Path(file_okay=False),
+@click.option("--fragment", default=None, type=OutPath(file_okay=False),
               help="With --report: also write reconstruction.md (+ PNG) into this folder "
               "(adds the leave-one-out table, about 20 s).")
 def reconstruct(device, model, batch_size, precision, out, as_csv, report, release,

@@ -133,8 +133,17 @@ def _recover(root, notes: list[str]) -> dict | None:
     path = store.data_root(root) / JOURNAL
     if not path.is_file():
         return None
-    journal = json.loads(path.read_text("utf-8"))
-    version = journal["version"]
+    try:
+        journal = json.loads(path.read_text("utf-8"))
+        version = store.norm_version(journal["version"])
+        if not (isinstance(journal.get("entries"), list)
+                and isinstance(journal.get("created_utc"), str)):
+            raise TypeError("entries/created_utc")
+    except (ValueError, KeyError, TypeError, AttributeError, StoreError) as exc:
+        raise IntegrityError(f"{path}: the release journal is unreadable ({exc!r:.120}); "
+                             "it is written only by `dgtraces release`: restore it or, if "
+                             "no release was interrupted, delete it", hint=store.VERIFY_HINT
+                             ) from None
     if version in store.list_releases(root):
         notes.append(f"completed the interrupted release {version}")
         _finish(journal, root, notes)
@@ -164,6 +173,8 @@ def build_release(version: str, *, root=None,
     notes: list[str] = []
     with staging.store_lock(root, timeout):
         done = _recover(root, notes)
+        if staging.staging_dir(root).is_dir():  # half-deleted entries of a killed run
+            staging.clean_temps(staging.staging_dir(root))
         if done is not None and done["version"] == version:
             return ReleaseResult(version, store.release_path(version, root), done["parent"],
                                  [e["id"] for e in done["entries"]], notes=notes, resumed=True)

@@ -125,7 +125,7 @@ def staged_known(root=None) -> "Known":
     return known
 
 
-def _clean_temps(sdir: Path) -> None:
+def clean_temps(sdir: Path) -> None:
     """Remove temp folders of interrupted stage/reject calls (caller holds the lock)."""
     for p in sdir.iterdir():
         if p.name.startswith(store.TMP_PREFIX):
@@ -133,10 +133,17 @@ def _clean_temps(sdir: Path) -> None:
 
 
 def _recheck(checked: "Checked", root) -> None:
-    """Under the lock: staging may have changed since validation (concurrent contribute)."""
-    from .validate import SEP
+    """Under the lock: staging may have changed since validation (concurrent contribute),
+    and so may the latest release (a release that took in and cleared staging meanwhile)."""
+    from .validate import SEP, store_known
 
     known = staged_known(root)
+    try:
+        now = store.latest(root)
+    except StoreError:
+        now = None
+    if now != checked.base_release:
+        known.update(store_known(root))
     clash = (set(checked.fingerprints) & known.run_ids
              or set(checked.fingerprints.values()) & known.fingerprints
              or set(checked.iter_ids) & known.iter_ids
@@ -176,7 +183,7 @@ def stage(checked: "Checked", source: str, *, root=None,
         _recheck(checked, root)
         sdir = staging_dir(root)
         sdir.mkdir(parents=True, exist_ok=True)
-        _clean_temps(sdir)
+        clean_temps(sdir)
         tmp = sdir / f"{store.TMP_PREFIX}{entry_id}-{secrets.token_hex(3)}"
         tmp.mkdir()
         try:

@@ -62,6 +62,7 @@ class Checked:
     fingerprints: dict  # run_id -> fingerprint
     iter_ids: list
     comm_keys: list
+    base_release: str | None = None  # latest release when checked (None: empty store)
 
     @property
     def rows(self) -> dict[str, int]:
@@ -262,6 +263,14 @@ def validate_contribution(path: str | os.PathLike, *, root=None,
     """Read ``path`` and check it against the latest release and the staging area."""
     from .staging import staged_known
 
+    from .. import store
+
     contrib = read_contribution(path, limits)
+    try:
+        base = store.latest(root)
+    except StoreError:
+        base = None
     known = store_known(root).update(staged_known(root))
-    return check(contrib, known)
+    checked = check(contrib, known)
+    checked.base_release = base
+    return checked
