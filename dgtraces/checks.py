@@ -107,6 +107,8 @@ def validate_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
 
     if table not in TABLES:
         raise ValidationError(f"unknown table {table!r}", code="BAD_INPUT")
+    if not df.index.is_unique:  # e.g. a concat; rows are reported by position anyway
+        df = df.reset_index(drop=True)
     try:
         return TABLES[table].validate(df, lazy=True)
     except pe.SchemaErrors as errors:

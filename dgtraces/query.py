@@ -197,8 +197,9 @@ class Query:
     (:meth:`arrow_batches`, :meth:`batches`) for writing files of any size."""
 
     def __init__(self, sql: str, version: str | None = None, root=None) -> None:
-        if not sql or not sql.strip():
-            raise SqlError("empty query", code="BAD_INPUT")
+        if not isinstance(sql, str) or not sql.strip():
+            raise SqlError("empty query" if isinstance(sql, str) or sql is None else
+                           f"a query is text, got {type(sql).__name__}", code="BAD_INPUT")
         self.sql = sql
         self.release = resolve(version, root)
         self.version = self.release.version
@@ -215,6 +216,8 @@ class Query:
         """At most ``limit`` rows (all when None); ``truncated`` says whether more exist."""
         import duckdb
 
+        if limit is not None:
+            limit = _count("limit", limit, 0)
         try:
             cur = self.con.execute(self.sql)
             desc = cur.description or []
@@ -231,6 +234,7 @@ class Query:
         """(schema, iterator of pyarrow RecordBatches), streamed from a DuckDB relation."""
         import duckdb
 
+        size = _count("size", size, 1)
         try:
             rel = self.con.sql(self.sql)
             if rel is None:
@@ -263,6 +267,17 @@ class Query:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _count(name: str, value, least: int) -> int:
+    """``value`` as a whole number >= ``least`` (BAD_INPUT otherwise)."""
+    from numbers import Integral
+
+    if isinstance(value, bool) or not isinstance(value, Integral) or not \
+            least <= value <= 2 ** 62:
+        raise DgtracesError(f"{name} must be a whole number >= {least}, got {value!r}",
+                            code="BAD_INPUT")
+    return int(value)
 
 
 def sql(query: str, version: str | None = None, root=None,

@@ -56,6 +56,9 @@ class Layers(_Base):
     in_bytes: Series[int] = F("fp32 input activations per sample", "bytes", ge=0)
     act_bytes: Series[int] = F("fp32 output activations per sample", "bytes", ge=0)
 
+    class Config(_Base.Config):
+        unique = ["model", "layer"]
+
     @pa.dataframe_check(error="grad_bytes must be 4 * params (fp32)")
     def _grad_is_fp32(cls, df: pd.DataFrame) -> Series[bool]:
         return df["grad_bytes"] == 4 * df["params"]
@@ -193,13 +196,16 @@ class CommFits(_Base):
     workers: Series[int] = F("participating processes", "count", ge=1)
     alpha_us: Series[float] = F("latency term", "us", ge=0)
     beta_us_per_byte: Series[float] = F("per-byte term", "us/byte", ge=0)
-    bandwidth_gb_s: Series[float] = F("1 / beta", "GB/s", gt=0)
+    bandwidth_gb_s: Series[float] = F("1 / beta", "GB/s", gt=0, lt=float("inf"))
     r2: Series[float] = F("coefficient of determination of the fit", le=1)
     n_points: Series[int] = F("points fitted", "count", ge=2)
     min_bytes: Series[int] = F("smallest message fitted", "bytes", ge=1)
     max_bytes: Series[int] = F("largest message fitted", "bytes", ge=1)
     provenance: Series[str] = F("measured | reconstructed | published", isin=PROVENANCE)
     source: Series[str] = F("citation or collection description", str_length={"min_value": 3})
+
+    class Config(_Base.Config):
+        unique = ["collective", "backend", "interconnect", "workers", "source"]
 
 
 class Devices(_Base):

@@ -279,6 +279,14 @@ def write_release(version: str, frames: Mapping[str, "pd.DataFrame"], *, root=No
     if existing and not allow_older and parse_version(version) <= parse_version(existing[-1]):
         raise StoreError(f"release {version} is not newer than the latest ({existing[-1]})",
                          code="VERSION")
+    import pandas as pd
+
+    if not isinstance(frames, Mapping) or not frames:
+        raise StoreError("a release needs at least one table (a mapping name -> DataFrame)",
+                         code="EMPTY")
+    bad = sorted(str(n) for n, df in frames.items() if not isinstance(df, pd.DataFrame))
+    if bad:
+        raise StoreError(f"not DataFrames: {', '.join(bad)}", code="BAD_INPUT")
     frames = dict(frames)
     if validate:
         frames = validate_tables(frames)

@@ -266,3 +266,66 @@ def test_staging_copy_fit_is_the_collectors_fit():
     assert (fit.alpha_us, fit.bandwidth_gb_s, fit.r2) == (ref["alpha_us"],
                                                           ref["bandwidth_gb_s"], ref["r2"])
     assert [n for n, _ in fit.points] == [1 << 16, 1 << 18, 1 << 20]
+
+
+def _tr(**kw):
+    from dgtraces.predict import Trace
+
+    base = dict(model="alexnet", batch_size=16, layers=("conv1", "fc8"), fwd_ms=(1.0, 1.0),
+                bwd_ms=(1.0, 1.0), grad_bytes=(100, 100))
+    return Trace(**{**base, **kw})
+
+
+@pytest.mark.parametrize("kw,code", [
+    (dict(layers=("a", "a")), "DUPLICATE"),  # would make the DAG cyclic
+    (dict(fwd_ms=(-100.0, 1.0)), "PLAUSIBILITY"),
+    (dict(fwd_ms=(float("nan"), 1.0)), "PLAUSIBILITY"),
+    (dict(bwd_ms=(float("inf"), 1.0)), "PLAUSIBILITY"),
+    (dict(fwd_ms=(0.0, 0.0), bwd_ms=(0.0, 0.0)), "PLAUSIBILITY"),
+    (dict(fwd_ms=(1e308, 1e308), bwd_ms=(1e308, 1e308)), "PLAUSIBILITY"),
+    (dict(layers=(), fwd_ms=(), bwd_ms=(), grad_bytes=()), "BAD_INPUT"),
+    (dict(fwd_ms=(1.0,)), "BAD_INPUT"),
+    (dict(batch_size=0), "BAD_INPUT"),
+    (dict(model=["alexnet"]), "BAD_INPUT"),
+    (dict(io_ms=-1.0), "PLAUSIBILITY"),
+])
+def test_trace_refuses_what_the_dag_cannot_schedule(kw, code):
+    with pytest.raises(DgtracesError) as exc:
+        _tr(**kw)
+    assert exc.value.code == code
+
+
+def test_trace_accepts_numpy_numbers():
+    t = _tr(batch_size=np.int64(16), fwd_ms=(np.float32(1.0), 1.0),
+            grad_bytes=(np.int64(100), 100))
+    assert type(t.batch_size) is int and predict(t, Cluster(2), Policy("wfbp")).iter_ms > 0
+
+
+def test_phase_times_apply_to_any_trace_and_unknown_ones_are_refused():
+    t = _tr()
+    base = predict(t, Cluster(2), Policy("wfbp")).iter_ms
+    assert predict(t, Cluster(2), Policy("wfbp"), io_ms=5.0).iter_ms == pytest.approx(base + 5)
+    for kw in (dict(foo_ms=1.0), dict(io_ms="x"), dict(model="alexnet"), dict(batch_size=8)):
+        with pytest.raises(DgtracesError) as exc:
+            predict(t, Cluster(2), Policy("wfbp"), **kw)
+        assert exc.value.code == "BAD_INPUT", kw
+    with pytest.raises(DgtracesError) as exc:  # a model name, not a list of them
+        predict(frame(), Cluster(2), Policy("wfbp"), model=["alexnet"], batch_size=16)
+    assert exc.value.code == "BAD_INPUT"
+    bad_cell = frame().astype({"fwd_ms": object})
+    bad_cell.loc[3, "fwd_ms"] = "abc"
+    with pytest.raises(DgtracesError):
+        predict(bad_cell, Cluster(2), Policy("wfbp"), model="alexnet", batch_size=16)
+
+
+def test_link_overrides_must_be_finite_and_a_named_release_must_exist(tmp_store):
+    t = trace()
+    for kw, code in ((dict(alpha_us=float("inf")), "BAD_INPUT"),
+                     (dict(gbps=float("inf")), "BAD_INPUT"), (dict(alpha_us="5"), "BAD_INPUT"),
+                     (dict(release="9.9.9"), "NOT_FOUND"), (dict(release="bogus"), "VERSION")):
+        with pytest.raises(DgtracesError) as exc:
+            predict(t, Cluster(4, 2, intra="loopback-gloo", **kw), Policy("wfbp"))
+        assert exc.value.code == code, kw
+    # a release without comm_fits keeps the shipped preliminary loopback values
+    assert predict(t, Cluster(4, 2, intra="loopback-gloo", release="0.1.0"),
+                   Policy("wfbp")).iter_ms > 0

@@ -200,3 +200,19 @@ def test_explain_of_reads_still_works(mini_store):
     for q in ("EXPLAIN SELECT count(*) FROM layers", "EXPLAIN ANALYZE SELECT count(*) FROM layers",
               "EXPLAIN (FORMAT json) SELECT 1", "EXPLAIN ANALYZE (SELECT 1)"):
         assert sql(q).rows, q
+
+
+def test_limits_and_query_types_are_checked(mini_store):
+    from dgtraces.query import Query
+
+    assert sql("SELECT * FROM layers", limit=0).truncated
+    for bad in (-1, 2.5, True, 10 ** 20):
+        with pytest.raises(dgtraces.errors.DgtracesError) as exc:
+            sql("SELECT * FROM layers", limit=bad)
+        assert exc.value.code == "BAD_INPUT", bad
+    with pytest.raises(dgtraces.errors.DgtracesError) as exc:
+        sql(5)
+    assert exc.value.code == "BAD_INPUT"
+    with Query("SELECT 1") as q, pytest.raises(dgtraces.errors.DgtracesError) as exc:
+        q.arrow_batches(0)
+    assert exc.value.code == "BAD_INPUT"

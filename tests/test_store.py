@@ -159,3 +159,20 @@ def test_outputs_inside_the_data_folder_are_refused(tmp_store, tmp_path):
             store.refuse_inside_data(path)
         assert exc.value.code == "BAD_INPUT"
     store.refuse_inside_data(tmp_path / "elsewhere.csv")  # fine
+
+
+def test_write_release_needs_tables(tmp_store):
+    for frames, code in (({}, "EMPTY"), ([layers_frame("alexnet")], "EMPTY"),
+                         ({"layers": None}, "BAD_INPUT")):
+        with pytest.raises(StoreError) as exc:
+            store.write_release("0.9.0", frames)
+        assert exc.value.code == code
+    assert store.list_releases() == ["0.1.0"]
+
+
+def test_duplicate_primary_keys_are_schema_failures(tmp_store):
+    lay = store.read_table("layers")
+    with pytest.raises(ValidationError) as exc:
+        store.write_release("0.9.0", {"layers": pd.concat([lay, lay.iloc[:1]])})
+    assert exc.value.code == "SCHEMA"
+    assert {(f.row, f.column) for f in exc.value.failures} >= {(0, "model"), (409, "model")}

@@ -11,13 +11,14 @@ to 1e-9 relative).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .cluster import POLICY_NAMES, Cluster, Policy, bad
 from .comm import ALGORITHMS, CommCost, collective
 from .dag import Prediction, Schedule, predict_trace, simulate
 from .links import Link, get_link, known_links, links_frame
-from .trace import Trace, from_frame, from_run, resolve
+from .trace import Trace, _nonneg, from_frame, from_run, resolve
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -28,10 +29,16 @@ def load_trace(trace: "str | Trace | pd.DataFrame", *, model: str | None = None,
     """Turn a run id, a Trace or a DataFrame of layer timings (needs ``model`` and
     ``batch_size``) into a Trace. ``phases`` may give io_ms, h2d_ms, update_ms. A run id is
     resolved as the CLI does (:func:`.trace.resolve`: modelled input copy for GPU runs)."""
-    if isinstance(trace, Trace):
-        return trace
-    if isinstance(trace, str):
-        return resolve(None, None, None, run_id=trace, release=release)
+    unknown = sorted(set(phases) - {"io_ms", "h2d_ms", "update_ms"})
+    if unknown:
+        raise bad(unknown[0], "not a phase time", "io_ms | h2d_ms | update_ms", unknown[0])
+    if isinstance(trace, (Trace, str)):
+        if model is not None or batch_size is not None:
+            raise bad("model" if model is not None else "batch_size", "a run id or Trace "
+                      "carries its own model and batch size", "not given", model or batch_size)
+        t = trace if isinstance(trace, Trace) else resolve(None, None, None, run_id=trace,
+                                                            release=release)
+        return replace(t, **{k: _nonneg(k, v) for k, v in phases.items()}) if phases else t
     if model is None:
         raise bad("model", "a DataFrame trace needs the model name", "a model", None)
     if batch_size is None:

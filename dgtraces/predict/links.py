@@ -9,8 +9,10 @@ fits are converted to per-hop link parameters through the ring cost they were me
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from numbers import Real
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -58,12 +60,14 @@ def _fit_rows(release: str | None) -> "pd.DataFrame | None":
     from .. import store
     from ..errors import StoreError
 
-    try:
-        if "comm_fits" not in store.tables(release):
+    if release is None:
+        try:
+            release = store.latest()
+        except StoreError:  # no release at all: the shipped preliminary values
             return None
-        fits = store.read_table("comm_fits", release)
-    except StoreError:
+    if "comm_fits" not in store.tables(release):  # a bad or missing release raises
         return None
+    fits = store.read_table("comm_fits", release)
     fits = fits[(fits["collective"] == "allreduce") & fits["interconnect"].isin(FIT_LINKS)]
     return fits if len(fits) else None
 
@@ -128,10 +132,12 @@ def get_link(name: "str | Link", *, field: str = "link", alpha_us: float | None 
                                   expected=" | ".join(sorted(links)), found=repr(name))])
         link = links[name]
     for value, col in ((alpha_us, "link_alpha_us"), (gbps, "link_gbps")):
-        if value is not None and not (value >= 0 and (col == "link_alpha_us" or value > 0)):
+        ok = isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
+        if value is not None and not (ok and value >= 0 and (col == "link_alpha_us"
+                                                              or value > 0)):
             raise DgtracesError(f"{col} must be positive", code="BAD_INPUT",
                                 failures=[Failure("BAD_INPUT", "out of range", column=col,
-                                                  expected="> 0", found=str(value))])
+                                                  expected="finite, > 0", found=str(value))])
     if alpha_us is not None or gbps is not None:
         link = replace(link, alpha_us=link.alpha_us if alpha_us is None else float(alpha_us),
                        bandwidth_gb_s=link.bandwidth_gb_s if gbps is None else gbps / 8.0,

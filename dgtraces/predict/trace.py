@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from numbers import Integral, Real
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -42,6 +43,40 @@ class Trace:
     run_id: str | None = None
     device: str | None = None
 
+    def __post_init__(self) -> None:
+        """Refuse what the DAG cannot schedule: BAD_INPUT for shapes, DUPLICATE for a layer
+        named twice (its tasks would form a cycle), PLAUSIBILITY for times that are not
+        finite and >= 0 or that sum to no compute at all."""
+        if not isinstance(self.model, str):
+            raise bad("model", "must be a model name", "a str", repr(self.model)[:40])
+        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, Integral) \
+                or self.batch_size < 1:
+            raise bad("batch_size", "must be an integer >= 1", ">= 1", self.batch_size)
+        object.__setattr__(self, "batch_size", int(self.batch_size))
+        n = len(self.layers)
+        if not n or not all(len(x) == n for x in (self.fwd_ms, self.bwd_ms, self.grad_bytes)):
+            raise bad("layers", "needs one fwd_ms, bwd_ms and grad_bytes per layer (at least "
+                      "one layer)", f"{n} each", (len(self.fwd_ms), len(self.bwd_ms),
+                                                  len(self.grad_bytes)))
+        if len(set(self.layers)) != n:
+            dup = next(x for i, x in enumerate(self.layers) if x in self.layers[:i])
+            raise bad("layers", "layer named twice", "unique layer names", dup,
+                      code="DUPLICATE")
+        for name in ("fwd_ms", "bwd_ms"):
+            for layer, value in zip(self.layers, getattr(self, name)):
+                if not (isinstance(value, Real) and math.isfinite(value)
+                        and value >= 0):
+                    raise bad(name, f"time of layer {layer} must be finite and >= 0", ">= 0",
+                              value, code="PLAUSIBILITY")
+        for name in ("io_ms", "h2d_ms", "update_ms"):
+            _nonneg(name, getattr(self, name))
+        if any(not (isinstance(g, Integral) and g >= 0) for g in self.grad_bytes):
+            raise bad("grad_bytes", "must be whole byte counts >= 0", ">= 0", None)
+        total = float(sum(self.fwd_ms)) + float(sum(self.bwd_ms))
+        if not (math.isfinite(total) and total > 0):
+            raise bad("fwd_ms", "layer times sum to no compute (or overflow)", "> 0 ms in all",
+                      total, code="PLAUSIBILITY")
+
     def arrays(self) -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]:
         import numpy as np
 
@@ -64,8 +99,11 @@ class Trace:
 
 
 def _nonneg(name: str, value) -> float:
-    value = float(0.0 if value is None or (isinstance(value, float) and math.isnan(value))
-                  else value)
+    try:
+        value = float(0.0 if value is None or (isinstance(value, float) and math.isnan(value))
+                      else value)
+    except (TypeError, ValueError):
+        raise bad(name, "must be a time in ms", ">= 0", repr(value)[:40]) from None
     if value < 0 or math.isinf(value):
         raise bad(name, "must be a finite time >= 0", ">= 0", value, code="PLAUSIBILITY")
     return value
@@ -79,9 +117,20 @@ def from_frame(df: "pd.DataFrame", model: str, batch_size: int, *, io_ms: float 
 
     GoogLeNet traces without the auxiliary classifiers are accepted (aux layers dropped).
     """
+    import pandas as pd
+
     from ..models import layers_frame
 
-    if isinstance(batch_size, bool) or int(batch_size) != batch_size or batch_size < 1:
+    if not isinstance(df, pd.DataFrame):
+        raise bad("trace", "layer timings must be a DataFrame", "a pandas DataFrame",
+                  type(df).__name__)
+    if not isinstance(model, str):
+        raise bad("model", "must be a model name", "a str", repr(model)[:40])
+    try:
+        whole = not isinstance(batch_size, bool) and int(batch_size) == batch_size
+    except (TypeError, ValueError, OverflowError):
+        whole = False
+    if not whole or batch_size < 1:
         raise bad("batch_size", "must be an integer >= 1", ">= 1", batch_size)
     for col in ("layer", "fwd_ms", "bwd_ms"):
         if col not in df.columns:
@@ -110,7 +159,12 @@ def from_frame(df: "pd.DataFrame", model: str, batch_size: int, *, io_ms: float 
                       for x in missing["layer"]])
     timed = timed.loc[structure["layer"]]
     for col in ("fwd_ms", "bwd_ms"):
-        values = timed[col].astype(float)
+        values = pd.to_numeric(timed[col], errors="coerce")
+        text = values.isna() & timed[col].notna()
+        if text.any():
+            i = values.index[text][0]
+            raise bad(col, f"time of layer {i} is not a number", "a number",
+                      repr(timed[col][i])[:40], code="SCHEMA")
         bad_rows = (values < 0) | values.map(math.isinf)
         if bad_rows.any():
             i = values.index[bad_rows][0]
