@@ -127,6 +127,12 @@ def test_plain_json_and_bad_inputs(tmp_path):
         (dict(path=tmp_path / "junk.json", text="{not json"), {}, "BAD_FILE"),
         (dict(path=SCOPES), {"map_path": bad_map}, "UNKNOWN_LAYER"),
         (dict(path=SCOPES), {"batch_size": 0}, "BAD_INPUT"),
+        (dict(path=SCOPES), {"batch_size": 8.7}, "BAD_INPUT"),
+        (dict(path=SCOPES), {"batch_size": "abc"}, "BAD_INPUT"),
+        (dict(path=tmp_path / "ts.json", text=json.dumps({"traceEvents": [
+            {"ph": "X", "name": "conv1", "ts": "abc", "dur": 5}]})), {}, "BAD_FILE"),
+        (dict(path=tmp_path / "ts2.json", text=json.dumps({"traceEvents": [
+            {"ph": "X", "name": "conv1", "ts": None, "dur": 5}]})), {}, "BAD_FILE"),
         (dict(path=tmp_path / "missing.json"), {}, "NOT_FOUND"),
         (dict(path=SCOPES), {"map_path": tmp_path / "no-map.csv"}, "NOT_FOUND"),
     ]

@@ -66,6 +66,10 @@ def test_osu_malformed(tmp_path):
         osu.import_log(noname, source="test")
     assert exc.value.code == "BAD_INPUT"
     assert osu.import_log(noname, source="test", workers=3).workers == 3
+    flat = tmp_path / "allreduce2-flat.log"  # latency that does not grow: no bandwidth
+    flat.write_text("# OSU MPI Allreduce Latency Test v5.4.0\n4 30.0\n8 30.0\n16 29.0\n")
+    res = osu.import_log(flat, source="test", workers=2)
+    assert len(res.comm) == 3 and len(res.comm_fits) == 0 and res.notes
     with pytest.raises(DgtracesError) as exc:
         osu.import_log(reference.path("bcaffe/allreduce2.log"), workers=4)
     assert exc.value.code == "BAD_INPUT"

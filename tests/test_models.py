@@ -77,3 +77,13 @@ def test_unknown_model_has_code():
     with pytest.raises(UnknownModelError) as exc:
         get_spec("vgg16")
     assert exc.value.code == "UNKNOWN_MODEL"
+
+
+def test_padded_count_needs_a_positive_alignment():
+    from dgtraces.errors import DgtracesError
+    from dgtraces.models import padded_param_count
+
+    for align in (0, -64, 2.5, True):
+        with pytest.raises(DgtracesError) as exc:
+            padded_param_count("alexnet", align=align)
+        assert exc.value.code == "BAD_INPUT"

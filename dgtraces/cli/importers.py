@@ -139,6 +139,8 @@ def osu(logs, workers, source, interconnect, out, force) -> None:
         for f in res.comm_fits.itertuples():
             click.echo(f"  {f.min_bytes}-{f.max_bytes} B: alpha {f.alpha_us:.2f} us, "
                        f"{f.bandwidth_gb_s:.3f} GB/s, r2 {f.r2:.3f}")
+        for note in res.notes:
+            click.echo(f"  note: {note}")
         comm.append(res.comm)
         fits.append(res.comm_fits)
     _write({"comm": pd.concat(comm, ignore_index=True),

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import DgtracesError, Failure
-from . import IMPORTER_VERSION, citation, frame, read_text
+from . import IMPORTER_VERSION, citation, frame, positive_int, read_text
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -228,8 +228,8 @@ def import_log(path, model: str = "googlenet", *, run_id: str | None = None,
                             code="BAD_INPUT")
     for k, v in given.items():
         if v is not None:
-            if k != "device" and int(v) <= 0:
-                raise DgtracesError(f"{k} must be > 0, got {v}", code="BAD_INPUT")
+            if k != "device":
+                given[k] = positive_int(k, v)
             inferred.pop(k, None)
     settings = {**{k: v for k, v in inferred.items() if k != "year"},
                 **{k: v for k, v in given.items() if v is not None}}

@@ -31,6 +31,7 @@ import csv
 import gzip
 import io
 import json
+import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from ..collect.env import RATIO_TOLERANCE, stats
 from ..errors import DgtracesError, Failure
-from . import IMPORTER_VERSION, frame, read_text
+from . import IMPORTER_VERSION, frame, positive_int, read_text
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -108,11 +109,22 @@ def load_trace(path) -> tuple[list[Event], dict, str]:
     if not isinstance(raw, list):
         raise DgtracesError(f"{path}: no traceEvents list", code="BAD_FILE")
     events = []
-    for e in raw:
+    for i, e in enumerate(raw):
         if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e and "dur" in e:
+            try:
+                ts, dur = float(e["ts"]), float(e["dur"])
+            except (TypeError, ValueError):
+                ts = dur = float("nan")
+            if not (math.isfinite(ts) and math.isfinite(dur) and dur >= 0):
+                raise DgtracesError(f"{path}: event {i} ({str(e.get('name'))[:60]!r}) has no "
+                                    f"usable ts/dur", code="BAD_FILE",
+                                    failures=[Failure("BAD_FILE", "ts/dur not finite numbers",
+                                                      file=str(path), row=i,
+                                                      found=repr((e["ts"], e["dur"]))[:80])])
+            args = e.get("args")
             events.append(Event(str(e.get("name", "")), str(e.get("cat", "")),
-                                (e.get("pid"), e.get("tid")), float(e["ts"]),
-                                float(e["dur"]), e.get("args") or {}))
+                                (e.get("pid"), e.get("tid")), ts, dur,
+                                args if isinstance(args, dict) else {}))
     meta = doc if isinstance(doc, dict) else {}
     return events, {k: v for k, v in meta.items() if k != "traceEvents"}, digest
 
@@ -281,8 +293,7 @@ def import_trace(path, model: str, *, batch_size: int, run_id: str | None = None
 
     records = layer_records(model)  # UNKNOWN_MODEL early
     order = [r["layer"] for r in records]
-    if int(batch_size) <= 0:
-        raise DgtracesError(f"batch size must be > 0, got {batch_size}", code="BAD_INPUT")
+    batch_size = positive_int("batch_size", batch_size)
     mapping = read_map(map_path, set(order), model) if map_path else {}
     events, meta, digest = load_trace(path)
     gpu = sum(e.cat in ("kernel", "gpu_memcpy", "gpu_memset") for e in events)

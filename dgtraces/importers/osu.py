@@ -40,6 +40,7 @@ class OsuImport:
     workers: int
     workers_from_name: bool
     split_bytes: int | None  # largest size of the first segment, None for one fit
+    notes: tuple[str, ...] = ()  # fits left out (e.g. latency flat in size: no bandwidth)
 
 
 @dataclass(frozen=True)
@@ -146,15 +147,18 @@ def import_log(path, *, source: str | None = None, workers: int | None = None,
     comm = frame("comm", [dict(base, message_bytes=b, time_ms=us / 1000.0)
                           for b, us in points])
     fits, split = best_fits(points)
-    rows = []
+    rows, notes = [], []
     for f in fits:
+        if not f.beta_us_per_byte > 0:  # flat or falling latency: no bandwidth to state
+            notes.append(f"no fit row for {f.sizes[0]}-{f.sizes[-1]} B: latency does not grow "
+                         "with size, so alpha-beta gives no bandwidth")
+            continue
         what = (f"alpha-beta least squares (dgtraces.importers.osu {IMPORTER_VERSION}) "
                 f"over {f.sizes[0]}-{f.sizes[-1]} B of {source}")
         if split is not None:
             what += f"; split at the protocol jump after {split} B"
         rows.append(dict(base, alpha_us=f.alpha_us, beta_us_per_byte=f.beta_us_per_byte,
-                         bandwidth_gb_s=(1e-3 / f.beta_us_per_byte if f.beta_us_per_byte
-                                         else math.inf),
+                         bandwidth_gb_s=1e-3 / f.beta_us_per_byte,
                          r2=f.r2, n_points=len(f.sizes), min_bytes=f.sizes[0],
                          max_bytes=f.sizes[-1], provenance="reconstructed", source=what))
-    return OsuImport(comm, frame("comm_fits", rows), workers, from_name, split)
+    return OsuImport(comm, frame("comm_fits", rows), workers, from_name, split, tuple(notes))
