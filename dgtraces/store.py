@@ -230,7 +230,7 @@ def read_table(table: str, version: str | None = None, root=None) -> "pd.DataFra
 
     folder = release_path(version, root)
     entries = _manifest_at(folder)["tables"]
-    if table not in entries:
+    if not isinstance(table, str) or table not in entries:
         raise StoreError(f"table {table!r} not in release {version or latest(root)}; "
                          f"tables: {', '.join(sorted(entries))}")
     return pd.read_parquet(_checked_paths(folder, entries)[table])

@@ -87,3 +87,17 @@ def test_padded_count_needs_a_positive_alignment():
         with pytest.raises(DgtracesError) as exc:
             padded_param_count("alexnet", align=align)
         assert exc.value.code == "BAD_INPUT"
+
+
+def test_non_string_names_are_unknown_models():
+    import dgtraces
+    from dgtraces.errors import DgtracesError
+
+    for call in (lambda: get_spec(["alexnet"]), lambda: inferred(["alexnet"]),
+                 lambda: layers_frame(5)):
+        with pytest.raises(DgtracesError) as exc:
+            call()
+        assert exc.value.code == "UNKNOWN_MODEL"
+    with pytest.raises(DgtracesError) as exc:
+        dgtraces.load(["layers"])
+    assert exc.value.code == "NOT_FOUND"

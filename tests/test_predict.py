@@ -329,3 +329,27 @@ def test_link_overrides_must_be_finite_and_a_named_release_must_exist(tmp_store)
     # a release without comm_fits keeps the shipped preliminary loopback values
     assert predict(t, Cluster(4, 2, intra="loopback-gloo", release="0.1.0"),
                    Policy("wfbp")).iter_ms > 0
+
+
+def test_api_argument_types_are_typed_errors():
+    t = trace()
+    cases = [
+        (lambda: predict(t, None, Policy("wfbp")), "BAD_INPUT"),
+        (lambda: predict(t, Cluster(2), "wfbp"), "BAD_INPUT"),
+        (lambda: predict(t, Cluster(2), Policy("wfbp"), calibrate_img_s="100"), "BAD_INPUT"),
+        (lambda: Cluster(2, intra=["pcie3"]), "UNKNOWN_LINK"),
+        (lambda: Cluster(10 ** 400), "BAD_INPUT"),
+    ]
+    for call, code in cases:
+        with pytest.raises(DgtracesError) as exc:
+            call()
+        assert exc.value.code == code
+
+
+def test_sweep_grid_fields_are_lists():
+    from dgtraces.predict.sweep import Grid, run_sweep
+
+    for kw in (dict(workers=4), dict(workers=None), dict(models="alexnet")):
+        with pytest.raises(DgtracesError) as exc:
+            run_sweep(Grid(**kw))
+        assert exc.value.code == "BAD_INPUT", kw

@@ -27,9 +27,15 @@ LAYER_COLUMNS = (
 )
 
 
-@lru_cache(maxsize=None)
 def get_spec(name: str) -> ModelSpec:
     """Return the architecture spec of ``name`` (GoogLeNet includes its aux classifiers)."""
+    if not isinstance(name, str):  # before the cache: a list is not hashable
+        raise UnknownModelError(repr(name)[:60], MODELS)
+    return _spec(name)
+
+
+@lru_cache(maxsize=None)
+def _spec(name: str) -> ModelSpec:
     if name == "alexnet":
         from .alexnet import build
     elif name == "googlenet":
@@ -41,8 +47,13 @@ def get_spec(name: str) -> ModelSpec:
     return build()
 
 
-@lru_cache(maxsize=None)
 def inferred(name: str) -> tuple[InferredLayer, ...]:
+    get_spec(name)  # UNKNOWN_MODEL for anything but a known name
+    return _inferred(name)
+
+
+@lru_cache(maxsize=None)
+def _inferred(name: str) -> tuple[InferredLayer, ...]:
     return tuple(infer(get_spec(name)))
 
 
@@ -131,6 +142,8 @@ def layers_frame(models: str | list[str] | tuple[str, ...] | None = None) -> "pd
         models = MODELS
     elif isinstance(models, str):
         models = (models,)
+    elif not isinstance(models, (list, tuple)):
+        raise UnknownModelError(repr(models)[:60], MODELS)
     rows = [r for m in models for r in layer_records(m)]
     df = pd.DataFrame(rows, columns=list(LAYER_COLUMNS))
     for col in ("layer_idx", "out_c", "out_h", "out_w", "params", "bias_params", "buffers",

@@ -11,7 +11,9 @@ to 1e-9 relative).
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
+from numbers import Real
 from typing import TYPE_CHECKING
 
 from .cluster import POLICY_NAMES, Cluster, Policy, bad
@@ -48,8 +50,8 @@ def load_trace(trace: "str | Trace | pd.DataFrame", *, model: str | None = None,
 
 def calibrate(trace: Trace, img_s: float, policy: Policy | None = None) -> Trace:
     """Scale compute so that one worker runs at ``img_s`` images/s (io and h2d unchanged)."""
-    if not img_s > 0:
-        raise bad("calibrate_img_s", "must be > 0", "> 0", img_s)
+    if isinstance(img_s, bool) or not isinstance(img_s, Real) or not 0 < img_s < math.inf:
+        raise bad("calibrate_img_s", "must be a finite number > 0", "> 0", img_s)
     target = trace.batch_size * 1000.0 / img_s
     overlap = policy.io_overlap if policy else False
     fixed = trace.h2d_ms + (0.0 if overlap else trace.io_ms)
@@ -70,6 +72,10 @@ def predict(trace: "str | Trace | pd.DataFrame", cluster: Cluster, policy: Polic
             **phases) -> Prediction:
     """Predict one S-SGD iteration. ``trace`` is a run id of the store, a Trace, or a
     DataFrame of layer timings (``layer, fwd_ms, bwd_ms``) with ``model`` and ``batch_size``."""
+    if not isinstance(cluster, Cluster):
+        raise bad("cluster", "must be a Cluster", "Cluster(...)", type(cluster).__name__)
+    if not isinstance(policy, Policy):
+        raise bad("policy", "must be a Policy", "Policy(...)", type(policy).__name__)
     t = load_trace(trace, model=model, batch_size=batch_size, release=release, **phases)
     if calibrate_img_s is not None:
         t = calibrate(t, calibrate_img_s, policy)

@@ -20,6 +20,9 @@ def bad(field_name: str, message: str, expected: str, found, code: str = "BAD_IN
                                            expected=expected, found=repr(found))])
 
 
+MAX_COUNT = 2 ** 31 - 1  # workers, GPUs per node, servers: far beyond any cluster
+
+
 @dataclass(frozen=True)
 class Cluster:
     """``workers`` data-parallel workers, ``gpus_per_node`` per machine; ``intra``/``inter``
@@ -48,9 +51,15 @@ class Cluster:
     def __post_init__(self) -> None:
         for name in ("workers", "gpus_per_node", "servers", "staging_passes"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                raise bad(name, "must be an integer >= 1", ">= 1", value)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
+                    or not 1 <= value <= MAX_COUNT:
+                raise bad(name, f"must be an integer in [1, {MAX_COUNT}]", ">= 1", value)
             object.__setattr__(self, name, int(value))
+        for name in ("intra", "inter", "staging"):
+            value = getattr(self, name)
+            if not (isinstance(value, (str, Link)) or (name == "staging" and value is None)):
+                raise bad(name, "must be a links preset name or a Link", "a str or Link",
+                          repr(value)[:60], code="UNKNOWN_LINK")
         if self.algorithm not in ALGORITHMS:
             raise bad("algorithm", "unknown collective algorithm", " | ".join(ALGORITHMS),
                       self.algorithm)

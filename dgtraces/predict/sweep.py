@@ -58,7 +58,11 @@ class Grid:
 def _check(grid: Grid) -> None:
     for name in ("models", "batch_sizes", "workers", "gpus_per_node", "intra", "inter",
                  "algorithms", "policies", "io_overlap"):
-        if not len(getattr(grid, name)):
+        value = getattr(grid, name)
+        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, range,
+                                                                          np.ndarray)):
+            raise bad(name, "must be a list of values", "a list or tuple", repr(value)[:60])
+        if not len(value):
             raise bad(name, "empty list", "at least one value", [])
     for w, g in product(grid.workers, grid.gpus_per_node):
         Cluster(w, g)  # raises BAD_INPUT naming workers / gpus_per_node
