@@ -202,6 +202,9 @@ def test_cli_import_commands(tmp_path):
     r = runner.invoke(main, ["import", "published", "--out", str(tmp_path / "p")])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "p" / "comm_fits.csv").is_file()
+    log = str(reference.path("bcaffe/allreduce2.log"))  # the same log twice: refused
+    r = runner.invoke(main, ["import", "osu", log, log, "--out", str(tmp_path / "o")])
+    assert r.exception.code == "DUPLICATE" and not (tmp_path / "o").exists()
 
 
 def test_default_run_id_tells_apart_files_named_alike(tmp_path):

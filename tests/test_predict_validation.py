@@ -175,6 +175,23 @@ def test_cli_errors_exit_1_with_code(release):
     assert isinstance(res.exception, DgtracesError) and res.exception.code == "UNKNOWN_LINK"
     res = runner.invoke(main, ["predict", "--workers", "2"])
     assert res.exception.code == "BAD_INPUT" and res.exception.failures[0].column == "model"
+    base = ["predict", "--model", "alexnet", "--device", "cpu-test", "--batch-size", "8"]
+    for extra, code, column in (
+            (["--bucket-mb", "nan"], "BAD_INPUT", "bucket_mb"),
+            (["--bucket-mb", "inf"], "BAD_INPUT", "bucket_mb"),
+            (["--io-ms", "nan"], "PLAUSIBILITY", "--io-ms"),
+            (["--gantt", "g.txt"], "BAD_INPUT", "--gantt"),
+            (["--timeline", "t.png"], "BAD_INPUT", "--timeline")):
+        res = runner.invoke(main, base + extra)
+        assert res.exception.code == code and res.exception.failures[0].column == column, extra
+    res = runner.invoke(main, ["predict", "--run-id", RUN, "--model", "resnet50"])
+    assert res.exception.code == "BAD_INPUT" and res.exception.failures[0].column == "model"
+    for args in (["sweep", "--models", "alexnet", "--device", "cpu-test", "--out", "x.txt"],
+                 ["sweep", "--models", "alexnet", "--device", "cpu-test", "--workers",
+                  "1-100000", "--batch-sizes", "1-200"],
+                 ["validate-predictor", "--out", "vp.xlsx"]):
+        res = runner.invoke(main, args)
+        assert res.exception.code == "BAD_INPUT", args
 
 
 def test_cli_sweep_and_validate(release, tmp_path):

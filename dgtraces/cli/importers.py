@@ -21,6 +21,13 @@ def _write(frames: dict, out: str, force: bool) -> None:
     from ..errors import DgtracesError
     from ..store import atomic_write_bytes
 
+    from ..schema import KEYS
+
+    for name, df in frames.items():  # e.g. the same log given twice
+        key = [c for c in KEYS.get(name, ()) if c in df.columns]
+        if key and df.duplicated(subset=key).any():
+            raise DgtracesError(f"{name}: the inputs repeat rows (same {', '.join(key)}); give "
+                                "each log once", code="DUPLICATE")
     folder = Path(out)
     targets = {name: folder / f"{name}.csv" for name in frames}
     clash = [str(p) for p in targets.values() if p.exists()]

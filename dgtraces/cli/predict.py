@@ -77,19 +77,31 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
     from ..predict import Cluster, Policy, calibrate, predict_trace, resolve
     from ..predict.cluster import bad
 
+    if timeline:
+        _suffix(timeline, "--timeline", (".json",))
+    if gantt:
+        _suffix(gantt, "--gantt", (".png",))
     if run_id is None:
         for name, value in (("model", model), ("device", device), ("batch_size", batch_size)):
             if value is None:
                 raise bad(name, "needed unless --run-id is given", "a value", None)
+    else:
+        for name, value in (("model", model), ("device", device), ("batch_size", batch_size),
+                            ("precision", None if precision == "fp32" else precision)):
+            if value is not None:
+                raise bad(name, "a --run-id fixes model, device, batch size and precision",
+                          "not given with --run-id", value)
     trace = resolve(model, device, batch_size, precision=precision, run_id=run_id,
                     release=release, whole=not raw_layer_times,
                     h2d_link=h2d_link if h2d_ms is None else None)
     if io_ms is not None or h2d_ms is not None:
         from ..predict.trace import _nonneg
 
-        trace = replace(trace, io_ms=trace.io_ms if io_ms is None else _nonneg("io_ms", io_ms),
-                        h2d_ms=trace.h2d_ms if h2d_ms is None else _nonneg("h2d_ms", h2d_ms))
-    pol = Policy(policy, io_overlap, int(bucket_mb * 1024 * 1024))
+        trace = replace(trace, io_ms=trace.io_ms if io_ms is None else _nonneg(
+                            "io_ms", _given("--io-ms", io_ms)),
+                        h2d_ms=trace.h2d_ms if h2d_ms is None else _nonneg(
+                            "h2d_ms", _given("--h2d-ms", h2d_ms)))
+    pol = Policy(policy, io_overlap, _bucket_bytes(bucket_mb))
     if calibrate_img_s is not None:
         trace = calibrate(trace, calibrate_img_s, pol)
     cluster = Cluster(workers, gpus_per_node, intra, inter, algorithm, servers,
@@ -201,11 +213,19 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
                 inter=_split(inter),
                 algorithms=_split(algorithms), policies=_split(policies),
                 io_overlap={"off": (False,), "on": (True,), "both": (False, True)}[overlap],
-                bucket_bytes=int(bucket_mb * 1024 * 1024), servers=servers,
+                bucket_bytes=_bucket_bytes(bucket_mb), servers=servers,
                 alpha_us=link_alpha_us, gbps=link_gbps, staging=staging,
                 staging_passes=staging_passes, shared_cpu=shared_cpu,
                 release=release or "latest")
+    if out:
+        _suffix(out, "--out", (".parquet", ".csv"))
     console = Console(stderr=True)
+    if grid.size() > MAX_SWEEP:
+        from ..predict.cluster import bad
+
+        raise bad("sweep", f"{grid.size():,} configurations; the limit is {MAX_SWEEP:,} (about "
+                  "2 GB of rows): split the sweep", f"<= {MAX_SWEEP:,}", grid.size())
+    console.print(f"{grid.size():,} configurations")
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("sweep", total=grid.size())
         df = run_sweep(grid, lambda m, b: resolve(m, device, b, release=release,
@@ -219,6 +239,34 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
     click.echo(best[["model", "batch_size", "workers", "gpus_per_node", "intra", "inter",
                      "algorithm", "policy", "io_overlap", "iter_ms", "throughput_img_s",
                      "efficiency"]].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+
+
+MAX_SWEEP = 10_000_000
+
+
+def _bucket_bytes(bucket_mb: float) -> int:
+    """--bucket-mb as bytes: a finite number of MiB > 0 (BAD_INPUT otherwise)."""
+    from ..predict.cluster import bad
+
+    if not 0 < bucket_mb < 1 << 20:  # also NaN; 1 TiB buckets at most
+        raise bad("bucket_mb", "must be a finite number of MiB > 0", "> 0", bucket_mb)
+    return int(bucket_mb * 1024 * 1024)
+
+
+def _given(option: str, value: float) -> float:
+    """A time given on the command line: a number, not NaN (which would read as 0)."""
+    from ..predict.cluster import bad
+
+    if value != value:
+        raise bad(option, "must be a number of ms", ">= 0", value, code="PLAUSIBILITY")
+    return value
+
+
+def _suffix(path: str, option: str, allowed: tuple[str, ...]) -> None:
+    from ..predict.cluster import bad
+
+    if not path.lower().endswith(allowed):
+        raise bad(option, "unsupported file type", " | ".join(allowed), path)
 
 
 def _write_frame(df, out: str) -> None:
@@ -245,6 +293,10 @@ def validate_predictor(release, plot, out, as_json) -> None:
     """Predict every measured/published iterations row; print MAPE; optional parity plot."""
     from ..predict.validation import parity_plot, validate
 
+    if out:
+        _suffix(out, "--out", (".parquet", ".csv"))
+    if plot:
+        _suffix(plot, "--plot", (".png",))
     res = validate(release)
     if plot:
         parity_plot(res, plot)

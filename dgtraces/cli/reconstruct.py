@@ -43,6 +43,10 @@ def reconstruct(device, model, batch_size, precision, out, as_csv, report, relea
                             code="BAD_INPUT")
     from ..reconstruct import reconstruct_trace, runs_frame
 
+    if out:
+        from ..collect.env import check_out
+
+        check_out(out)  # before any work, as the collectors do
     rec = reconstruct_trace(device, model, batch_size, precision)
     r = rec.run
     click.echo(f"{r['run_id']}: fwd {r['fwd_ms']:.2f} ms, bwd {r['bwd_ms']:.2f} ms, update "

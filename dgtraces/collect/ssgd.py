@@ -21,6 +21,7 @@ worker per phase. All policies of one call share the process group and the model
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING
 
 from ..errors import DgtracesError
@@ -205,8 +206,11 @@ def collect_ssgd(model: str, *, workers: int = 2, threads_per_worker: int = 1,
     if bad or not policies:
         raise DgtracesError(f"policies must be among {POLICIES}, got {list(policies)}",
                             code="BAD_INPUT")
-    if bucket_mb <= 0 or warmup < 0:
-        raise DgtracesError("bucket size must be > 0 MiB and warmup >= 0", code="BAD_INPUT")
+    if not 0 < bucket_mb < math.inf:  # also NaN
+        raise DgtracesError(f"bucket size must be a finite number of MiB > 0, got {bucket_mb}",
+                            code="BAD_INPUT")
+    if warmup < 0:
+        raise DgtracesError(f"warmup must be >= 0, got {warmup}", code="BAD_INPUT")
     env.require_torch("S-SGD collection")
     cfg = {"model": model, "workers": workers, "threads": threads_per_worker,
            "policies": list(policies), "bucket_bytes": int(bucket_mb * 1024 * 1024),
