@@ -212,3 +212,14 @@ def test_measure_lock_breaks_stale_locks_and_times_out_on_live_ones(tmp_path):
                 pass
         assert exc.value.code == "LOCKED" and lock.read_text() == text
     assert not (tmp_path / "measure.lock.break").exists()
+
+
+def test_ssgd_trace_folder_may_hold_csv(tmp_path):
+    import pandas as pd
+
+    from dgtraces.collect.ssgd import find_trace
+
+    pd.DataFrame({"run_id": ["r-1"], "model": ["alexnet"], "batch_size": [8],
+                  "threads": [1]}).to_csv(tmp_path / "runs.csv", index=False)
+    runs, rid = find_trace(tmp_path, "alexnet", 8)  # `collect layers --csv` output
+    assert rid == "r-1" and len(runs) == 1

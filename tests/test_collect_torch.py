@@ -105,6 +105,9 @@ def test_comm_two_workers_gloo():
     assert (fits["n_points"] == 3).all() and (fits["max_bytes"] == 4 << 20).all()
     assert (fits["min_bytes"] == 4096).all() and (fits["beta_us_per_byte"] > 0).all()
     assert (fits["bandwidth_gb_s"] == 1e-3 / fits["beta_us_per_byte"]).all()
+    one = collect_comm(workers=2, sizes=[4096], repeats=2, warmup=0,
+                       collectives=("allreduce",))  # one size: points, no fit table
+    assert set(one) == {"comm"} and len(validate_frame("comm", one["comm"])) == 1
 
 
 def test_ssgd_two_workers_every_policy(tmp_path):

@@ -189,9 +189,14 @@ def test_cli_errors_exit_1_with_code(release):
     for args in (["sweep", "--models", "alexnet", "--device", "cpu-test", "--out", "x.txt"],
                  ["sweep", "--models", "alexnet", "--device", "cpu-test", "--workers",
                   "1-100000", "--batch-sizes", "1-200"],
-                 ["validate-predictor", "--out", "vp.xlsx"]):
+                 ["validate-predictor", "--out", "vp.xlsx"],
+                 ["sweep", "--models", "alexnet", "--device", "cpu-test", "--workers", "1,,2"]):
         res = runner.invoke(main, args)
         assert res.exception.code == "BAD_INPUT", args
+    from dgtraces.cli.predict import _ints, _split
+
+    assert _ints("1-4,2", "--workers") == (1, 2, 3, 4)
+    assert _split("alexnet,resnet50,alexnet") == ("alexnet", "resnet50")
 
 
 def test_cli_sweep_and_validate(release, tmp_path):

@@ -88,9 +88,15 @@ def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv
     frames = collect_comm(workers=workers, sizes=parsed, repeats=repeats, warmup=warmup,
                           backend=backend, collectives=tuple(collectives))
     _written(write_tables(out, frames, csv=csv))
-    for fit in frames["comm_fits"].itertuples():
-        click.echo(f"{fit.collective}: alpha {fit.alpha_us:.1f} us, "
-                   f"{fit.bandwidth_gb_s:.3f} GB/s, R^2 {fit.r2:.3f}")
+    fitted = set()
+    if "comm_fits" in frames:
+        for fit in frames["comm_fits"].itertuples():
+            fitted.add(fit.collective)
+            click.echo(f"{fit.collective}: alpha {fit.alpha_us:.1f} us, "
+                       f"{fit.bandwidth_gb_s:.3f} GB/s, R^2 {fit.r2:.3f}")
+    for coll in sorted(set(collectives) - fitted):
+        click.echo(f"{coll}: no alpha-beta fit (one size, or times that do not grow with "
+                   "size: bandwidth unresolved); its points are in comm")
 
 
 @collect.command()

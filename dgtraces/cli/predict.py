@@ -144,7 +144,8 @@ def _print_prediction(pred, timeline, gantt) -> None:
 
 
 def _split(text: str, cast=str) -> tuple:
-    return tuple(cast(x.strip()) for x in str(text).split(",") if x.strip())
+    """Comma list -> distinct items in order (a repeated item would repeat sweep rows)."""
+    return tuple(dict.fromkeys(cast(x.strip()) for x in str(text).split(",") if x.strip()))
 
 
 def _ints(text: str, option: str) -> tuple[int, ...]:
@@ -152,6 +153,9 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
     from ..predict.cluster import bad
 
     out = []
+    parts = [x.strip() for x in str(text).split(",")]
+    if any(not x for x in parts) and len(parts) > 1:
+        raise bad(option, "empty item in the list", "e.g. 1,2,4", text)
     for part in _split(text):
         try:
             if "-" not in part:
@@ -170,6 +174,7 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
         out.extend(range(lo, hi + 1, step))
     if not out:
         raise bad(option, "no values", "at least one integer", text)
+    out = list(dict.fromkeys(out))  # "1-4,2" lists 2 once: one row per configuration
     return tuple(out)
 
 

@@ -142,7 +142,7 @@ def collect_comm(*, workers: int = 2, sizes: list[int] | None = None, repeats: i
                            "message_bytes": size, "time_ms": med, "p10_ms": p10,
                            "p90_ms": p90, "n": n, "provenance": "measured",
                            "source": source, "timestamp_utc": stamp})
-        fit = fit_alpha_beta(sizes, medians) if len(sizes) >= 2 else None
+        fit = fit_alpha_beta(sizes, medians) if len(sizes) >= 2 else None  # 1 size: no fit
         if fit is not None and fit["beta_us_per_byte"] > 0:  # else bandwidth unresolvable
             origin = fit.pop("through_origin")
             fits.append({"collective": coll, "backend": backend,
@@ -150,4 +150,7 @@ def collect_comm(*, workers: int = 2, sizes: list[int] | None = None, repeats: i
                          "provenance": "measured",
                          "source": source + ("; fit through the origin (OLS alpha < 0)"
                                              if origin else "")})
-    return {"comm": env.frame(points), "comm_fits": env.frame(fits)}
+    frames = {"comm": env.frame(points)}
+    if fits:  # no table at all rather than one without columns
+        frames["comm_fits"] = env.frame(fits)
+    return frames

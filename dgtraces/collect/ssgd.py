@@ -183,7 +183,10 @@ def find_trace(folder, model: str, batch_size: int) -> tuple["pd.DataFrame", str
 
     from ..checks import read_file
 
-    runs = read_file(Path(folder) / "runs.parquet")
+    folder = Path(folder)
+    csv = folder / "runs.csv"  # `collect layers --csv` writes CSV
+    runs = read_file(csv if csv.is_file() and not (folder / "runs.parquet").is_file()
+                     else folder / "runs.parquet")
     hit = runs[(runs["model"] == model) & (runs["batch_size"] == batch_size)
                & (runs["threads"] == 1)]
     if hit.empty:
