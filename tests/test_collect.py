@@ -223,3 +223,15 @@ def test_ssgd_trace_folder_may_hold_csv(tmp_path):
                   "threads": [1]}).to_csv(tmp_path / "runs.csv", index=False)
     runs, rid = find_trace(tmp_path, "alexnet", 8)  # `collect layers --csv` output
     assert rid == "r-1" and len(runs) == 1
+
+
+@pytest.mark.parametrize("command", [["layers", "--batch-size", "1"], ["ssgd"]])
+def test_aux_is_for_googlenet_only(tmp_path, command):
+    from click.testing import CliRunner
+
+    from dgtraces.cli import main
+
+    res = CliRunner().invoke(main, ["collect", command[0], "--model", "alexnet", "--aux",
+                                    *command[1:], "--out", str(tmp_path / "o")])
+    assert isinstance(res.exception, DgtracesError) and res.exception.code == "BAD_INPUT"
+    assert not (tmp_path / "o").exists()

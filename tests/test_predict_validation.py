@@ -181,7 +181,8 @@ def test_cli_errors_exit_1_with_code(release):
             (["--bucket-mb", "inf"], "BAD_INPUT", "bucket_mb"),
             (["--io-ms", "nan"], "PLAUSIBILITY", "--io-ms"),
             (["--gantt", "g.txt"], "BAD_INPUT", "--gantt"),
-            (["--timeline", "t.png"], "BAD_INPUT", "--timeline")):
+            (["--timeline", "t.png"], "BAD_INPUT", "--timeline"),
+            (["--servers", "3"], "BAD_INPUT", "servers")):
         res = runner.invoke(main, base + extra)
         assert res.exception.code == code and res.exception.failures[0].column == column, extra
     res = runner.invoke(main, ["predict", "--run-id", RUN, "--model", "resnet50"])

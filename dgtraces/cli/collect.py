@@ -34,6 +34,14 @@ def collect() -> None:
     """Measure layer timings, collectives and S-SGD iterations (needs dgtraces[collect])."""
 
 
+def _aux_only_googlenet(model: str, aux: bool) -> None:
+    if aux and model != "googlenet":
+        from ..errors import DgtracesError
+
+        raise DgtracesError(f"--aux applies to googlenet only (its auxiliary classifiers), not "
+                            f"{model}", code="BAD_INPUT")
+
+
 @collect.command()
 @click.option("--model", required=True, help=MODEL_HELP)
 @click.option("--batch-size", type=int, required=True)
@@ -50,6 +58,7 @@ def layers(model, batch_size, repeats, warmup, threads, aux, out, csv) -> None:
     from ..collect.layers import collect_layers
     from ..models import get_spec
 
+    _aux_only_googlenet(model, aux)
     get_spec(model)
     check_positive("batch size", batch_size)
     check_out(out)  # before measuring: a used --out must not cost the measurement
@@ -121,6 +130,7 @@ def ssgd(model, workers, threads_per_worker, policies, bucket_mb, iters, warmup,
     from ..collect.env import check_out, write_tables
     from ..collect.ssgd import collect_ssgd
 
+    _aux_only_googlenet(model, aux)
     check_out(out)
     runs = trace_id = None
     if trace:

@@ -77,6 +77,8 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
     from ..predict import Cluster, Policy, calibrate, predict_trace, resolve
     from ..predict.cluster import bad
 
+    if servers != 1 and algorithm != "ps":
+        raise bad("servers", "parameter servers need --algorithm ps", "1 without ps", servers)
     if timeline:
         _suffix(timeline, "--timeline", (".json",))
     if gantt:
