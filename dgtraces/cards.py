@@ -147,8 +147,8 @@ def _yaml_header(manifest: dict, stats: dict, data_dir: str) -> str:
         configs.append(cfg)
     total = sum(s["rows"] for s in stats.values())
     ids = [key for key, _ in licenses(stats)]
-    meta = {"license": ids[0] if len(ids) == 1 else ids, "pretty_name": PRETTY_NAME, "language": ["en"],
-            "tags": list(TAGS), "size_categories": [size_category(total)],
+    meta = {"license": ids[0] if len(ids) == 1 else ids, "pretty_name": PRETTY_NAME,
+            "language": ["en"], "tags": list(TAGS), "size_categories": [size_category(total)],
             "configs": configs}
     return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n"
 
@@ -224,13 +224,14 @@ def fragments(folder: str | Path | None = None, stats: dict | None = None
 
 
 def render_card(version: str | None = None, root=None, *, data_dir: str = "data",
-                fragments_dir: str | Path | None = None) -> str:
-    """The card text of a release (default: latest). Deterministic for a given release."""
+                fragments_dir: str | Path | None = None, stats: dict | None = None) -> str:
+    """The card text of a release (default: latest). Deterministic for a given release.
+    ``stats``: its :func:`provenance_stats`, when the caller has them already."""
     from .store import read_manifest
 
     manifest = read_manifest(version, root)
     version = manifest["version"]
-    stats = provenance_stats(version, root)
+    stats = provenance_stats(version, root) if stats is None else stats
     lines = [_yaml_header(manifest, stats, data_dir), f"# {PRETTY_NAME}", "",
              f"Release **{version}** (schema version {manifest['schema_version']}, created "
              f"{manifest['created_utc']}). {SUMMARY}", ""]
@@ -268,6 +269,8 @@ def write_card(out_dir: str | Path = "cards", version: str | None = None, root=N
 
     out = Path(out_dir)
     readme, meta = out / "README.md", out / "croissant.json"
-    atomic_write_bytes(readme, render_card(version, root, fragments_dir=fragments_dir).encode())
-    atomic_write_bytes(meta, croissant.render(version, root).encode())
+    stats = provenance_stats(version, root)  # one pass over the data for both files
+    atomic_write_bytes(readme, render_card(version, root, fragments_dir=fragments_dir,
+                                           stats=stats).encode())
+    atomic_write_bytes(meta, croissant.render(version, root, stats=stats).encode())
     return [readme, meta]

@@ -78,8 +78,10 @@ def _field_description(col: dict) -> str:
     return text
 
 
-def build(version: str | None = None, root=None, data_dir: str = "data") -> dict:
-    """The Croissant document (a JSON-ready dict) of a release."""
+def build(version: str | None = None, root=None, data_dir: str = "data",
+          stats: dict | None = None) -> dict:
+    """The Croissant document (a JSON-ready dict) of a release (``stats``: its
+    :func:`dgtraces.cards.provenance_stats`, when the caller has them already)."""
     from . import cards as c
     from . import store
     from .schema_export import describe, file_columns
@@ -121,7 +123,8 @@ def build(version: str | None = None, root=None, data_dir: str = "data") -> dict
         "conformsTo": CONFORMS_TO,
         "name": c.DATASET_NAME,
         "description": c.SUMMARY,
-        "license": [url for _, url in c.licenses(c.provenance_stats(version, root))],
+        "license": [url for _, url in c.licenses(
+            c.provenance_stats(version, root) if stats is None else stats)],
         "url": c.HOMEPAGE,
         "version": version,
         "datePublished": manifest.get("created_utc", "")[:10] or None,
@@ -133,7 +136,8 @@ def build(version: str | None = None, root=None, data_dir: str = "data") -> dict
     }
 
 
-def render(version: str | None = None, root=None, data_dir: str = "data") -> str:
-    doc = build(version, root, data_dir)
+def render(version: str | None = None, root=None, data_dir: str = "data",
+           stats: dict | None = None) -> str:
+    doc = build(version, root, data_dir, stats)
     doc = {k: v for k, v in doc.items() if v is not None}
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

@@ -31,7 +31,7 @@ def export(out: str | os.PathLike, version: str | None = None, root=None, *,
     ``out`` must not exist or be an empty folder (code ``BAD_INPUT`` otherwise).
     """
     from . import croissant, store
-    from .cards import render_card
+    from .cards import provenance_stats, render_card
 
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -58,11 +58,13 @@ def export(out: str | os.PathLike, version: str | None = None, root=None, *,
             raise IntegrityError(f"release {version} fails its manifest", failures=bad,
                                  hint=store.VERIFY_HINT)
         shutil.copyfile(src / store.MANIFEST, tmp / store.MANIFEST)
-        _copy_fragment_assets(tmp, fragments_dir, version, root)
+        stats = provenance_stats(version, root)  # one pass over the data for all three
+        _copy_fragment_assets(tmp, fragments_dir, stats)
         store.atomic_write_bytes(tmp / "README.md", render_card(
-            version, root, data_dir=DATA_DIR, fragments_dir=fragments_dir).encode())
+            version, root, data_dir=DATA_DIR, fragments_dir=fragments_dir,
+            stats=stats).encode())
         store.atomic_write_bytes(tmp / "croissant.json",
-                                 croissant.render(version, root, DATA_DIR).encode())
+                                 croissant.render(version, root, DATA_DIR, stats).encode())
         if out.exists():
             out.rmdir()
         os.rename(tmp, out)
@@ -72,14 +74,14 @@ def export(out: str | os.PathLike, version: str | None = None, root=None, *,
     return sorted(p for p in out.rglob("*") if p.is_file())
 
 
-def _copy_fragment_assets(dest: Path, fragments_dir, version: str, root) -> None:
+def _copy_fragment_assets(dest: Path, fragments_dir, stats: dict) -> None:
     """Copy the non-Markdown files (figures) that the release's card links to into
     ``dest/fragments/``, where its relative links (``fragments/<file>``, as in ``cards/``)
     expect them."""
-    from .cards import FRAGMENTS, fragments, provenance_stats
+    from .cards import FRAGMENTS, fragments
 
     folder = Path(FRAGMENTS if fragments_dir is None else fragments_dir)
-    used = "\n".join(text for _, text in fragments(folder, provenance_stats(version, root)))
+    used = "\n".join(text for _, text in fragments(folder, stats))
     assets = [p for p in sorted(folder.glob("*")) if p.is_file() and p.suffix != ".md"
               and f"fragments/{p.name}" in used] if folder.is_dir() else []
     for p in assets:

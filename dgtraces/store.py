@@ -85,6 +85,12 @@ def latest(root=None) -> str:
     return rels[-1]
 
 
+def latest_or_none(root=None) -> str | None:
+    """The latest release, or None for a store without any."""
+    rels = list_releases(root)
+    return rels[-1] if rels else None
+
+
 def release_path(version: str | None = None, root=None) -> Path:
     version = latest(root) if version is None else norm_version(version)
     path = releases_dir(root) / f"v{version}"

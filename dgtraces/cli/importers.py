@@ -19,9 +19,8 @@ FORCE = click.option("--force", is_flag=True, help="Overwrite existing table fil
 
 def _write(frames: dict, out: str, force: bool) -> None:
     from ..errors import DgtracesError
-    from ..store import atomic_write_bytes
-
     from ..schema import KEYS
+    from ..store import atomic_write_bytes
 
     for name, df in frames.items():  # e.g. the same log given twice
         key = [c for c in KEYS.get(name, ()) if c in df.columns]

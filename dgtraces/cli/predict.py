@@ -158,7 +158,7 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
     parts = [x.strip() for x in str(text).split(",")]
     if any(not x for x in parts) and len(parts) > 1:
         raise bad(option, "empty item in the list", "e.g. 1,2,4", text)
-    for part in _split(text):
+    for part in filter(None, parts):
         try:
             if "-" not in part:
                 out.append(int(part))

@@ -138,11 +138,7 @@ def _recheck(checked: "Checked", root) -> None:
     from .validate import SEP, store_known
 
     known = staged_known(root)
-    try:
-        now = store.latest(root)
-    except StoreError:
-        now = None
-    if now != checked.base_release:
+    if store.latest_or_none(root) != checked.base_release:
         known.update(store_known(root))
     clash = (set(checked.fingerprints) & known.run_ids
              or set(checked.fingerprints.values()) & known.fingerprints

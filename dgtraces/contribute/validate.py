@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
-from ..errors import Failure, StoreError, ValidationError
+from ..errors import Failure, ValidationError
 from . import plausibility as pl
 from .intake import DEFAULT_LIMITS, Contribution, Limits, read_contribution
 from .metadata import device_keys, json_failures
@@ -133,9 +133,8 @@ def store_known(root=None) -> Known:
     from .. import store
 
     known = Known()
-    try:
-        version = store.latest(root)
-    except StoreError:
+    version = store.latest_or_none(root)
+    if version is None:
         return known
     tables = store.tables(version, root)
 
@@ -261,15 +260,11 @@ def _refuse(contrib: Contribution, failures: list[Failure]) -> None:
 def validate_contribution(path: str | os.PathLike, *, root=None,
                           limits: Limits = DEFAULT_LIMITS) -> Checked:
     """Read ``path`` and check it against the latest release and the staging area."""
+    from .. import store
     from .staging import staged_known
 
-    from .. import store
-
     contrib = read_contribution(path, limits)
-    try:
-        base = store.latest(root)
-    except StoreError:
-        base = None
+    base = store.latest_or_none(root)
     known = store_known(root).update(staged_known(root))
     checked = check(contrib, known)
     checked.base_release = base

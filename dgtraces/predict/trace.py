@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import math
-from numbers import Integral, Real
 from dataclasses import dataclass, replace
+from numbers import Integral, Real
 from typing import TYPE_CHECKING
 
 from ..errors import DgtracesError, Failure, StoreError
@@ -283,8 +283,8 @@ def _resolve(model, device, batch_size, precision, run_id, release, whole, runs,
         from ..reconstruct import reconstruct_trace
     except ImportError as exc:
         raise StoreError(f"no stored trace for {model}/{device}/batch {batch_size} in release "
-                         f"{release or _latest_or_none(store)} and the reconstruction module "
-                         f"(dgtraces.reconstruct) is not available", code="NOT_FOUND",
+                         f"{release or store.latest_or_none() or 'none'} and the reconstruction "
+                         "module (dgtraces.reconstruct) is not available", code="NOT_FOUND",
                          hint="pass --run-id of a stored run, or install a dgtraces with "
                               "dgtraces.reconstruct") from exc
     rec = reconstruct_trace(device, model, batch_size, precision=precision)
@@ -296,13 +296,6 @@ def _resolve(model, device, batch_size, precision, run_id, release, whole, runs,
                       source=f"reconstructed on the fly (no stored trace matched): "
                              f"{run.get('source', 'dgtraces.reconstruct')}",
                       run_id=run.get("run_id"), device=device)
-
-
-def _latest_or_none(store) -> str:
-    try:
-        return store.latest()
-    except StoreError:
-        return "none"
 
 
 def gpu_devices() -> set[str]:
