@@ -25,7 +25,8 @@ REPO = Path(__file__).resolve().parent.parent
 def build(folder: Path, n_runs: int, fmt: str) -> int:
     import pandas as pd
 
-    from dgtraces.contribute.template import EXAMPLE_META, template_frames
+    from dgtraces.contribute.template import (EXAMPLE_META, EXAMPLE_SOURCE,
+                                              PLACEHOLDER_CONTRIBUTOR, template_frames)
 
     runs0, lt0 = template_frames("resnet50", 32)
     runs, lts = [], []
@@ -34,6 +35,8 @@ def build(folder: Path, n_runs: int, fmt: str) -> int:
         r, t = runs0.copy(), lt0.copy()
         rid = f"bench-{i:04d}"
         r["run_id"], t["run_id"] = rid, rid
+        # the template's markers replaced, as a contributor must (else PLAUSIBILITY/METADATA)
+        r["source"] = r["source"].str.replace(EXAMPLE_SOURCE, "benchmark", regex=False)
         for col in ("fwd_ms", "bwd_ms", "fwd_p10_ms", "fwd_p90_ms", "bwd_p10_ms", "bwd_p90_ms"):
             t[col] = t[col] * scale
         for col in ("fwd_ms", "bwd_ms", "iter_ms"):
@@ -42,7 +45,8 @@ def build(folder: Path, n_runs: int, fmt: str) -> int:
         lts.append(t)
     runs, lt = pd.concat(runs, ignore_index=True), pd.concat(lts, ignore_index=True)
     folder.mkdir(parents=True)
-    (folder / "contribution.yaml").write_text(EXAMPLE_META, encoding="utf-8")
+    meta = EXAMPLE_META.replace(PLACEHOLDER_CONTRIBUTOR, "Benchmark <bench@example.org>")
+    (folder / "contribution.yaml").write_text(meta, encoding="utf-8")
     for name, df in (("runs", runs), ("layer_timings", lt)):
         if fmt == "csv":
             df.to_csv(folder / f"{name}.csv", index=False)
