@@ -36,6 +36,7 @@ CODES = {
     "COLLECT": "a measurement failed or was inconsistent",
     "NO_CALIBRATION": "no calibration rows exist for the requested device",
     "INCOMPLETE_TRACE": "a layer trace lacks timings for layers of its model",
+    "NO_LAYER_TIMINGS": "a run has whole-model figures only, no per-layer timings",
 }
 
 

@@ -125,3 +125,24 @@ def store(tmp_store, tmp_path, monkeypatch):
     monkeypatch.setenv("DGTRACES_CHANGELOG", str(tmp_path / "CHANGELOG.md"))
     monkeypatch.setenv("DGTRACES_CARDS", str(tmp_path / "cards"))
     return tmp_store
+
+
+# --- simulator exports (issue #19): a release whose run has whole-model figures only -------
+@pytest.fixture
+def no_timings_store(tmp_path, monkeypatch):
+    """A data root with v0.9.0: the layers, one shipped measured run with its layer timings,
+    and run ``whole-only`` without any; DGTRACES_DATA points at it."""
+    import pandas as pd
+
+    from dgtraces import store
+
+    monkeypatch.delenv("DGTRACES_DATA", raising=False)
+    runs = store.read_table("runs", "0.3.0").iloc[[0]]
+    timings = store.read_table("layer_timings", "0.3.0")
+    frames = {"layers": store.read_table("layers", "0.3.0"),
+              "runs": pd.concat([runs, runs.assign(run_id="whole-only")], ignore_index=True),
+              "layer_timings": timings[timings["run_id"] == runs["run_id"].iloc[0]]}
+    root = tmp_path / "data"
+    store.write_release("0.9.0", frames, root=root, notes="run without layer timings")
+    monkeypatch.setenv("DGTRACES_DATA", str(root))
+    return root

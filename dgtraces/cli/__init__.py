@@ -49,6 +49,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "staging": ("dgtraces.cli.contribute:staging", "List, show or reject staged contributions."),
     "release": ("dgtraces.cli.contribute:release",
                 "Build a new release from the latest one plus staged contributions."),
+    "export-astra-sim": ("dgtraces.cli.export:export_astra_sim",
+                         "Write a stored run as an ASTRA-sim 1.0 text workload."),
+    "export-chakra": ("dgtraces.cli.export:export_chakra",
+                      "Write a stored run's predicted DAG as Chakra execution traces."),
     "reconstruct": ("dgtraces.cli.reconstruct:reconstruct",
                     "Reconstruct a K80/V100 layer trace, or --report the method's error."),
 }

@@ -66,11 +66,14 @@ def _cluster_options(f):
               help="Write Chrome trace-event JSON (Perfetto) of one iteration.")
 @click.option("--gantt", type=OutPath(dir_okay=False), default=None,
               help="Write a PNG Gantt chart of one iteration.")
+@click.option("--kineto-dir", type=OutPath(file_okay=False), default=None,
+              help="Write one Kineto trace per worker (Holistic Trace Analysis, Perfetto).")
 @click.option("--json", "as_json", is_flag=True, help="Print the prediction as JSON.")
 def predict(model, device, batch_size, run_id, precision, workers, intra, inter, policy,
             io_overlap, io_ms, h2d_ms, h2d_link, calibrate_img_s, raw_layer_times,
             gpus_per_node, algorithm, servers, bucket_mb, link_alpha_us, link_gbps, release,
-            staging, staging_passes, shared_cpu, timeline, gantt, as_json) -> None:
+            staging, staging_passes, shared_cpu, timeline, gantt, kineto_dir,
+            as_json) -> None:
     """Predict one S-SGD iteration (modelled) from a stored or reconstructed layer trace."""
     from dataclasses import replace
 
@@ -118,13 +121,17 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
         from ..predict.timeline import write_gantt
 
         write_gantt(gantt, sched, pred)
+    if kineto_dir:
+        from ..predict.kineto import write_kineto_dir
+
+        write_kineto_dir(kineto_dir, sched, pred)
     if as_json:
         click.echo(json.dumps(pred.to_dict(), indent=2, default=str))
         return
-    _print_prediction(pred, timeline, gantt)
+    _print_prediction(pred, timeline, gantt, kineto_dir)
 
 
-def _print_prediction(pred, timeline, gantt) -> None:
+def _print_prediction(pred, timeline, gantt, kineto_dir=None) -> None:
     b = pred.breakdown
     click.echo(f"modelled iteration: {pred.iter_ms:.3f} ms  ({pred.throughput_img_s:.1f} img/s "
                f"on {pred.workers} workers; speedup {pred.speedup_vs_1:.2f}, "
@@ -140,7 +147,8 @@ def _print_prediction(pred, timeline, gantt) -> None:
                    f"{link['bandwidth_gb_s']:.4g} GB/s ({link['provenance']}: {link['source']})")
     for note in pred.notes:
         click.echo(f"note: {note}")
-    for what, path in (("timeline", timeline), ("gantt", gantt)):
+    for what, path in (("timeline", timeline), ("gantt", gantt),
+                       ("kineto traces (one per worker) to", kineto_dir)):
         if path:
             click.echo(f"wrote {what} {path}")
 

@@ -31,6 +31,7 @@ class Task:
     stream: str  # compute | io | comm
     start_ms: float
     end_ms: float
+    deps: tuple[str, ...] = ()  # ids of the tasks it waits for (the DAG's edges)
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,8 @@ def simulate(trace: Trace, cluster: Cluster, policy: Policy) -> Schedule:
         "update": trace.update_ms,
         "messages": len(msgs),
     }
-    tasks = tuple(Task(tid, kind, stream, g.start[tid], g.end[tid])
-                  for tid, (kind, stream, _, _) in g.tasks.items())
+    tasks = tuple(Task(tid, kind, stream, g.start[tid], g.end[tid], deps)
+                  for tid, (kind, stream, _, deps) in g.tasks.items())
     return Schedule(tasks, tuple(msgs), g.end[sink], tuple(g.critical_path(sink)), breakdown,
                     cost)
 

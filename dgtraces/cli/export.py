@@ -1,0 +1,77 @@
+"""export-astra-sim, export-chakra: a stored run's layer trace as simulator input."""
+
+from __future__ import annotations
+
+import click
+
+from . import OutPath
+from .predict import POLICIES, _bucket_bytes, _cluster_options
+
+_raw = click.option("--raw-layer-times", is_flag=True,
+                    help="Do not scale layer times to the run's whole-model medians.")
+
+
+@click.command("export-astra-sim")
+@click.option("--run-id", required=True, help="Stored run whose layer trace is exported.")
+@click.option("--workers", default=1, show_default=True, type=int,
+              help="NPUs the workload is meant for (recorded in the sidecar).")
+@click.option("--parallelism", default="DATA", show_default=True,
+              type=click.Choice(["DATA"]), help="ASTRA-sim training loop.")
+@click.option("--clock-ghz", default=1.0, show_default=True, type=float,
+              help="Cycles per ns: ASTRA-sim's analytical backend ticks in ns (1 GHz).")
+@click.option("--release", default=None, help="Release to read the run from (default latest).")
+@_raw
+@click.option("--out", type=OutPath(dir_okay=False), required=True,
+              help="Workload file; a <out>.meta.json sidecar is written beside it.")
+def export_astra_sim(run_id, workers, parallelism, clock_ghz, release, raw_layer_times,
+                     out) -> None:
+    """Write an ASTRA-sim 1.0 text workload (cycles, bytes) of a stored run."""
+    from ..export import load_run_trace
+    from ..export.astra import astra_workload, write_astra
+
+    trace = load_run_trace(run_id, release, whole=not raw_layer_times)
+    wl = astra_workload(trace, workers=workers, parallelism=parallelism, clock_ghz=clock_ghz)
+    path, side = write_astra(out, wl)
+    t = wl.meta["totals_ms"]
+    click.echo(f"wrote {path} ({len(wl.layers)} layers, {parallelism}, cycles at "
+               f"{clock_ghz:g} GHz) and {side}")
+    click.echo(f"totals (ms): fwd {t['fwd']:.3f}, input-grad {t['input_grad']:.3f}, "
+               f"weight-grad {t['weight_grad']:.3f}, update {t['update']:.3f}; "
+               f"{t['grad_bytes']} gradient bytes all-reduced")
+    click.echo(f"trace: {trace.provenance} ({trace.run_id}); {trace.source}")
+    click.echo("note: " + wl.meta["backward_split"])
+
+
+@click.command("export-chakra")
+@click.option("--run-id", required=True, help="Stored run whose layer trace is exported.")
+@click.option("--workers", default=1, show_default=True, type=int,
+              help="NPUs: one <out>.<rank>.et file each.")
+@click.option("--intra", default="pcie3", show_default=True, help="Intra-node link preset.")
+@click.option("--inter", default="10gbe", show_default=True, help="Inter-node link preset.")
+@click.option("--policy", default="wfbp", show_default=True, type=click.Choice(POLICIES),
+              help="Gradient aggregation policy (sets the COMM_COLL nodes).")
+@click.option("--io-overlap", is_flag=True, help="Prefetch the next batch during compute.")
+@_raw
+@_cluster_options
+@click.option("--out", type=OutPath(dir_okay=False), required=True,
+              help="Path prefix: writes <out>.0.et ... <out>.<workers-1>.et.")
+def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_times,
+                  gpus_per_node, algorithm, servers, bucket_mb, link_alpha_us, link_gbps,
+                  release, staging, staging_passes, shared_cpu, out) -> None:
+    """Write Chakra execution traces (ASTRA-sim 2.0) of a stored run's predicted DAG."""
+    from ..export import check_workers, load_run_trace
+    from ..export.chakra import build_et, write_et
+    from ..predict import Cluster, Policy
+
+    check_workers(workers)
+    trace = load_run_trace(run_id, release, whole=not raw_layer_times)
+    cluster = Cluster(workers, gpus_per_node, intra, inter, algorithm, servers,
+                      link_alpha_us, link_gbps, release or "latest", staging, staging_passes,
+                      shared_cpu)
+    graph = build_et(trace, cluster, Policy(policy, io_overlap, _bucket_bytes(bucket_mb)))
+    paths = write_et(out, graph, workers)
+    comm = sum(1 for n in graph.nodes if n.name.startswith("comm/"))
+    click.echo(f"wrote {len(paths)} Chakra ET file(s) {paths[0]} ... ({len(graph.nodes)} nodes "
+               f"each: {len(graph.nodes) - comm} compute, {comm} COMM_COLL all-reduce)")
+    click.echo(f"modelled iteration {graph.iter_ms:.3f} ms; trace: {trace.provenance} "
+               f"({trace.run_id})")

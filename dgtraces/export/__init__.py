@@ -1,0 +1,90 @@
+"""Exports of layer traces to simulators: ASTRA-sim 1.0 text workloads and Chakra execution
+traces (ASTRA-sim 2.0). Predicted timelines for Holistic Trace Analysis live with the other
+timelines in :mod:`dgtraces.predict.kineto`.
+
+Every export reads its trace through the predictor's trace machinery
+(:func:`dgtraces.predict.trace.resolve`), so measured, reconstructed and published runs all
+work, and carries the trace's provenance and source next to what it writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import DgtracesError, Failure
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..predict.trace import Trace
+
+MAX_WORKERS = 4096  # per-NPU files / NPUs named in an export; far beyond the traced clusters
+
+SPLIT_NOTE = ("backward split into input-gradient and weight-gradient compute by the layers "
+              "table's FLOPs: weight-gradient FLOPs = the layer's fwd_flops (same multiply-adds "
+              "as its forward pass) for layers with gradients, input-gradient FLOPs = bwd_flops "
+              "minus that; each layer's bwd_ms is shared in that ratio (the traces "
+              "time the backward pass as one total)")
+
+
+@dataclass(frozen=True)
+class BackwardSplit:
+    """Per-layer backward time split into input-gradient (ig) and weight-gradient (wg) ms."""
+
+    ig_ms: tuple[float, ...]
+    wg_ms: tuple[float, ...]
+    note: str = SPLIT_NOTE
+
+
+def check_workers(workers: int) -> int:
+    """An integer NPU count in [1, MAX_WORKERS] (BAD_INPUT otherwise)."""
+    from ..predict.cluster import bad
+
+    if isinstance(workers, bool) or not isinstance(workers, int) \
+            or not 1 <= workers <= MAX_WORKERS:
+        raise bad("workers", f"must be an integer in [1, {MAX_WORKERS}]",
+                  f"1..{MAX_WORKERS}", workers)
+    return workers
+
+
+def load_run_trace(run_id: str, release: str | None = None, *, whole: bool = True) -> "Trace":
+    """The Trace of a stored run as the predictor reads it (no modelled input copy: the
+    exports carry layer compute only). NOT_FOUND for an unknown run, NO_LAYER_TIMINGS for a
+    run that has only whole-model figures."""
+    from .. import store
+    from ..predict.trace import resolve
+
+    if not isinstance(run_id, str) or not run_id:
+        raise DgtracesError("run id must be a non-empty string", code="BAD_INPUT",
+                            failures=[Failure("BAD_INPUT", "bad run id", column="run_id",
+                                              found=repr(run_id)[:40])])
+    runs = store.read_table("runs", release)
+    if not (runs["run_id"] == run_id).any():
+        raise DgtracesError(f"run {run_id!r} not in runs of release "
+                            f"{release or store.latest()}", code="NOT_FOUND",
+                            failures=[Failure("NOT_FOUND", "unknown run", column="run_id",
+                                              found=repr(run_id))],
+                            hint="list runs with: dgtraces sql \"select run_id from runs\"")
+    timings = store.read_table("layer_timings", release)
+    if not (timings["run_id"] == run_id).any():
+        raise DgtracesError(f"run {run_id!r} has no layer timings (whole-model figures only); "
+                            "an export needs per-layer times", code="NO_LAYER_TIMINGS",
+                            failures=[Failure("NO_LAYER_TIMINGS", "no layer_timings rows",
+                                              column="run_id", found=repr(run_id))])
+    return resolve(None, None, None, run_id=run_id, release=release, whole=whole,
+                   h2d_link=None, runs=runs, timings=timings)
+
+
+def split_backward(trace: "Trace") -> BackwardSplit:
+    """Input-gradient / weight-gradient shares of each layer's backward time (see
+    :data:`SPLIT_NOTE`); the two parts of a layer always sum to its ``bwd_ms``."""
+    from ..models import layers_frame
+
+    flops = layers_frame(trace.model).set_index("layer").loc[list(trace.layers)]
+    ig, wg = [], []
+    for b, nbytes, fwd_f, bwd_f in zip(trace.bwd_ms, trace.grad_bytes, flops["fwd_flops"],
+                                       flops["bwd_flops"]):
+        wg_flops = min(int(fwd_f), int(bwd_f)) if nbytes > 0 else 0
+        share = wg_flops / int(bwd_f) if int(bwd_f) > 0 else 0.0
+        wg.append(b * share)
+        ig.append(b - b * share)
+    return BackwardSplit(tuple(ig), tuple(wg))

@@ -1,0 +1,127 @@
+"""ASTRA-sim 1.0 text workload of a layer trace (data-parallel training loop).
+
+The format, as ASTRA-sim documents it (``inputs/workload/ASTRA-sim-1.0/README.md``) and
+parses it (``Workload::initialize_workload`` in ``astra-sim/workload/Workload.cc``, which reads
+whitespace-separated tokens with ``>>``): line 1 the parallelism (``DATA``), line 2 the layer
+count, then one line per layer::
+
+    name reserved fwd_cycles fwd_comm fwd_bytes ig_cycles ig_comm ig_bytes
+         wg_cycles wg_comm wg_bytes update_cycles
+
+Compute times are cycles, communication sizes bytes. ASTRA-sim's analytical network counts
+time in ns (link latency in ns, bandwidth in GB/s = bytes/ns), so one cycle is one ns there:
+we convert at ``clock_ghz`` = 1.0 unless told otherwise. The format has no comments, so the
+provenance, units and the backward split go to a JSON sidecar (``<out>.meta.json``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..predict.cluster import bad
+from . import check_workers, split_backward
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..predict.trace import Trace
+
+PARALLELISMS = ("DATA",)  # what a single-model layer trace can describe
+RESERVED = -1  # the "reserved variable" column; ASTRA-sim's own examples write -1
+FORMAT_DOC = ("ASTRA-sim 1.0 text workload: astra-sim/astra-sim "
+              "inputs/workload/ASTRA-sim-1.0/README.md; parser Workload::initialize_workload "
+              "in astra-sim/workload/Workload.cc")
+
+
+@dataclass(frozen=True)
+class AstraLayer:
+    name: str
+    fwd_cycles: int
+    ig_cycles: int
+    wg_cycles: int
+    wg_comm: str  # ALLREDUCE | NONE
+    wg_bytes: int
+    update_cycles: int
+
+    def line(self) -> str:
+        return (f"{self.name}\t{RESERVED}\t{self.fwd_cycles}\tNONE\t0\t{self.ig_cycles}\tNONE\t0"
+                f"\t{self.wg_cycles}\t{self.wg_comm}\t{self.wg_bytes}\t{self.update_cycles}")
+
+
+@dataclass(frozen=True)
+class AstraWorkload:
+    parallelism: str
+    layers: tuple[AstraLayer, ...]
+    meta: dict
+
+    def text(self) -> str:
+        return "\n".join([self.parallelism, str(len(self.layers))]
+                         + [x.line() for x in self.layers]) + "\n"
+
+
+def _cycles(ms: float, clock_ghz: float) -> int:
+    return int(round(ms * clock_ghz * 1e6))
+
+
+def astra_workload(trace: "Trace", *, workers: int = 1, parallelism: str = "DATA",
+                   clock_ghz: float = 1.0) -> AstraWorkload:
+    """The ASTRA-sim 1.0 workload of ``trace``: forward, input-gradient and weight-gradient
+    compute per layer (cycles at ``clock_ghz``), the weight gradient all-reduced (its bytes
+    from the ``layers`` table), and the trace's update time shared by gradient bytes."""
+    check_workers(workers)
+    if parallelism not in PARALLELISMS:
+        raise bad("parallelism", "a layer trace describes data-parallel training only",
+                  " | ".join(PARALLELISMS), parallelism)
+    if isinstance(clock_ghz, bool) or not isinstance(clock_ghz, (int, float)) \
+            or not 0 < clock_ghz < 1e3:
+        raise bad("clock_ghz", "must be a clock frequency in GHz, > 0", "e.g. 1.0", clock_ghz)
+    for name in trace.layers:
+        if not name or any(c.isspace() for c in name):
+            raise bad("layer", "ASTRA-sim reads layer names as single tokens",
+                      "no whitespace", name)
+    split = split_backward(trace)
+    total_grad = sum(trace.grad_bytes)
+    layers = []
+    for name, f, ig, wg, nbytes in zip(trace.layers, trace.fwd_ms, split.ig_ms, split.wg_ms,
+                                       trace.grad_bytes):
+        update_ms = trace.update_ms * nbytes / total_grad if total_grad else 0.0
+        layers.append(AstraLayer(name, _cycles(f, clock_ghz), _cycles(ig, clock_ghz),
+                                 _cycles(wg, clock_ghz), "ALLREDUCE" if nbytes else "NONE",
+                                 int(nbytes), _cycles(update_ms, clock_ghz)))
+    meta = {
+        "format": FORMAT_DOC,
+        "parallelism": parallelism,
+        "workers": workers,
+        "workers_note": "the workload file is the same for every NPU; the NPU count is set by "
+                        "ASTRA-sim's network configuration, which must have this many NPUs",
+        "clock_ghz": clock_ghz,
+        "units": {"compute": f"cycles at {clock_ghz:g} GHz ({clock_ghz * 1e6:g} cycles per "
+                             "ms; 1 cycle = 1 ns at 1 GHz, the analytical backend's tick)",
+                  "communication": "bytes"},
+        "model": trace.model, "batch_size": trace.batch_size, "layers": len(layers),
+        "trace_provenance": trace.provenance, "trace_source": trace.source,
+        "trace_run_id": trace.run_id, "trace_device": trace.device,
+        "backward_split": split.note,
+        "update": "the run's whole-model update_ms shared among layers by gradient bytes",
+        "not_included": "input read/decode and host-to-device copy (no column in the format)",
+        "totals_ms": {"fwd": float(sum(trace.fwd_ms)), "input_grad": float(sum(split.ig_ms)),
+                      "weight_grad": float(sum(split.wg_ms)), "update": trace.update_ms,
+                      "grad_bytes": int(total_grad)},
+    }
+    return AstraWorkload(parallelism, tuple(layers), meta)
+
+
+def meta_path(out: str | Path) -> Path:
+    return Path(f"{out}.meta.json")
+
+
+def write_astra(out: str | Path, workload: AstraWorkload) -> tuple[Path, Path]:
+    """Write the workload and its ``.meta.json`` sidecar (each atomically)."""
+    from ..store import atomic_write_bytes
+
+    side = meta_path(out)
+    meta = dict(workload.meta, layer_rows=[asdict(x) for x in workload.layers])
+    atomic_write_bytes(side, json.dumps(meta, indent=1).encode())
+    atomic_write_bytes(out, workload.text().encode())
+    return Path(out), side

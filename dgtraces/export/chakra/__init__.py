@@ -1,0 +1,161 @@
+"""Chakra execution traces (ASTRA-sim 2.0 input) of the predictor's iteration DAG.
+
+One file per NPU, ``<prefix>.<rank>.et``, as ASTRA-sim's ``--workload-configuration`` prefix
+expects. Each file is Chakra's length-delimited protobuf stream: a varint32 byte count before
+every message, the ``GlobalMetadata`` first, then the ``Node`` messages in topological order
+(the order of :func:`dgtraces.predict.dag.simulate`). Nodes: ``COMP_NODE`` per forward and
+backward layer task, the update and (when timed) the input read and host-to-device copy, with
+``duration_micros``; ``COMM_COLL_NODE`` (``ALL_REDUCE``) per gradient message of the policy
+with ``comm_size`` in bytes; ``data_deps`` are the DAG's edges. The schema is Chakra's
+``et_def.proto`` (MIT, see ``LICENSE.chakra``) compiled with protobuf (extra ``[sim]``).
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...errors import DgtracesError, Failure, require
+from .. import check_workers
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...predict.cluster import Cluster, Policy
+    from ...predict.trace import Trace
+
+SCHEMA = "1.0.2-chakra.0.0.4"  # the GlobalMetadata "schema" attribute Chakra's converters set
+COMM_NOTE = ("COMM_COLL_NODE durations are the dgtraces predictor's modelled collective times; "
+             "ASTRA-sim simulates each collective from its comm_size on its own network model")
+
+
+def _pb() -> Any:
+    require("google.protobuf", "sim", "writing Chakra execution traces")
+    from . import et_def_pb2
+
+    return et_def_pb2
+
+
+@dataclass(frozen=True)
+class EtGraph:
+    """The Chakra messages of one NPU's iteration (all NPUs run the same DAG)."""
+
+    metadata: Any  # et_def_pb2.GlobalMetadata
+    nodes: tuple[Any, ...]  # et_def_pb2.Node, topological order
+    iter_ms: float
+
+
+def _attr(pb, name: str, value) -> Any:
+    if isinstance(value, bool):
+        return pb.AttributeProto(name=name, bool_val=value)
+    if isinstance(value, int):
+        return pb.AttributeProto(name=name, int64_val=value)
+    if isinstance(value, float):
+        return pb.AttributeProto(name=name, double_val=value)
+    return pb.AttributeProto(name=name, string_val=str(value))
+
+
+def build_et(trace: "Trace", cluster: "Cluster", policy: "Policy") -> EtGraph:
+    """Simulate one iteration of ``trace`` and turn its DAG into Chakra nodes."""
+    from ..._version import __version__
+    from ...predict.dag import predict_trace
+
+    pb = _pb()
+    check_workers(cluster.workers)
+    pred, sched = predict_trace(trace, cluster, policy)
+    sizes = {m.task_id: m.nbytes for m in sched.messages}
+    ids: dict[str, list[int]] = {}  # task -> node ids it stands for (dropped: its deps)
+    nodes = []
+    for t in sched.tasks:
+        deps = sorted({i for d in t.deps for i in ids[d]})
+        dur_ms = t.end_ms - t.start_ms
+        if t.kind in ("io", "h2d") and dur_ms <= 0:
+            ids[t.id] = deps  # an untimed phase: its successors wait for its predecessors
+            continue
+        node = pb.Node(id=len(nodes), name=t.id, data_deps=deps,
+                       start_time_micros=int(round(t.start_ms * 1000)),
+                       duration_micros=int(round(dur_ms * 1000)))
+        if t.kind == "comm":
+            node.type = pb.COMM_COLL_NODE
+            node.name = f"{t.id} all_reduce {int(sizes[t.id])} B"
+            node.attr.extend([_attr(pb, "comm_type", int(pb.ALL_REDUCE)),
+                              _attr(pb, "comm_size", int(sizes[t.id]))])
+        else:
+            node.type = pb.COMP_NODE
+            node.attr.append(_attr(pb, "is_cpu_op", t.kind == "io"))
+        node.attr.append(_attr(pb, "dgtraces_kind", t.kind))
+        ids[t.id] = [node.id]
+        nodes.append(node)
+    meta = pb.GlobalMetadata(version="0.0.4", attr=[_attr(pb, k, v) for k, v in {
+        "schema": SCHEMA, "generator": f"dgtraces {__version__}", "provenance": "modelled",
+        "method": pred.method, "model": pred.model, "batch_size": pred.batch_size,
+        "workers": pred.workers, "policy": pred.policy, "algorithm": cluster.algorithm,
+        "iter_ms": float(pred.iter_ms), "trace_provenance": trace.provenance,
+        "trace_source": trace.source, "trace_run_id": trace.run_id or "",
+        "trace_device": trace.device or "", "time_unit": "microseconds (duration_micros)",
+        "comm_note": COMM_NOTE}.items()])
+    return EtGraph(meta, tuple(nodes), float(pred.iter_ms))
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def encode(graph: EtGraph) -> bytes:
+    """Chakra's stream: varint32 length + GlobalMetadata, then each Node likewise."""
+    buf = io.BytesIO()
+    for msg in (graph.metadata, *graph.nodes):
+        data = msg.SerializeToString()
+        buf.write(_varint(len(data)))
+        buf.write(data)
+    return buf.getvalue()
+
+
+def et_paths(prefix: str | Path, workers: int) -> list[Path]:
+    return [Path(f"{prefix}.{rank}.et") for rank in range(check_workers(workers))]
+
+
+def write_et(prefix: str | Path, graph: EtGraph, workers: int) -> list[Path]:
+    """Write ``<prefix>.<rank>.et`` for every rank (same DAG; each file atomically)."""
+    from ...store import atomic_write_bytes
+
+    data = encode(graph)
+    paths = et_paths(prefix, workers)
+    for path in paths:
+        atomic_write_bytes(path, data)
+    return paths
+
+
+def read_et(path: str | Path) -> tuple[Any, list[Any]]:
+    """(GlobalMetadata, Nodes) of a Chakra ET file; BAD_FILE if its framing is broken."""
+    pb = _pb()
+    data = Path(path).read_bytes()
+    messages, pos = [], 0
+    while pos < len(data):
+        size = shift = 0
+        while True:
+            if pos >= len(data):
+                raise DgtracesError(f"{path}: truncated length prefix", code="BAD_FILE",
+                                    failures=[Failure("BAD_FILE", "truncated varint",
+                                                      file=str(path))])
+            byte = data[pos]
+            pos += 1
+            size |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        if pos + size > len(data):
+            raise DgtracesError(f"{path}: message runs past the end", code="BAD_FILE",
+                                failures=[Failure("BAD_FILE", "truncated message",
+                                                  file=str(path))])
+        messages.append(data[pos:pos + size])
+        pos += size
+    if not messages:
+        raise DgtracesError(f"{path}: empty execution trace", code="BAD_FILE")
+    meta = pb.GlobalMetadata.FromString(messages[0])
+    return meta, [pb.Node.FromString(m) for m in messages[1:]]

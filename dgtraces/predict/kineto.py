@@ -1,0 +1,130 @@
+"""A predicted iteration as a multi-rank PyTorch profiler (Kineto) trace folder that Holistic
+Trace Analysis (HTA) reads: one ``rank<r>.modelled.pt.trace.json`` per worker.
+
+Each file has what HTA's parser and analyses use: ``distributedInfo`` (rank, world_size;
+first key after the schema version, because HTA finds a file's rank with the first
+``"rank": N`` in its text), ``deviceProperties``, ``ProfilerStep#k`` annotations on the host
+thread, and per task a GPU event (``cat`` ``kernel``, or ``gpu_memcpy`` for the input copy)
+on a stream, linked by ``correlation`` to a host ``cuda_runtime`` launch. Compute tasks run on
+stream 7; the gradient messages on stream 13 as ``ncclKernel_AllReduce_*`` kernels, the name
+HTA classifies as communication. The modelled iteration repeats ``steps`` times back to back
+(workers and iterations are identical in the model); HTA drops the last step by default.
+
+Everything is modelled and says so (``dgtraces`` metadata key): launches take no time (the
+model has no host-side cost), and CPU workers' tasks appear as "kernels" of device 0.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import DgtracesError, Failure
+from ..store import atomic_write_bytes
+from .dag import Prediction, Schedule
+from .timeline import MAX_WORKER_TRACKS
+
+HOST_PID, MAIN_TID, LOADER_TID = 1, 1, 2
+GPU_PID, COMPUTE_STREAM, COMM_STREAM = 0, 7, 13
+STEPS = 3
+SUFFIX = ".modelled.pt.trace.json"
+H2D_NAME = "Memcpy HtoD (Pageable -> Device)"
+
+
+def _us(ms: float) -> int:
+    """Whole microseconds: HTA rounds times to integers, so rounding both ends here keeps
+    back-to-back tasks back to back (rounding start and duration apart opens 1 us gaps)."""
+    return int(round(ms * 1000.0))
+
+
+def _comm_kernel(algorithm: str) -> str:
+    return f"ncclKernel_AllReduce_{algorithm.upper()}_Sum_float"
+
+
+def rank_events(sched: Schedule, pred: Prediction, steps: int = STEPS) -> list[dict]:
+    """Trace events of one worker over ``steps`` identical iterations (times in us)."""
+    iter_us = _us(sched.iter_ms)
+    kernel = _comm_kernel(str(pred.cluster["algorithm"]))
+    events: list[dict] = [
+        {"ph": "M", "name": "process_name", "pid": HOST_PID, "args": {"name": "host"}},
+        {"ph": "M", "name": "process_name", "pid": GPU_PID, "args": {"name": "device 0"}},
+        {"ph": "M", "name": "thread_name", "pid": HOST_PID, "tid": LOADER_TID,
+         "args": {"name": "dataloader"}},
+    ]
+    corr = 0
+    for k in range(steps):
+        off = k * iter_us
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k + 1}",
+                       "pid": HOST_PID, "tid": MAIN_TID, "ts": off, "dur": iter_us,
+                       "args": {"External id": k + 1}})
+        for t in sched.tasks:
+            ts = off + _us(t.start_ms)
+            dur = off + _us(t.end_ms) - ts
+            if dur <= 0:
+                continue
+            if t.kind == "io":
+                events.append({"ph": "X", "cat": "cpu_op", "name": "dataloader: read + decode "
+                               "batch (modelled io)", "pid": HOST_PID, "tid": LOADER_TID,
+                               "ts": ts, "dur": dur, "args": {"dgtraces_task": t.id}})
+                continue
+            corr += 1
+            comm = t.kind == "comm"
+            copy = t.kind == "h2d"
+            events.append({"ph": "X", "cat": "cuda_runtime",
+                           "name": "cudaMemcpyAsync" if copy else "cudaLaunchKernel",
+                           "pid": HOST_PID, "tid": MAIN_TID, "ts": ts, "dur": 0,
+                           "args": {"correlation": corr, "External id": k + 1}})
+            stream = COMM_STREAM if comm else COMPUTE_STREAM
+            events.append({"ph": "X", "cat": "gpu_memcpy" if copy else "kernel",
+                           "name": kernel if comm else H2D_NAME if copy else t.id,
+                           "pid": GPU_PID, "tid": stream, "ts": ts, "dur": dur,
+                           "args": {"device": 0, "stream": stream, "correlation": corr,
+                                    "External id": k + 1, "dgtraces_task": t.id}})
+    return events
+
+
+def kineto_trace(sched: Schedule, pred: Prediction, rank: int, steps: int = STEPS) -> dict:
+    """The Kineto-format document of worker ``rank``."""
+    meta = dict(pred.to_dict(), steps=steps, note=(
+        "modelled by dgtraces, not profiled: every worker runs the same schedule; "
+        "iterations repeat back to back; host launches take no modelled time"))
+    return {
+        "schemaVersion": 1,
+        "distributedInfo": {"backend": "modelled", "rank": rank,
+                            "world_size": pred.workers},
+        "deviceProperties": [{"id": 0, "name": f"{pred.trace_device or 'device'} (modelled)"}],
+        "traceEvents": rank_events(sched, pred, steps),
+        "displayTimeUnit": "ms",
+        "dgtraces": meta,
+    }
+
+
+def write_kineto_dir(folder: str | Path, sched: Schedule, pred: Prediction,
+                     steps: int = STEPS) -> list[Path]:
+    """One file per worker (at most MAX_WORKER_TRACKS: the schedules are identical).
+    BAD_INPUT if ``folder`` holds other trace files, which HTA would read as more ranks."""
+    from .cluster import bad
+
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 100:
+        raise bad("steps", "must be an integer in [1, 100]", "1..100", steps)
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise bad("kineto_dir", "must be a folder", "a folder", str(folder))
+    if folder.is_dir():
+        foreign = sorted(p.name for p in folder.iterdir()
+                         if p.name.endswith((".json", ".gz")) and not p.name.endswith(SUFFIX))
+        if foreign:
+            raise DgtracesError(
+                f"{folder} holds other trace files that HTA would read as ranks",
+                code="BAD_INPUT", hint="write into an empty folder",
+                failures=[Failure("BAD_INPUT", "foreign trace file", file=str(folder / n))
+                          for n in foreign])
+        for stale in folder.glob(f"*{SUFFIX}"):
+            stale.unlink()
+    paths = []
+    for rank in range(min(pred.workers, MAX_WORKER_TRACKS)):
+        path = folder / f"rank{rank}{SUFFIX}"
+        doc = kineto_trace(sched, pred, rank, steps)
+        atomic_write_bytes(path, json.dumps(doc, default=str).encode())
+        paths.append(path)
+    return paths

@@ -1,0 +1,120 @@
+"""export-astra-sim: the ASTRA-sim 1.0 text workload, parsed back as ASTRA-sim documents it."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from dgtraces.cli import main
+from dgtraces.errors import DgtracesError
+from dgtraces.export import load_run_trace, split_backward
+from dgtraces.export.astra import astra_workload, meta_path, write_astra
+from dgtraces.models import layers_frame
+
+RELEASE = "0.3.0"
+REC = "rec-v100-resnet50-b32-fp32-v1.1"
+MEASURED = "pytorch-alexnet-b4-t1-20261202T144242Z-7c77"
+COMM = ("NONE", "ALLREDUCE", "ALLGATHER", "ALLTOALL", "REDUCESCATTER")
+
+
+def parse_workload(text):
+    """The documented format (astra-sim inputs/workload/ASTRA-sim-1.0/README.md; read with
+    ``>>`` token by token in Workload::initialize_workload): parallelism, layer count, then
+    per layer name, reserved int, then (compute cycles, comm type, comm bytes) for forward,
+    input gradient and weight gradient, then the update delay."""
+    tokens = text.split()
+    parallelism, count, rest = tokens[0], int(tokens[1]), tokens[2:]
+    assert len(rest) == 12 * count, "12 tokens per layer"
+    layers = []
+    for i in range(count):
+        t = rest[12 * i:12 * i + 12]
+        row = {"name": t[0], "reserved": int(t[1])}
+        for k, phase in enumerate(("fwd", "ig", "wg")):
+            row[f"{phase}_cycles"] = int(t[2 + 3 * k])
+            row[f"{phase}_comm"] = t[3 + 3 * k]
+            row[f"{phase}_bytes"] = int(t[4 + 3 * k])
+            assert row[f"{phase}_comm"] in COMM
+        row["update_cycles"] = int(t[11])
+        layers.append(row)
+    return parallelism, layers
+
+
+@pytest.fixture
+def shipped(monkeypatch):
+    monkeypatch.delenv("DGTRACES_DATA", raising=False)
+
+
+def test_reconstructed_run_round_trips_counts_units_and_sums(shipped, tmp_path):
+    trace = load_run_trace(REC, RELEASE)
+    out, side = write_astra(tmp_path / "r50.txt", astra_workload(trace, workers=8))
+    parallelism, rows = parse_workload(out.read_text())
+    assert parallelism == "DATA" and len(rows) == len(trace.layers) == 228
+    assert [r["name"] for r in rows] == list(trace.layers)
+    assert all(r["reserved"] == -1 and r["fwd_comm"] == r["ig_comm"] == "NONE" for r in rows)
+    # 1 GHz: 1e6 cycles per ms; each value rounded to a whole cycle
+    n = len(rows)
+    assert abs(sum(r["fwd_cycles"] for r in rows) - sum(trace.fwd_ms) * 1e6) <= n
+    for r, b in zip(rows, trace.bwd_ms):
+        assert abs(r["ig_cycles"] + r["wg_cycles"] - b * 1e6) <= 1
+    assert abs(sum(r["update_cycles"] for r in rows) - trace.update_ms * 1e6) <= n
+    # gradient bytes: the layers table's, all-reduced exactly where there is a gradient
+    grads = layers_frame("resnet50").set_index("layer")["grad_bytes"]
+    assert sum(r["wg_bytes"] for r in rows) == int(grads.sum()) == 102228128
+    assert all((r["wg_comm"] == "ALLREDUCE") == (grads[r["name"]] > 0) for r in rows)
+    meta = json.loads(side.read_text())
+    assert side == meta_path(out) and meta["trace_run_id"] == REC
+    assert meta["trace_provenance"] == "reconstructed" and meta["workers"] == 8
+    assert "fwd_flops" in meta["backward_split"] and meta["clock_ghz"] == 1.0
+    assert len(meta["layer_rows"]) == 228
+
+
+def test_backward_split_follows_the_flops(shipped):
+    trace = load_run_trace(MEASURED, RELEASE)
+    split = split_backward(trace)
+    flops = layers_frame("alexnet").set_index("layer")
+    i = {name: k for k, name in enumerate(trace.layers)}
+    # conv1 reads the data: no input gradient, the whole backward is weight gradient
+    assert split.ig_ms[i["conv1"]] == 0 and split.wg_ms[i["conv1"]] == trace.bwd_ms[i["conv1"]]
+    fc6 = i["fc6"]
+    share = flops.loc["fc6", "fwd_flops"] / flops.loc["fc6", "bwd_flops"]
+    assert split.wg_ms[fc6] == pytest.approx(trace.bwd_ms[fc6] * share)
+    assert 0.49 < share < 0.51  # fc: weight and input gradients have the same MACs
+    # layers without parameters only propagate the input gradient
+    assert split.wg_ms[i["relu1"]] == 0 and split.ig_ms[i["relu1"]] == trace.bwd_ms[i["relu1"]]
+
+
+def test_clock_scales_cycles_and_measured_runs_export(shipped):
+    trace = load_run_trace(MEASURED, RELEASE)
+    one = astra_workload(trace).layers
+    two = astra_workload(trace, clock_ghz=2.0).layers
+    assert all(abs(b.fwd_cycles - 2 * a.fwd_cycles) <= 1 for a, b in zip(one, two))
+    assert astra_workload(trace).meta["trace_provenance"] == "measured"
+
+
+@pytest.mark.parametrize("kw", [{"workers": 0}, {"workers": 5000}, {"workers": True},
+                                {"parallelism": "MODEL"}, {"clock_ghz": 0.0}])
+def test_bad_options_are_typed(shipped, kw):
+    trace = load_run_trace(MEASURED, RELEASE)
+    with pytest.raises(DgtracesError) as exc:
+        astra_workload(trace, **kw)
+    assert exc.value.code == "BAD_INPUT"
+
+
+def test_unknown_run_and_run_without_layer_timings(no_timings_store):
+    with pytest.raises(DgtracesError) as exc:
+        load_run_trace("no-such-run", "0.9.0")
+    assert exc.value.code == "NOT_FOUND" and exc.value.failures[0].column == "run_id"
+    with pytest.raises(DgtracesError) as exc:
+        load_run_trace("whole-only", "0.9.0")
+    assert exc.value.code == "NO_LAYER_TIMINGS"
+
+
+def test_cli_writes_workload_and_sidecar(shipped, tmp_path):
+    out = tmp_path / "alexnet.txt"
+    res = CliRunner().invoke(main, ["export-astra-sim", "--run-id", MEASURED, "--release",
+                                    RELEASE, "--workers", "4", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    parallelism, rows = parse_workload(out.read_text())
+    assert parallelism == "DATA" and len(rows) == 23
+    assert json.loads(meta_path(out).read_text())["workers"] == 4
+    assert "backward split" in res.output
