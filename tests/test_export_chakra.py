@@ -1,0 +1,140 @@
+"""export-chakra: the predictor's DAG as Chakra ET files, read back byte by byte."""
+
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dgtraces.cli import main
+from dgtraces.errors import DgtracesError
+from dgtraces.export import load_run_trace
+from dgtraces.export.chakra import build_et, read_et, write_et
+from dgtraces.predict import Cluster, Policy, predict_trace
+
+pb = pytest.importorskip("dgtraces.export.chakra.et_def_pb2",
+                         reason="protobuf (extra [sim]) is not installed")
+
+RELEASE = "0.3.0"
+REC = "rec-v100-resnet50-b32-fp32-v1.1"
+CHAKRA_DIR = Path(__file__).resolve().parent.parent / "dgtraces" / "export" / "chakra"
+
+
+@pytest.fixture
+def trace(monkeypatch):
+    monkeypatch.delenv("DGTRACES_DATA", raising=False)
+    return load_run_trace(REC, RELEASE)
+
+
+def read_stream(path):
+    """Chakra's framing decoded independently: varint32 length, then that many bytes."""
+    data, pos, out = Path(path).read_bytes(), 0, []
+    while pos < len(data):
+        size = shift = 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            size |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        out.append(data[pos:pos + size])
+        pos += size
+    assert pos == len(data)
+    return pb.GlobalMetadata.FromString(out[0]), [pb.Node.FromString(m) for m in out[1:]]
+
+
+def attrs(msg):
+    return {a.name: getattr(a, a.WhichOneof("value")) for a in msg.attr}
+
+
+def test_nodes_durations_sizes_and_dependencies(trace, tmp_path):
+    cluster, policy = Cluster(4, 4, "pcie3", "10gbe", "ring"), Policy("wfbp")
+    paths = write_et(tmp_path / "r50", build_et(trace, cluster, policy), 4)
+    assert [p.name for p in paths] == [f"r50.{r}.et" for r in range(4)]
+    assert len({p.read_bytes() for p in paths}) == 1  # every NPU runs the same DAG
+    meta, nodes = read_stream(paths[2])
+    m = attrs(meta)
+    assert m["provenance"] == "modelled" and m["trace_run_id"] == REC and m["workers"] == 4
+    _, sched = predict_trace(trace, cluster, policy)
+    comp = [n for n in nodes if n.type == pb.COMP_NODE]
+    comm = [n for n in nodes if n.type == pb.COMM_COLL_NODE]
+    # io and h2d are untimed in this trace: forward + backward per layer, then the update
+    assert len(comp) == 2 * 228 + 1 and len(comm) == len(sched.messages) > 1
+    assert [n.id for n in nodes] == list(range(len(nodes)))
+    by_name = {n.name: n for n in comp}
+    for layer, f, b in zip(trace.layers, trace.fwd_ms, trace.bwd_ms):
+        assert by_name[f"fwd/{layer}"].duration_micros == round(f * 1000)
+        assert by_name[f"bwd/{layer}"].duration_micros == round(b * 1000)
+    assert by_name["update"].duration_micros == round(trace.update_ms * 1000)
+    assert sum(attrs(n)["comm_size"] for n in comm) == sum(trace.grad_bytes)
+    assert all(attrs(n)["comm_type"] == pb.ALL_REDUCE for n in comm)
+    # dependencies: topological, the DAG's edges
+    ids = {n.name: n.id for n in nodes}
+    assert all(d < n.id for n in nodes for d in n.data_deps)
+    first, last = trace.layers[0], trace.layers[-1]
+    assert list(by_name[f"fwd/{first}"].data_deps) == []
+    assert list(by_name[f"fwd/{trace.layers[1]}"].data_deps) == [ids[f"fwd/{first}"]]
+    assert list(by_name[f"bwd/{last}"].data_deps) == [ids[f"fwd/{last}"]]
+    for k, (msg, node) in enumerate(zip(sched.messages, comm)):
+        want = {ids[f"bwd/{msg.layers[-1]}"]} | ({comm[k - 1].id} if k else set())
+        assert set(node.data_deps) == want
+    assert set(by_name["update"].data_deps) == {ids[f"bwd/{first}"], comm[-1].id}
+
+
+def test_timed_io_becomes_a_cpu_node_and_naive_waits_for_the_whole_backward(trace):
+    timed = replace(trace, io_ms=5.0, h2d_ms=1.0)
+    graph = build_et(timed, Cluster(2), Policy("naive"))
+    io, h2d = graph.nodes[0], graph.nodes[1]
+    assert (io.name, h2d.name) == ("io", "h2d") and attrs(io)["is_cpu_op"] is True
+    assert io.duration_micros == 5000 and list(h2d.data_deps) == [io.id]
+    comm = [n for n in graph.nodes if n.type == pb.COMM_COLL_NODE]
+    last_bwd = next(n.id for n in graph.nodes if n.name == f"bwd/{trace.layers[0]}")
+    assert list(comm[0].data_deps) == [last_bwd]  # naive: no overlap with the backward
+    assert all(set(b.data_deps) == {last_bwd, a.id} for a, b in zip(comm, comm[1:]))
+    assert sum(attrs(n)["comm_size"] for n in comm) == sum(trace.grad_bytes)
+
+
+def test_reader_refuses_truncated_files_and_bad_worker_counts(trace, tmp_path):
+    path = write_et(tmp_path / "x", build_et(trace, Cluster(2), Policy("wfbp")), 1)[0]
+    meta, nodes = read_et(path)
+    assert len(nodes) == 2 * 228 + 1 + sum(1 for n in nodes if n.type == pb.COMM_COLL_NODE)
+    path.write_bytes(path.read_bytes()[:-3])
+    with pytest.raises(DgtracesError) as exc:
+        read_et(path)
+    assert exc.value.code == "BAD_FILE"
+    with pytest.raises(DgtracesError) as exc:
+        write_et(tmp_path / "y", build_et(trace, Cluster(2), Policy("wfbp")), 0)
+    assert exc.value.code == "BAD_INPUT"
+
+
+def test_missing_protobuf_is_a_typed_error(trace, monkeypatch):
+    monkeypatch.setitem(sys.modules, "google.protobuf", None)
+    with pytest.raises(DgtracesError) as exc:
+        build_et(trace, Cluster(2), Policy("wfbp"))
+    assert exc.value.code == "MISSING_DEPENDENCY"
+
+
+def test_cli_writes_one_file_per_worker(monkeypatch, tmp_path):
+    monkeypatch.delenv("DGTRACES_DATA", raising=False)
+    res = CliRunner().invoke(main, ["export-chakra", "--run-id", REC, "--release", RELEASE,
+                                    "--workers", "3", "--policy", "bucketed",
+                                    "--out", str(tmp_path / "et" / "r50")])
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in (tmp_path / "et").iterdir()) == [
+        "r50.0.et", "r50.1.et", "r50.2.et"]
+    bad = CliRunner().invoke(main, ["export-chakra", "--run-id", REC, "--release", RELEASE,
+                                    "--workers", "0", "--out", str(tmp_path / "z")])
+    assert bad.exit_code != 0 and bad.exception.code == "BAD_INPUT"
+
+
+def test_vendored_module_is_generated_from_the_shipped_proto(tmp_path):
+    pytest.importorskip("grpc_tools", reason="grpcio-tools regenerates et_def_pb2.py")
+    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{CHAKRA_DIR}",
+                    f"--python_out={tmp_path}", "et_def.proto"], check=True)
+    fresh = (tmp_path / "et_def_pb2.py").read_text()
+    shipped = (CHAKRA_DIR / "et_def_pb2.py").read_text()
+    assert fresh.split("AddSerializedFile(")[1].split(")")[0] == \
+        shipped.split("AddSerializedFile(")[1].split(")")[0]
