@@ -1,0 +1,110 @@
+"""predict --kineto-dir: predicted timelines that Holistic Trace Analysis reads as a run."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dgtraces.cli import main
+from dgtraces.errors import DgtracesError
+from dgtraces.export import load_run_trace
+from dgtraces.predict import Cluster, Policy, predict_trace
+from dgtraces.predict.kineto import STEPS, write_kineto_dir
+
+# HTA 0.5 calls pandas APIs that pandas 3.1 deprecates; its warnings are not ours
+pytestmark = pytest.mark.filterwarnings("ignore::Warning:hta.*")
+
+RELEASE = "0.3.0"
+REC = "rec-v100-resnet50-b32-fp32-v1.1"
+MEASURED_KINETO = (Path(__file__).resolve().parent.parent.parent / "shared" / "reference"
+                   / "gpu" / "kineto" / "resnet50_v100_b32_num_workers_0.pt.trace.json.gz")
+
+
+@pytest.fixture
+def predicted(monkeypatch):
+    monkeypatch.delenv("DGTRACES_DATA", raising=False)
+    trace = load_run_trace(REC, RELEASE)
+    return predict_trace(trace, Cluster(4, 4, "pcie3", "10gbe", "ring"), Policy("wfbp"))
+
+
+def _us(ms):
+    return int(round(ms * 1000))
+
+
+def _hta(folder):
+    hta = pytest.importorskip("hta.trace_analysis",
+                              reason="HolisticTraceAnalysis (extra [sim]) is not installed")
+    return hta.TraceAnalysis(trace_dir=str(folder))
+
+
+def test_files_carry_the_kineto_fields_hta_needs(predicted, tmp_path):
+    pred, sched = predicted
+    paths = write_kineto_dir(tmp_path / "k", sched, pred)
+    assert [p.name for p in paths] == [f"rank{r}.modelled.pt.trace.json" for r in range(4)]
+    doc = json.loads(paths[3].read_text())
+    assert list(doc)[:2] == ["schemaVersion", "distributedInfo"]
+    assert doc["distributedInfo"]["rank"] == 3 and doc["distributedInfo"]["world_size"] == 4
+    assert doc["dgtraces"]["provenance"] == "modelled" and doc["deviceProperties"]
+    events = doc["traceEvents"]
+    steps = [e for e in events if e["name"].startswith("ProfilerStep#")]
+    assert [e["ts"] for e in steps] == [k * _us(sched.iter_ms) for k in range(STEPS)]
+    gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy")]
+    launches = {e["args"]["correlation"] for e in events if e.get("cat") == "cuda_runtime"}
+    assert {e["args"]["correlation"] for e in gpu} == launches and len(launches) == len(gpu)
+    comm = [e for e in gpu if e["args"]["stream"] == 13]
+    assert len(comm) == STEPS * len(sched.messages)
+    assert all(e["name"].startswith("ncclKernel_AllReduce") for e in comm)
+
+
+def test_hta_temporal_breakdown_and_overlap_match_the_prediction(predicted, tmp_path):
+    pred, sched = predicted
+    write_kineto_dir(tmp_path / "k", sched, pred)
+    analysis = _hta(tmp_path / "k")
+    assert analysis.t.get_ranks() == [0, 1, 2, 3]
+    tb = analysis.get_temporal_breakdown(visualize=False)
+    analysed = STEPS - 1  # HTA leaves out the last profiler step
+    compute_us = sum(_us(t.end_ms) - _us(t.start_ms) for t in sched.tasks
+                     if t.stream == "compute")
+    exposed_us = _us(sched.iter_ms) - compute_us
+    assert list(tb["compute_time(us)"]) == [analysed * compute_us] * 4
+    assert list(tb["non_compute_time(us)"]) == [analysed * exposed_us] * 4
+    assert list(tb["idle_time(us)"]) == [0] * 4
+    overlap = analysis.get_comm_comp_overlap(visualize=False)
+    b = pred.breakdown
+    want = 100 * (1 - b["comm_exposed"] / b["comm_total"])
+    assert overlap["comp_comm_overlap_pctg"].tolist() == pytest.approx([want] * 4, abs=0.1)
+
+
+def test_measured_kineto_trace_runs_the_same_analysis(tmp_path):
+    if not MEASURED_KINETO.exists():
+        pytest.skip("../shared/reference/gpu/kineto is not present")
+    (tmp_path / "m").mkdir()
+    shutil.copy(MEASURED_KINETO, tmp_path / "m")
+    analysis = _hta(tmp_path / "m")
+    tb = analysis.get_temporal_breakdown(visualize=False)
+    assert tb["rank"].tolist() == [0] and tb["compute_time(us)"].iloc[0] > 0
+    assert tb["kernel_time(us)"].iloc[0] >= tb["compute_time(us)"].iloc[0]
+
+
+def test_folder_with_other_traces_is_refused_and_own_files_are_replaced(predicted, tmp_path):
+    pred, sched = predicted
+    folder = tmp_path / "k"
+    write_kineto_dir(folder, sched, pred)
+    two, sched2 = predict_trace(load_run_trace(REC, RELEASE), Cluster(2), Policy("wfbp"))
+    assert len(write_kineto_dir(folder, sched2, two)) == 2
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "rank0.modelled.pt.trace.json", "rank1.modelled.pt.trace.json"]
+    (folder / "worker0.pt.trace.json").write_text("{}")
+    with pytest.raises(DgtracesError) as exc:
+        write_kineto_dir(folder, sched, pred)
+    assert exc.value.code == "BAD_INPUT"
+
+
+def test_predict_cli_writes_the_folder(monkeypatch, tmp_path):
+    monkeypatch.delenv("DGTRACES_DATA", raising=False)
+    res = CliRunner().invoke(main, ["predict", "--run-id", REC, "--release", RELEASE,
+                                    "--workers", "2", "--kineto-dir", str(tmp_path / "k")])
+    assert res.exit_code == 0, res.output
+    assert len(list((tmp_path / "k").glob("*.json"))) == 2 and "kineto" in res.output
