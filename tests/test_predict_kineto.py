@@ -30,7 +30,7 @@ def predicted(monkeypatch):
 
 
 def _us(ms):
-    return int(round(ms * 1000))
+    return round(ms * 1000)
 
 
 def _hta(folder):

@@ -46,7 +46,7 @@ def check_workers(workers: int) -> int:
     return workers
 
 
-def load_run_trace(run_id: str, release: str | None = None, *, whole: bool = True) -> "Trace":
+def load_run_trace(run_id: str, release: str | None = None, *, whole: bool = True) -> Trace:
     """The Trace of a stored run as the predictor reads it (no modelled input copy: the
     exports carry layer compute only). NOT_FOUND for an unknown run, NO_LAYER_TIMINGS for a
     run that has only whole-model figures."""
@@ -74,7 +74,7 @@ def load_run_trace(run_id: str, release: str | None = None, *, whole: bool = Tru
                    h2d_link=None, runs=runs, timings=timings)
 
 
-def split_backward(trace: "Trace") -> BackwardSplit:
+def split_backward(trace: Trace) -> BackwardSplit:
     """Input-gradient / weight-gradient shares of each layer's backward time (see
     :data:`SPLIT_NOTE`); the two parts of a layer always sum to its ``bwd_ms``."""
     from ..models import layers_frame

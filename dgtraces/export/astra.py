@@ -61,10 +61,10 @@ class AstraWorkload:
 
 
 def _cycles(ms: float, clock_ghz: float) -> int:
-    return int(round(ms * clock_ghz * 1e6))
+    return round(ms * clock_ghz * 1e6)
 
 
-def astra_workload(trace: "Trace", *, workers: int = 1, parallelism: str = "DATA",
+def astra_workload(trace: Trace, *, workers: int = 1, parallelism: str = "DATA",
                    clock_ghz: float = 1.0) -> AstraWorkload:
     """The ASTRA-sim 1.0 workload of ``trace``: forward, input-gradient and weight-gradient
     compute per layer (cycles at ``clock_ghz``), the weight gradient all-reduced (its bytes

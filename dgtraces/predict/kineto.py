@@ -34,7 +34,7 @@ H2D_NAME = "Memcpy HtoD (Pageable -> Device)"
 def _us(ms: float) -> int:
     """Whole microseconds: HTA rounds times to integers, so rounding both ends here keeps
     back-to-back tasks back to back (rounding start and duration apart opens 1 us gaps)."""
-    return int(round(ms * 1000.0))
+    return round(ms * 1000.0)
 
 
 def _comm_kernel(algorithm: str) -> str:

@@ -55,7 +55,7 @@ def _attr(pb, name: str, value) -> Any:
     return pb.AttributeProto(name=name, string_val=str(value))
 
 
-def build_et(trace: "Trace", cluster: "Cluster", policy: "Policy") -> EtGraph:
+def build_et(trace: Trace, cluster: Cluster, policy: Policy) -> EtGraph:
     """Simulate one iteration of ``trace`` and turn its DAG into Chakra nodes."""
     from ..._version import __version__
     from ...predict.dag import predict_trace
@@ -65,7 +65,7 @@ def build_et(trace: "Trace", cluster: "Cluster", policy: "Policy") -> EtGraph:
     pred, sched = predict_trace(trace, cluster, policy)
     sizes = {m.task_id: m.nbytes for m in sched.messages}
     ids: dict[str, list[int]] = {}  # task -> node ids it stands for (dropped: its deps)
-    nodes = []
+    nodes: list[Any] = []
     for t in sched.tasks:
         deps = sorted({i for d in t.deps for i in ids[d]})
         dur_ms = t.end_ms - t.start_ms
@@ -73,8 +73,8 @@ def build_et(trace: "Trace", cluster: "Cluster", policy: "Policy") -> EtGraph:
             ids[t.id] = deps  # an untimed phase: its successors wait for its predecessors
             continue
         node = pb.Node(id=len(nodes), name=t.id, data_deps=deps,
-                       start_time_micros=int(round(t.start_ms * 1000)),
-                       duration_micros=int(round(dur_ms * 1000)))
+                       start_time_micros=round(t.start_ms * 1000),
+                       duration_micros=round(dur_ms * 1000))
         if t.kind == "comm":
             node.type = pb.COMM_COLL_NODE
             node.name = f"{t.id} all_reduce {int(sizes[t.id])} B"
