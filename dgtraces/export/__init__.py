@@ -10,6 +10,7 @@ work, and carries the trace's provenance and source next to what it writes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Integral
 from typing import TYPE_CHECKING
 
 from ..errors import DgtracesError, Failure
@@ -39,11 +40,11 @@ def check_workers(workers: int) -> int:
     """An integer NPU count in [1, MAX_WORKERS] (BAD_INPUT otherwise)."""
     from ..predict.cluster import bad
 
-    if isinstance(workers, bool) or not isinstance(workers, int) \
+    if isinstance(workers, bool) or not isinstance(workers, Integral) \
             or not 1 <= workers <= MAX_WORKERS:
         raise bad("workers", f"must be an integer in [1, {MAX_WORKERS}]",
                   f"1..{MAX_WORKERS}", workers)
-    return workers
+    return int(workers)
 
 
 def load_run_trace(run_id: str, release: str | None = None, *, whole: bool = True) -> Trace:
