@@ -14,15 +14,50 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from .models.registry import MODELS, entry
+
 DATASET_NAME = "dgtraces"
-PRETTY_NAME = "dgtraces: layer-wise DL training traces (AlexNet, GoogLeNet, ResNet-50)"
-SUMMARY = ("Layer-wise deep-learning training traces (per-layer forward/backward time, gradient "
-           "size, FLOPs, communication time) for AlexNet, GoogLeNet and ResNet-50, with "
-           "end-to-end S-SGD iteration times and collective-communication timings, for "
-           "predicting synchronous data-parallel SGD iteration time with a DAG model. Rows "
-           "carry their provenance (measured, reconstructed or published) and source: in "
-           "runs, iterations, comm, comm_fits and devices directly, in layer_timings through "
-           "their run; the layers table is computed from the cited architecture definitions.")
+
+
+def _joined(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def pretty_name(models: tuple[str, ...] = MODELS) -> str:
+    """The card's title for a release whose ``layers`` table holds ``models``."""
+    return f"dgtraces: layer-wise DL training traces ({', '.join(entry(m).name for m in models)})"
+
+
+def summary(models: tuple[str, ...] = MODELS) -> str:
+    """The card's (and croissant's) description for a release holding ``models``."""
+    return ("Layer-wise deep-learning training traces (per-layer forward/backward time, "
+            "gradient size, FLOPs, communication time) for "
+            f"{_joined([entry(m).name for m in models])}, with "
+            "end-to-end S-SGD iteration times and collective-communication timings, for "
+            "predicting synchronous data-parallel SGD iteration time with a DAG model. Rows "
+            "carry their provenance (measured, reconstructed or published) and source: in "
+            "runs, iterations, comm, comm_fits and devices directly, in layer_timings through "
+            "their run; the layers table is computed from the cited architecture definitions.")
+
+
+def release_models(version: str | None = None, root=None) -> tuple[str, ...]:
+    """The registry models in a release's ``layers`` table, in registry order (every
+    dataset model when the release has no ``layers`` table)."""
+    from .store import read_manifest, read_table
+
+    if "layers" not in read_manifest(version, root)["tables"]:
+        return MODELS
+    present = set(read_table("layers", version, root)["model"])
+    return tuple(m for m in MODELS if m in present) or MODELS
+
+
+def _models_section(models: tuple[str, ...]) -> list[str]:
+    lines = ["## Models", "", "The `layers` table's models (`dgtraces.models.registry`):", "",
+             "| model | architecture | definition cited |", "| --- | --- | --- |"]
+    lines += [f"| `{m}` | {_md(entry(m).title)} | {_md(entry(m).citation)} |" for m in models]
+    return lines + [""]
+
+
 HOMEPAGE = None  # no public URL yet; fill in when the dataset is published on the Hub
 LICENSE = "cc-by-4.0"
 LICENSE_URL = "https://creativecommons.org/licenses/by/4.0/"
@@ -132,7 +167,8 @@ def default_config(tables) -> str:
     return "layer_timings" if "layer_timings" in tables else tables[0]
 
 
-def _yaml_header(manifest: dict, stats: dict, data_dir: str) -> str:
+def _yaml_header(manifest: dict, stats: dict, data_dir: str, models: tuple[str, ...]
+                 ) -> str:
     import yaml
 
     tables = sorted(manifest["tables"])
@@ -147,7 +183,7 @@ def _yaml_header(manifest: dict, stats: dict, data_dir: str) -> str:
         configs.append(cfg)
     total = sum(s["rows"] for s in stats.values())
     ids = [key for key, _ in licenses(stats)]
-    meta = {"license": ids[0] if len(ids) == 1 else ids, "pretty_name": PRETTY_NAME,
+    meta = {"license": ids[0] if len(ids) == 1 else ids, "pretty_name": pretty_name(models),
             "language": ["en"], "tags": list(TAGS), "size_categories": [size_category(total)],
             "configs": configs}
     return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n"
@@ -232,9 +268,10 @@ def render_card(version: str | None = None, root=None, *, data_dir: str = "data"
     manifest = read_manifest(version, root)
     version = manifest["version"]
     stats = provenance_stats(version, root) if stats is None else stats
-    lines = [_yaml_header(manifest, stats, data_dir), f"# {PRETTY_NAME}", "",
+    models = release_models(version, root)
+    lines = [_yaml_header(manifest, stats, data_dir, models), f"# {pretty_name(models)}", "",
              f"Release **{version}** (schema version {manifest['schema_version']}, created "
-             f"{manifest['created_utc']}). {SUMMARY}", ""]
+             f"{manifest['created_utc']}). {summary(models)}", ""]
     if manifest.get("notes"):
         lines += [f"Release notes: {manifest['notes']}", ""]
     first = default_config(manifest["tables"])
@@ -244,7 +281,8 @@ def render_card(version: str | None = None, root=None, *, data_dir: str = "data"
               f'df = dgtraces.load("{first}", "{version}")   # pandas DataFrame',
               f'con = dgtraces.connect("{version}")           # sandboxed DuckDB, a view per table',
               "```", "", "## Provenance of rows", ""]
-    lines += _provenance_table(stats) + ["", "## License", "", LICENSES, "", "## Tables", ""]
+    lines += _provenance_table(stats) + ["", "## License", "", LICENSES, ""]
+    lines += _models_section(models) + ["## Tables", ""]
     for table in sorted(manifest["tables"]):
         lines += _table_section(table, stats[table], manifest["tables"][table])
     for name, text in fragments(fragments_dir, stats):

@@ -122,7 +122,7 @@ def build(version: str | None = None, root=None, data_dir: str = "data",
         "@type": "sc:Dataset",
         "conformsTo": CONFORMS_TO,
         "name": c.DATASET_NAME,
-        "description": c.SUMMARY,
+        "description": c.summary(c.release_models(version, root)),
         "license": [url for _, url in c.licenses(
             c.provenance_stats(version, root) if stats is None else stats)],
         "url": c.HOMEPAGE,

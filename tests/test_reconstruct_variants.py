@@ -54,7 +54,7 @@ def test_rows_map_to_the_architecture_their_framework_ran():
     # fitting only: never part of the dataset's models or layers table
     assert not set(VARIANTS) & set(MODELS)
     assert not set(VARIANTS) & set(layers_frame()["model"])
-    assert all(v.confidence in ("high", "medium", "low") and v.source for v in VARIANTS.values())
+    assert all(v.confidence in ("high", "medium", "low") and v.citation for v in VARIANTS.values())
 
 
 def test_winograd_only_where_adopted_and_not_under_amp():

@@ -25,6 +25,26 @@ class OutPath(click.Path):
         return value
 
 
+def model_choice() -> click.Choice:
+    """The dataset models of the registry (plain data: no pandas is imported)."""
+    from ..models.registry import MODELS
+
+    return click.Choice(MODELS)
+
+
+def model_option(*decls: str, **kw):
+    """``--model`` restricted to the registry's dataset models, with their names in --help."""
+    return click.option(*(decls or ("--model",)), type=model_choice(), **kw)
+
+
+def model_list(ctx, param, value: str | None) -> tuple[str, ...] | None:
+    """Callback of a comma-list ``--models`` option: each item must be a registry model."""
+    if value is None:
+        return None
+    choice = model_choice()
+    return tuple(choice.convert(v.strip(), param, ctx) for v in value.split(","))
+
+
 # name -> (module:attribute, one-line help). Add a command here and in its own module.
 COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("dgtraces.cli.core:info", "Show version, releases, tables and row counts."),

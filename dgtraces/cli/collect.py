@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import click
 
-from . import OutPath
-
-MODEL_HELP = "alexnet | googlenet | resnet50"
+from . import OutPath, model_option
 
 
 def _progress(label: str):
@@ -34,16 +32,18 @@ def collect() -> None:
     """Measure layer timings, collectives and S-SGD iterations (needs dgtraces[collect])."""
 
 
-def _aux_only_googlenet(model: str, aux: bool) -> None:
-    if aux and model != "googlenet":
+def _aux_only_with_aux(model: str, aux: bool) -> None:
+    from ..models.registry import entry
+
+    if aux and not entry(model).aux:
         from ..errors import DgtracesError
 
-        raise DgtracesError(f"--aux applies to googlenet only (its auxiliary classifiers), not "
+        raise DgtracesError(f"--aux applies to models with auxiliary classifiers only, not "
                             f"{model}", code="BAD_INPUT")
 
 
 @collect.command()
-@click.option("--model", required=True, help=MODEL_HELP)
+@model_option(required=True)
 @click.option("--batch-size", type=int, required=True)
 @click.option("--repeats", type=int, default=10, show_default=True)
 @click.option("--warmup", type=int, default=2, show_default=True)
@@ -58,7 +58,7 @@ def layers(model, batch_size, repeats, warmup, threads, aux, out, csv) -> None:
     from ..collect.layers import collect_layers
     from ..models import get_spec
 
-    _aux_only_googlenet(model, aux)
+    _aux_only_with_aux(model, aux)
     get_spec(model)
     check_positive("batch size", batch_size)
     check_out(out)  # before measuring: a used --out must not cost the measurement
@@ -109,7 +109,7 @@ def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv
 
 
 @collect.command()
-@click.option("--model", required=True, help=MODEL_HELP)
+@model_option(required=True)
 @click.option("--workers", type=int, default=2, show_default=True)
 @click.option("--threads-per-worker", type=int, default=1, show_default=True)
 @click.option("--policy", "policies", multiple=True, default=("naive",), show_default=True,
@@ -130,7 +130,7 @@ def ssgd(model, workers, threads_per_worker, policies, bucket_mb, iters, warmup,
     from ..collect.env import check_out, write_tables
     from ..collect.ssgd import collect_ssgd
 
-    _aux_only_googlenet(model, aux)
+    _aux_only_with_aux(model, aux)
     check_out(out)
     runs = trace_id = None
     if trace:

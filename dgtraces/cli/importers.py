@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from . import OutPath
+from . import OutPath, model_option
 
 OUT = click.option("--out", required=True, type=OutPath(file_okay=False),
                    help="Folder for the <table>.csv files.")
@@ -45,7 +45,7 @@ def import_group() -> None:
 
 @import_group.command("kineto")
 @click.argument("trace", type=click.Path(dir_okay=False))
-@click.option("--model", required=True, help="alexnet | googlenet | resnet50")
+@model_option(required=True)
 @click.option("--batch-size", required=True, type=int, help="Per-device batch of the trace.")
 @click.option("--run-id", default=None,
               help="Default: kineto-<model>-<file stem>-<sha256 prefix>.")
@@ -92,7 +92,7 @@ def kineto(trace, model, batch_size, run_id, device, map_path, source, precision
 
 @import_group.command("bcaffe")
 @click.argument("log", type=click.Path(dir_okay=False))
-@click.option("--model", default="googlenet", show_default=True)
+@model_option(default="googlenet", show_default=True)
 @click.option("--run-id", default=None,
               help="Default: bcaffe-<model>-<file stem>, plus -<sha256 prefix> for a log that "
                    "is not a shipped one.")

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from . import OutPath
+from . import OutPath, model_list, model_option
 
 ALGOS = ("ring", "tree", "dbtree", "hierarchical", "ps")
 POLICIES = ("naive", "wfbp", "bucketed", "mgwfbp")
@@ -42,7 +42,7 @@ def _cluster_options(f):
 
 
 @click.command()
-@click.option("--model", default=None, help="alexnet | googlenet | resnet50.")
+@model_option(default=None)
 @click.option("--device", default=None, help="Device key (e.g. k80, v100, a CPU key).")
 @click.option("--batch-size", type=int, default=None, help="Per-worker batch size.")
 @click.option("--run-id", default=None, help="Use this stored run's layer trace.")
@@ -189,7 +189,8 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
 
 
 @click.command()
-@click.option("--models", default="resnet50", show_default=True, help="Comma list.")
+@click.option("--models", default="resnet50", show_default=True, callback=model_list,
+              help="Comma list of registry models.")
 @click.option("--device", required=True, help="Device key of the traces.")
 @click.option("--batch-sizes", default="64", show_default=True, help="Comma list.")
 @click.option("--workers", "workers_", default="1,2,4,8,16", show_default=True,
@@ -222,7 +223,7 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
     from ..predict import resolve
     from ..predict.sweep import Grid, run_sweep
 
-    grid = Grid(models=_split(models), batch_sizes=_ints(batch_sizes, "--batch-sizes"),
+    grid = Grid(models=models, batch_sizes=_ints(batch_sizes, "--batch-sizes"),
                 workers=_ints(workers_, "--workers"),
                 gpus_per_node=_ints(gpn, "--gpus-per-node"), intra=_split(intra),
                 inter=_split(inter),

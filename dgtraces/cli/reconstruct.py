@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
-from . import OutPath
+from . import OutPath, model_option
 
 
 @click.command()
 @click.option("--device", default=None, help="Device key with calibration rows (k80, v100).")
-@click.option("--model", default=None, help="alexnet | googlenet | resnet50.")
+@model_option(default=None)
 @click.option("--batch-size", type=int, default=None, help="Per-device batch size (> 0).")
 @click.option("--precision", default="fp32", show_default=True,
               type=click.Choice(["fp32", "amp"]), help="amp: V100 tensor-core variant.")

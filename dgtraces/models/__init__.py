@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib import import_module
 from typing import TYPE_CHECKING
 
 from ..errors import UnknownModelError
+from .registry import MODELS, REGISTRY, ModelEntry, Role, entry
 from .spec import KINDS, InferredLayer, Layer, ModelSpec, Shape, infer
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-MODELS = ("alexnet", "googlenet", "resnet50")
 BYTES_FP32 = 4
 
 LAYER_COLUMNS = (
@@ -28,23 +29,21 @@ LAYER_COLUMNS = (
 
 
 def get_spec(name: str) -> ModelSpec:
-    """Return the architecture spec of ``name`` (GoogLeNet includes its aux classifiers)."""
-    if not isinstance(name, str):  # before the cache: a list is not hashable
-        raise UnknownModelError(repr(name)[:60], MODELS)
-    return _spec(name)
+    """Return the architecture spec of dataset model ``name`` (one of :data:`MODELS`;
+    GoogLeNet includes its aux classifiers). UNKNOWN_MODEL for anything else, the
+    fitting-only framework variants included (:func:`build_spec` builds those)."""
+    if not isinstance(name, str) or name not in MODELS:  # a list is not hashable
+        raise UnknownModelError(name if isinstance(name, str) else repr(name)[:60], MODELS)
+    return build_spec(name)
 
 
 @lru_cache(maxsize=None)
-def _spec(name: str) -> ModelSpec:
-    if name == "alexnet":
-        from .alexnet import build
-    elif name == "googlenet":
-        from .googlenet import build
-    elif name == "resnet50":
-        from .resnet50 import build
-    else:
-        raise UnknownModelError(name, MODELS)
-    return build()
+def build_spec(key: str) -> ModelSpec:
+    """The spec of any registry model (dataset or fitting-only), built by its ``builder``."""
+    e = entry(key)
+    module, func = e.builder.split(":")
+    spec: ModelSpec = getattr(import_module(f".{module}", __name__), func)()
+    return spec  # tests/test_models_registry.py checks every builder names its key
 
 
 def inferred(name: str) -> tuple[InferredLayer, ...]:
@@ -156,6 +155,7 @@ def layers_frame(models: str | list[str] | tuple[str, ...] | None = None) -> "pd
 
 
 __all__ = [
-    "MODELS", "KINDS", "LAYER_COLUMNS", "Blob", "Layer", "ModelSpec", "Shape",
-    "blobs", "get_spec", "inferred", "layer_records", "layers_frame", "padded_param_count",
+    "MODELS", "KINDS", "LAYER_COLUMNS", "REGISTRY", "Blob", "Layer", "ModelEntry", "ModelSpec",
+    "Role", "Shape", "blobs", "build_spec", "entry", "get_spec", "inferred", "layer_records",
+    "layers_frame", "padded_param_count",
 ]

@@ -3,8 +3,6 @@
 from .builder import Builder
 from .spec import ModelSpec, Shape
 
-SOURCE = "BVLC Caffe models/bvlc_alexnet/train_val.prototxt (Krizhevsky, Sutskever, Hinton 2012)"
-
 
 def build() -> ModelSpec:
     b = Builder()
@@ -29,4 +27,4 @@ def build() -> ModelSpec:
         x = b.dropout(f"drop{i}", x)
     x = b.fc("fc8", x, 1000)
     b.add("loss", "softmax", x)
-    return ModelSpec("alexnet", "AlexNet (bvlc_alexnet)", SOURCE, Shape(3, 227, 227), tuple(b.layers))
+    return b.spec("alexnet", Shape(3, 227, 227))

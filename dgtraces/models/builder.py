@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .spec import Layer
+from .spec import Layer, ModelSpec, Shape
 
 
 class Builder:
@@ -39,3 +39,10 @@ class Builder:
 
     def dropout(self, name: str, bottom: str) -> str:
         return self.add(name, "dropout", bottom)
+
+    def spec(self, key: str, input_shape: Shape) -> ModelSpec:
+        """The finished spec of registry model ``key`` (title and citation from its entry)."""
+        from .registry import entry
+
+        e = entry(key)
+        return ModelSpec(key, e.title, e.citation, input_shape, tuple(self.layers))

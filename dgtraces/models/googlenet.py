@@ -3,8 +3,6 @@
 from .builder import Builder
 from .spec import ModelSpec, Shape
 
-SOURCE = "BVLC Caffe models/bvlc_googlenet/train_val.prototxt (Szegedy et al. 2015)"
-
 # name: (in-module 1x1, 3x3 reduce, 3x3, 5x5 reduce, 5x5, pool proj)
 INCEPTIONS = {
     "3a": (64, 96, 128, 16, 32, 32),
@@ -70,5 +68,4 @@ def build() -> ModelSpec:
     x = b.dropout("pool5/drop_7x7_s1", x)
     x = b.fc("loss3/classifier", x, 1000)
     b.add("loss3/loss3", "softmax", x)
-    return ModelSpec("googlenet", "GoogLeNet (bvlc_googlenet)", SOURCE, Shape(3, 224, 224),
-                     tuple(b.layers))
+    return b.spec("googlenet", Shape(3, 224, 224))

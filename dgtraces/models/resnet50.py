@@ -3,8 +3,6 @@
 from .builder import Builder
 from .spec import ModelSpec, Shape
 
-SOURCE = "KaimingHe/deep-residual-networks prototxt/ResNet-50-deploy.prototxt (He et al. 2016)"
-
 STAGES = ((2, 3, 64), (3, 4, 128), (4, 6, 256), (5, 3, 512))
 
 
@@ -38,5 +36,4 @@ def build() -> ModelSpec:
     x = b.pool("pool5", x, 7, 1, pool="ave")
     x = b.fc("fc1000", x, 1000)
     b.add("prob", "softmax", x)
-    return ModelSpec("resnet50", "ResNet-50 (He et al. 2016)", SOURCE, Shape(3, 224, 224),
-                     tuple(b.layers))
+    return b.spec("resnet50", Shape(3, 224, 224))

@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .. import reference
+from ..models.registry import fitted
 from ..errors import DgtracesError
 from .costmodel import Device, Params
 from .fit import FitResult, Observation, fit, fit_tensor_efficiency
 from .variants import architecture
 
-FITTED_MODELS = ("alexnet", "resnet50")
+FITTED_MODELS = fitted()  # from the model registry (``fitted=True``)
 AMP_MODEL = "resnet50v1.5"
 AMP_BATCH = 128
 WINOGRAD_DEVICES = ("v100",)

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import DgtracesError
+from .calibration import FITTED_MODELS
 from .costmodel import Device, layer_arrays, layer_costs, subset
 from .fit import FitResult, Observation, fit
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-FIT_MODELS = ("alexnet", "resnet50")
 HELD_OUT = "googlenet"
 MIN_MS = 1e-3  # layers measured below 1 us are left out of the percentage errors
 
@@ -189,7 +189,7 @@ def validate_cpu(runs: "pd.DataFrame", timings: "pd.DataFrame", device: dict,
     arrays = {m: subset(layer_arrays(m), names) for m, names in measured_layers.items()}
     obs = [Observation(r.model, int(r.batch_size), phase, float(getattr(r, f"{phase}_ms")),
                        r.run_id)
-           for r in sel.itertuples() if r.model in FIT_MODELS
+           for r in sel.itertuples() if r.model in FITTED_MODELS
            for phase in ("fwd", "bwd") if pd.notna(getattr(r, f"{phase}_ms"))]
     if not obs:
         raise DgtracesError("no AlexNet/ResNet-50 totals among the measured CPU runs",
@@ -210,7 +210,7 @@ def validate_cpu(runs: "pd.DataFrame", timings: "pd.DataFrame", device: dict,
                                  "batch_size": int(r.batch_size), "layer": t.layer,
                                  "kind": kind[t.layer], "direction": d,
                                  "measured_ms": float(meas), "predicted_ms": pred[d][t.layer]})
-        if r.model not in FIT_MODELS and pd.notna(r.fwd_ms) and pd.notna(r.bwd_ms):
+        if r.model not in FITTED_MODELS and pd.notna(r.fwd_ms) and pd.notna(r.bwd_ms):
             meas = float(r.fwd_ms + r.bwd_ms)
             p = float(costs.fwd_ms.sum() + costs.bwd_ms.sum())
             held.append({"model": r.model, "batch_size": int(r.batch_size),

@@ -58,7 +58,7 @@ def _variants() -> list[str]:
     used = {}
     for (fw, model), arch in ROW_ARCHITECTURE.items():
         used.setdefault(arch, []).append(f"{fw} {model}")
-    rows = [[f"`{v.name}`", ", ".join(used.get(v.name, [])), v.source, v.confidence, v.notes]
+    rows = [[f"`{v.key}`", ", ".join(used.get(v.key, [])), v.citation, v.confidence, v.notes]
             for v in VARIANTS.values()]
     rows.append(["`resnet50` (our Caffe spec)", ", ".join(used["resnet50"]), TF_RESNET_NOTE,
                  "medium", "same architecture as the `layers` table's resnet50"])
