@@ -23,9 +23,10 @@ def test_every_builder_returns_its_key_title_and_citation():
 
 
 def test_roles_split_dataset_models_from_fitting_variants():
-    assert MODELS == keys() == ("alexnet", "googlenet", "resnet50")
-    assert keys(Role.FITTING) == ("alexnet-tf", "alexnet-mxnet", "resnet50-mxnet",
-                                  "resnet50-v1.5")
+    # the first three models, in the order of every release's layers table; more may follow
+    assert MODELS == keys() and MODELS[:3] == ("alexnet", "googlenet", "resnet50")
+    assert {"alexnet-tf", "alexnet-mxnet", "resnet50-mxnet"} <= set(keys(Role.FITTING))
+    assert not set(keys(Role.FITTING)) & set(MODELS)
     assert keys(None) == MODELS + keys(Role.FITTING)
     assert set(layers_frame()["model"]) == set(MODELS)
     with pytest.raises(DgtracesError) as exc:
@@ -41,10 +42,11 @@ def test_reconstruction_and_collectors_read_the_registry():
     from dgtraces.reconstruct import calibration, cpu
     from dgtraces.reconstruct.variants import VARIANTS
 
-    assert calibration.FITTED_MODELS == fitted() == ("alexnet", "resnet50")
+    assert calibration.FITTED_MODELS == fitted() and fitted()[:2] == ("alexnet", "resnet50")
+    assert "googlenet" not in fitted()  # held out: no calibration row
     assert cpu.FITTED_MODELS is calibration.FITTED_MODELS
     assert tuple(VARIANTS) == keys(Role.FITTING)
-    assert with_aux() == ("googlenet",)
+    assert "googlenet" in with_aux() and not {"alexnet", "resnet50"} & set(with_aux())
 
 
 def _params(cmd: click.Command):

@@ -73,6 +73,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                          "Write a stored run as an ASTRA-sim 1.0 text workload."),
     "export-chakra": ("dgtraces.cli.export:export_chakra",
                       "Write a stored run's predicted DAG as Chakra execution traces."),
+    "recipe": ("dgtraces.cli.contribute:recipe",
+               "Build (or --plan) a release from its declarative recipe."),
     "reconstruct": ("dgtraces.cli.reconstruct:reconstruct",
                     "Reconstruct a K80/V100 layer trace, or --report the method's error."),
 }

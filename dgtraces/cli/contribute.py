@@ -1,4 +1,4 @@
-"""contribute, staging (list | show ID | reject ID), release."""
+"""contribute, staging (list | show ID | reject ID), release, recipe."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import json
 from contextlib import contextmanager
 
 import click
+
+from . import model_list
 
 LOCK_SECONDS = click.FloatRange(0)  # a negative timeout would make filelock wait forever
 LOCK_HELP = "Seconds to wait for the store lock (data/.lock) before failing with LOCKED."
@@ -16,8 +18,8 @@ def _status(text: str):
     """A rich spinner on stderr while long work runs."""
     from rich.console import Console
 
-    with Console(stderr=True).status(text):
-        yield
+    with Console(stderr=True).status(text) as status:
+        yield status
 
 
 @click.command()
@@ -114,8 +116,11 @@ def reject(entry_id, lock_timeout) -> None:
 @click.argument("version")
 @click.option("--lock-timeout", default=10.0, show_default=True, type=LOCK_SECONDS,
               help=LOCK_HELP)
-def release(version, lock_timeout) -> None:
-    """Build release VERSION = latest release + every staged contribution.
+@click.option("--add-models", "models", default=None, callback=model_list,
+              help="Comma list of registry models whose layers rows the release adds.")
+def release(version, lock_timeout, models) -> None:
+    """Build release VERSION = latest release + every staged contribution (+ the layers
+    rows of --add-models).
 
     Writes the release (immutable, manifest with sha256), a CHANGELOG entry and the card,
     then clears the released entries from staging. Interrupted? Rerun the same command.
@@ -123,11 +128,46 @@ def release(version, lock_timeout) -> None:
     from ..contribute.release import build_release
 
     with _status(f"building release {version}"):
-        result = build_release(version, timeout=lock_timeout)
+        result = build_release(version, timeout=lock_timeout, models=models or ())
     for note in result.notes:
         click.echo(f"note: {note}", err=True)
     verb = "completed" if result.resumed else "released"
     added = ", ".join(f"+{n} {t}" for t, n in sorted(result.rows_added.items()))
+    extra = f" and model(s) {', '.join(result.models)}" if result.models else ""
     click.echo(f"{verb} {result.version} (parent {result.parent}) from "
-               f"{len(result.ids)} contribution(s){': ' + added if added else ''}")
+               f"{len(result.ids)} contribution(s){extra}{': ' + added if added else ''}")
     click.echo(f"  {result.path}")
+
+
+@click.command()
+@click.argument("version")
+@click.option("--plan", is_flag=True, help="Print the recipe's steps and exit.")
+@click.option("--dry-run", is_flag=True, help="Run every step and validate; write nothing.")
+@click.option("--root", default=None, type=click.Path(file_okay=False),
+              help="Data root to build in (default: the store's).")
+def recipe(version, plan, dry_run, root) -> None:
+    """Build release VERSION from its declarative recipe (dgtraces/recipes/releases.py)."""
+    from ..recipes import get_recipe
+
+    r = get_recipe(version)
+    if plan:
+        click.echo(f"v{r.version} = " + (f"v{r.base}" if r.base else "nothing"))
+        for step in r.steps:
+            kind = "measures" if step.measures else "deterministic"
+            click.echo(f"  + {', '.join(step.tables)} <- {step.producer} ({kind})")
+            if step.command:
+                click.echo(f"      {step.command}")
+        for target in r.after:
+            click.echo(f"  then {target}")
+        return
+    from ..recipes.build import build_recipe, context
+
+    with _status(f"building v{r.version} from its recipe") as status:
+        ctx = context(r, root, progress=lambda what: status.update(f"v{r.version}: {what}"))
+        result = build_recipe(r, root=root, dry_run=dry_run, ctx=ctx)
+    for table, n in sorted(result.rows_added.items()):
+        click.echo(f"  + {table:<14} {n:>6} rows")
+    click.echo("dry run: valid, nothing written" if result.path is None
+               else f"wrote {result.path}")
+    for item in result.after:
+        click.echo(f"then: {item}")

@@ -29,10 +29,14 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import store
 from ..errors import DgtracesError, IntegrityError, StoreError
 from . import staging
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 JOURNAL = ".release-journal.json"
 CHANGELOG_ENV = "DGTRACES_CHANGELOG"
@@ -50,6 +54,7 @@ class ReleaseResult:
     rows_added: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     resumed: bool = False
+    models: list[str] = field(default_factory=list)  # registry models added to ``layers``
 
 
 def _checkpoint(name: str) -> None:
@@ -72,8 +77,12 @@ def cards_path(root=None) -> Path:
     return Path(env) if env else store.data_root(root).resolve().parent / "cards"
 
 
-def changelog_entry(version: str, entries: list[dict], day: str) -> str:
+def changelog_entry(version: str, entries: list[dict], day: str,
+                    models: list[dict] | tuple = ()) -> str:
     lines = [f"### [v{version}] - {day}", "#### Added"]
+    for m in models:
+        lines.append(f"- Model `{m['key']}` ({m['title']}; {m['citation']}): {m['rows']} "
+                     "layers rows.")
     for info in entries:
         meta = info["meta"]
         rows = ", ".join(f"{n} {t} rows" for t, n in sorted(info["rows"].items()))
@@ -115,7 +124,8 @@ def _finish(journal: dict, root, notes: list[str]) -> None:
     infos = journal["entries"]
     day = journal["created_utc"][:10]
     if not add_changelog_entry(changelog_path(root), version,
-                               changelog_entry(version, infos, day)):
+                               changelog_entry(version, infos, day,
+                                               journal.get("models", []))):
         notes.append(f"CHANGELOG already has v{version}")
     _checkpoint("changelog")
     _card(version, root, notes)
@@ -155,20 +165,45 @@ def _recover(root, notes: list[str]) -> dict | None:
     return None
 
 
-def _combine(parent: str | None, entries, root) -> tuple[dict, dict[str, int]]:
+def model_layers(models, frames: dict) -> "tuple[pd.DataFrame | None, list[dict]]":
+    """The ``layers`` rows of registry ``models`` (UNKNOWN_MODEL for a name that is not a
+    dataset model) and their changelog facts; DUPLICATE for a model already in ``frames``."""
+    from ..models import layers_frame
+    from ..models.registry import entry
+
+    models = list(dict.fromkeys(models))
+    if not models:
+        return None, []
+    df = layers_frame(models)  # UNKNOWN_MODEL first
+    have = set(frames["layers"]["model"]) if "layers" in frames else set()
+    if have & set(models):
+        raise DgtracesError(f"the latest release's layers table has {sorted(have & set(models))}"
+                            " already", code="DUPLICATE")
+    counts = df["model"].value_counts()
+    return df, [{"key": m, "title": entry(m).title, "citation": entry(m).citation,
+                 "rows": int(counts[m])} for m in models]
+
+
+def _combine(parent: str | None, entries, root, models=()
+             ) -> tuple[dict, dict[str, int], list[dict]]:
     frames = store.read_all(parent, root) if parent else {}
     added: dict[str, int] = {}
+    layers, model_info = model_layers(models, frames)
+    if layers is not None:
+        frames = store.merge_frames(frames, {"layers": layers})
+        added["layers"] = len(layers)
     for entry in entries:
         staged = entry.frames()
         frames = store.merge_frames(frames, staged)
         for name, df in staged.items():
             added[name] = added.get(name, 0) + len(df)
-    return frames, added
+    return frames, added, model_info
 
 
-def build_release(version: str, *, root=None,
-                  timeout: float = staging.LOCK_TIMEOUT) -> ReleaseResult:
-    """Build release ``version`` from the latest release and every staged contribution."""
+def build_release(version: str, *, root=None, timeout: float = staging.LOCK_TIMEOUT,
+                  models: tuple[str, ...] | list[str] = ()) -> ReleaseResult:
+    """Build release ``version`` from the latest release, every staged contribution and
+    the ``layers`` rows of registry ``models`` (each must be new to the ``layers`` table)."""
     version = store.norm_version(version)
     notes: list[str] = []
     with staging.store_lock(root, timeout):
@@ -186,17 +221,19 @@ def build_release(version: str, *, root=None,
             raise StoreError(f"release {version} exists or is not newer than the latest "
                              f"({parent})", code="VERSION")
         entries = staging.list_staged(root)
-        if not entries:
+        if not entries and not models:
             raise DgtracesError("the staging area is empty: nothing to release", code="EMPTY",
-                                hint="stage contributions with `dgtraces contribute PATH`")
+                                hint="stage contributions with `dgtraces contribute PATH`, "
+                                     "or add registry models with --add-models")
         report = store.verify(root)
         if not report.ok and releases:
             raise IntegrityError(f"the store fails verify ({len(report.failures)} "
                                  "failure(s)); fix it before releasing",
                                  failures=report.failures)
-        frames, added = _combine(parent, entries, root)
+        frames, added, model_info = _combine(parent, entries, root, models)
         created = store.utc_now()
         journal = {"version": version, "parent": parent, "created_utc": created,
+                   "models": model_info,
                    "entries": [{"id": e.id, "rows": e.info["rows"], "meta": e.info["meta"]}
                                for e in entries]}
         store.atomic_write_bytes(store.data_root(root) / JOURNAL,
@@ -204,12 +241,16 @@ def build_release(version: str, *, root=None,
         _checkpoint("journal")
         who = "; ".join(f"{e.id} by {e.contributor} ({e.info['meta']['license']})"
                         for e in entries)
+        what = "; ".join(([f"contributions: {who}"] if entries else [])
+                         + ([f"models: {', '.join(m['key'] for m in model_info)}"]
+                            if model_info else []))
         try:
             path = store.write_release(version, frames, root=root, parent=parent,
-                                       notes=f"contributions: {who}")
+                                       notes=what)
         except DgtracesError:  # refused before the commit point: nothing to finish
             os.unlink(store.data_root(root) / JOURNAL)
             raise
         _checkpoint("committed")
         _finish(journal, root, notes)
-    return ReleaseResult(version, path, parent, [e.id for e in entries], added, notes)
+    return ReleaseResult(version, path, parent, [e.id for e in entries], added, notes,
+                         models=[m["key"] for m in model_info])

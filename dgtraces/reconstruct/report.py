@@ -173,7 +173,7 @@ def cpu_validations(frames: dict, missing: list[str]) -> list[CpuValidation]:
         key = peak_key(t, cores)
         if key not in rows:
             missing.append(f"CPU validation at {t} thread(s): no measured devices row "
-                           f"{key!r} (peaks); scripts/release_v0_3_0.py measures them")
+                           f"{key!r} (peaks); the v0.3.0 recipe's cpu_devices step measures them")
             continue
         try:
             out.append(validate_cpu(runs, lt, rows[key], t))

@@ -1,0 +1,130 @@
+"""Producers that recipes name: ``producer(ctx, **kwargs) -> {table: DataFrame}``.
+
+Each one calls the same library functions as the CLI command its step names. They may
+record facts for the release notes in ``ctx.facts`` (e.g. how many traces were built).
+Heavy dependencies (pandas, torch) are imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from .build import Context
+
+Frames = dict[str, "pd.DataFrame"]
+
+
+def layers(ctx: "Context", models: Sequence[str]) -> Frames:
+    """The ``layers`` rows of registry models (computed from their specs)."""
+    from ..models import layers_frame
+
+    return {"layers": layers_frame(tuple(models))}
+
+
+def published(ctx: "Context") -> Frames:
+    """Every published reference table (`dgtraces import published`)."""
+    from ..importers.published import published_tables
+
+    return dict(published_tables())
+
+
+def reconstructions(ctx: "Context", devices: Sequence[str],
+                    batches: Mapping[str, Sequence[int]]) -> Frames:
+    """Reconstructed traces of every device x model x batch (x amp where calibrated)."""
+    import pandas as pd
+
+    from ..reconstruct import method_id, reconstruct_trace, runs_frame
+    from ..reconstruct.calibration import calibrate
+
+    recs = []
+    for device in devices:
+        precisions = ("fp32", "amp") if calibrate(device).amp is not None else ("fp32",)
+        for model, sizes in batches.items():
+            for b in sizes:
+                for p in precisions:
+                    recs.append(reconstruct_trace(device, model, b, p,
+                                                  timestamp_utc=ctx.stamp))
+                    ctx.progress(f"{device} {model} b{b} {p}")
+    ctx.facts.update(reconstructed=len(recs), method=method_id())
+    return {"runs": runs_frame(recs),
+            "layer_timings": pd.concat([r.layer_timings for r in recs], ignore_index=True)}
+
+
+def cpu_devices(ctx: "Context", threads: Sequence[int] | None = None) -> Frames:
+    """This CPU's measured peaks, one ``devices`` row per thread count of the base
+    release's measured CPU runs (under the shared measurement lock)."""
+    import pandas as pd
+
+    from ..collect.env import measure_lock
+    from ..reconstruct.cpu import device_row, measure_peaks
+
+    runs = ctx.base_frames()["runs"]
+    cpu = runs[(runs["provenance"] == "measured") & (runs["device_kind"] == "cpu")]
+    cores = int(cpu["cores"].max())
+    threads = threads or sorted(int(t) for t in cpu["threads"].dropna().unique())
+    with measure_lock(f"dgtraces recipe {ctx.version}"):
+        peaks = [measure_peaks(t) for t in threads]
+    return {"devices": pd.DataFrame([device_row(p, cores) for p in peaks])}
+
+
+def cpu_collection(ctx: "Context", models: Sequence[str],
+                   layer_batches: Mapping[str, tuple[Sequence[int], Sequence[int]]],
+                   repeats: int, warmup: int, comm_repeats: int, comm_sizes: str,
+                   ssgd_batch: int, ssgd_iters: int, ssgd_warmup: int, bucket_mb: float,
+                   policies: Sequence[str]) -> Frames:
+    """The measured CPU collection: layer timings per model, batch and thread count, a
+    2-worker comm sweep, 2-worker S-SGD iterations per model. Every step's tables are also
+    written to ``ctx.work`` for inspection."""
+    import pandas as pd
+
+    from ..collect.comm import collect_comm, parse_sizes
+    from ..collect.env import measure_lock, write_tables
+    from ..collect.layers import collect_layers
+    from ..collect.ssgd import collect_ssgd
+
+    parts: dict[str, list] = {"runs": [], "layer_timings": [], "iterations": [],
+                              "comm": [], "comm_fits": []}
+    trace_ids: dict[tuple[str, int], str] = {}
+
+    def keep(name: str, frames: Frames) -> None:
+        runs = pd.concat(parts["runs"]) if parts["runs"] else None
+        write_tables(Path(ctx.work) / name, frames, known_runs=runs)
+        for table, df in frames.items():
+            parts[table].append(df)
+        ctx.progress(name)
+
+    started = time.time()
+    with measure_lock(f"dgtraces recipe {ctx.version}"):
+        for model in models:
+            for threads, sizes in zip((1, 2), layer_batches[model]):
+                for b in sizes:
+                    tr = collect_layers(model, b, repeats=repeats, warmup=warmup,
+                                        threads=threads)
+                    if threads == 1:
+                        trace_ids[(model, b)] = tr.run_id
+                    keep(f"layers-{model}-b{b}-t{threads}", tr.frames())
+        keep("comm", collect_comm(workers=2, sizes=parse_sizes(comm_sizes),
+                                  repeats=comm_repeats))
+        for model in models:
+            df = collect_ssgd(model, workers=2, threads_per_worker=1, policies=tuple(policies),
+                              bucket_mb=bucket_mb, iters=ssgd_iters, warmup=ssgd_warmup,
+                              batch_size=ssgd_batch,
+                              trace_run_id=trace_ids.get((model, ssgd_batch)))
+            keep(f"ssgd-{model}", {"iterations": df})
+    ctx.facts["elapsed_s"] = time.time() - started
+    return {t: pd.concat(dfs, ignore_index=True) for t, dfs in parts.items() if dfs}
+
+
+def reconstruction_fragment(ctx: "Context") -> list[Path]:
+    """After v0.3.0: rewrite cards/fragments/reconstruction.md from the new release."""
+    from .. import store
+    from ..reconstruct.fragment import write
+    from ..reconstruct.report import build_report
+
+    rep = build_report(ctx.version, frames=store.read_all(ctx.version, ctx.root), loo=True)
+    return write(rep, ctx.fragments)

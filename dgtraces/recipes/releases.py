@@ -1,0 +1,61 @@
+"""The shipped releases as recipes (plain data). Producers: :mod:`.producers`.
+
+v0.1.0: the ``layers`` table of the three Caffe models.
+v0.2.0: + the measured CPU collection (layer timings at threads 1 and 2, gloo loopback
+        comm sweep with alpha-beta fits, 2-worker S-SGD iterations).
+v0.3.0: + the published reference rows, 42 reconstructed K80/V100 traces, this CPU's
+        measured peaks (devices rows); then the reconstruction card fragment.
+
+Model lists are spelled out (not "every registry model"): a recipe describes one release,
+and models added to the registry later must not change what these recipes build.
+"""
+
+from __future__ import annotations
+
+from . import Recipe, Step
+
+P = "dgtraces.recipes.producers:"
+V010_MODELS = ("alexnet", "googlenet", "resnet50")
+
+V010 = Recipe(
+    "0.1.0", None, "layers table for alexnet, googlenet (with aux), resnet50",
+    (Step(P + "layers", ("layers",), {"models": V010_MODELS},
+          "python -c 'from dgtraces.models import layers_frame'"),),
+)
+
+V020 = Recipe(
+    "0.2.0", "0.1.0",
+    "v0.1.0 + measured CPU traces (PyTorch, layer timings at threads 1 and 2), gloo loopback "
+    "comm sweep with alpha-beta fits, measured 2-worker S-SGD iterations (naive, wfbp, "
+    "bucketed); collection took {elapsed_s:.0f} s",
+    (Step(P + "cpu_collection", ("runs", "layer_timings", "iterations", "comm", "comm_fits"),
+          {"models": V010_MODELS,
+           # model -> batch sizes at threads=1 (the ssgd batch included) and at threads=2
+           "layer_batches": {"alexnet": ((4, 8, 16), (4, 16)),
+                             "googlenet": ((4, 8, 16), (4, 16)),
+                             "resnet50": ((4, 8), (4, 8))},
+           "repeats": 15, "warmup": 2, "comm_repeats": 20, "comm_sizes": "4B..64MiB",
+           "ssgd_batch": 8, "ssgd_iters": 10, "ssgd_warmup": 2, "bucket_mb": 25.0,
+           "policies": ("naive", "wfbp", "bucketed")},
+          "dgtraces collect layers|comm|ssgd (one call per model, batch and thread count)",
+          measures=True),),
+)
+
+V030 = Recipe(
+    "0.3.0", "0.2.0",
+    "v0.2.0 + {reconstructed} reconstructed K80/V100 traces ({method}), the published "
+    "reference rows (calibration throughputs, B-Caffe GoogLeNet traces, OSU allreduce, "
+    "datasheet devices) and this CPU's measured peaks",
+    (Step(P + "reconstructions", ("runs", "layer_timings"),
+          {"devices": ("k80", "v100"),
+           "batches": {"alexnet": (16, 32, 64, 128, 256, 512),
+                       "googlenet": (16, 32, 64, 128), "resnet50": (16, 32, 64, 128)}},
+          "dgtraces reconstruct --device D --model M --batch-size B [--precision amp]"),
+     Step(P + "published", ("runs", "layer_timings", "iterations", "comm", "comm_fits",
+                            "devices"), {}, "dgtraces import published --out DIR"),
+     Step(P + "cpu_devices", ("devices",), {},
+          "measured CPU peaks at the base release's thread counts", measures=True)),
+    after=(P + "reconstruction_fragment",),
+)
+
+RECIPES = (V010, V020, V030)
