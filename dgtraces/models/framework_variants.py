@@ -24,10 +24,7 @@ def alexnet_tf() -> ModelSpec:
     x = b.pool("pool1", x, 3, 2)  # 55 -> 27 (VALID = floor = Caffe ceil here)
     x = b.relu("relu2", b.conv("conv2", x, 192, 5, pad=2))
     x = b.pool("pool2", x, 3, 2)  # 27 -> 13
-    x = b.relu("relu3", b.conv("conv3", x, 384, 3, pad=1))
-    x = b.relu("relu4", b.conv("conv4", x, 384, 3, pad=1))
-    x = b.relu("relu5", b.conv("conv5", x, 256, 3, pad=1))
-    x = b.pool("pool5", x, 3, 2)  # 13 -> 6: fc6 sees 256 * 6 * 6
+    x = _convs_3_to_5(b, x, pool5_kernel=3)  # 13 -> 6: fc6 sees 256 * 6 * 6
     return _fc_head(b, x, "alexnet-tf", Shape(3, 227, 227), classes=1001)
 
 
@@ -39,11 +36,15 @@ def alexnet_mxnet() -> ModelSpec:
     x = b.pool("pool1", x, 4, 2)  # MXNet k3 s2 valid: 54 -> 26 (k4 gives 26 under ceil)
     x = b.lrn("norm2", b.relu("relu2", b.conv("conv2", x, 256, 5, pad=2)))
     x = b.pool("pool2", x, 4, 2)  # 26 -> 12
-    x = b.relu("relu3", b.conv("conv3", x, 384, 3, pad=1))
-    x = b.relu("relu4", b.conv("conv4", x, 384, 3, pad=1))
-    x = b.relu("relu5", b.conv("conv5", x, 256, 3, pad=1))
-    x = b.pool("pool5", x, 4, 2)  # 12 -> 5: fc1 sees 256 * 5 * 5
+    x = _convs_3_to_5(b, x, pool5_kernel=4)  # 12 -> 5: fc1 sees 256 * 5 * 5
     return _fc_head(b, x, "alexnet-mxnet", Shape(3, 224, 224), classes=1000)
+
+
+def _convs_3_to_5(b: Builder, x: str, pool5_kernel: int) -> str:
+    """conv3-5 (384/384/256, 3x3, ungrouped) with their ReLUs, then pool5 (stride 2)."""
+    for i, n in ((3, 384), (4, 384), (5, 256)):
+        x = b.relu(f"relu{i}", b.conv(f"conv{i}", x, n, 3, pad=1))
+    return b.pool("pool5", x, pool5_kernel, 2)
 
 
 def _fc_head(b: Builder, x: str, name: str, shape: Shape, classes: int) -> ModelSpec:

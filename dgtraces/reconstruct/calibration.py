@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .. import reference
-from ..models.registry import fitted
 from ..errors import DgtracesError
+from ..models.registry import fitted
 from .costmodel import Device, Params
 from .fit import FitResult, Observation, fit, fit_tensor_efficiency
 from .variants import architecture
