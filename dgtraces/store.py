@@ -19,12 +19,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping
 
+from .datadirs import DATA_ENV  # noqa: F401  (re-exported: store.DATA_ENV)
 from .errors import Failure, IntegrityError, StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-DATA_ENV = "DGTRACES_DATA"
 DATASET = "dgtraces"
 MANIFEST = "manifest.json"
 TMP_PREFIX = ".tmp-"
@@ -41,13 +41,12 @@ def is_release_folder(p: Path) -> bool:
 
 
 def data_root(root: str | os.PathLike | None = None) -> Path:
-    """The data folder: ``root``, else ``$DGTRACES_DATA``, else the checkout's ``data/``."""
-    if root is not None:
-        return Path(root)
-    env = os.environ.get(DATA_ENV)
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parent.parent / "data"
+    """The data folder: ``root``, else ``$DGTRACES_DATA``, else the checkout's ``data/``,
+    else the user data directory seeded from the packaged releases (see
+    :mod:`dgtraces.datadirs`)."""
+    from .datadirs import locate
+
+    return locate(root).root
 
 
 def releases_dir(root=None) -> Path:

@@ -17,9 +17,12 @@ def info(as_json: bool) -> None:
     """Show package version, data folder, releases and the latest release's tables."""
     from .. import store
     from .._version import __version__
+    from ..datadirs import locate
 
+    loc = locate()
     rels = store.list_releases()
-    out = {"version": __version__, "data": str(store.data_root()), "releases": rels,
+    out = {"version": __version__, "data": str(loc.root), "data_kind": loc.kind,
+           "releases": rels,
            "latest": rels[-1] if rels else None, "tables": {}}
     if rels:
         out["tables"] = {k: v["rows"] for k, v in sorted(store.tables(rels[-1]).items())}
@@ -27,7 +30,7 @@ def info(as_json: bool) -> None:
         click.echo(json.dumps(out, indent=2))
         return
     click.echo(f"dgtraces {out['version']}")
-    click.echo(f"data:     {out['data']}")
+    click.echo(f"data:     {out['data']} ({loc.kind})")
     click.echo(f"releases: {', '.join(rels) or 'none'}")
     if rels:
         click.echo(f"latest:   {rels[-1]}")

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import store
+from ..datadirs import sidecar_dir
 from ..errors import DgtracesError, IntegrityError, StoreError
 from . import staging
 
@@ -69,12 +70,12 @@ def changelog_path(root=None) -> Path:
     """$DGTRACES_CHANGELOG, else CHANGELOG.md beside the data folder (a temp store gets its
     own)."""
     env = os.environ.get(CHANGELOG_ENV)
-    return Path(env) if env else store.data_root(root).resolve().parent / "CHANGELOG.md"
+    return Path(env) if env else sidecar_dir(root) / "CHANGELOG.md"
 
 
 def cards_path(root=None) -> Path:
     env = os.environ.get(CARDS_ENV)
-    return Path(env) if env else store.data_root(root).resolve().parent / "cards"
+    return Path(env) if env else sidecar_dir(root) / "cards"
 
 
 def changelog_entry(version: str, entries: list[dict], day: str,

@@ -1,0 +1,31 @@
+"""Build hook: the wheel carries the dataset releases as package data.
+
+Everything under the checkout's ``data/releases/`` (release folders, whatever their layout)
+is copied to ``dgtraces/_data/releases/`` in the built package, where
+``dgtraces.datadirs.packaged_root`` finds it through importlib.resources. An editable install
+reads the checkout's ``data/`` directly, so nothing is copied for it. All metadata lives in
+pyproject.toml.
+"""
+
+import shutil
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+RELEASES = Path("data") / "releases"
+
+
+class BuildWithReleases(build_py):
+    def run(self):
+        super().run()
+        if getattr(self, "editable_mode", False) or not RELEASES.is_dir():
+            return
+        target = Path(self.build_lib) / "dgtraces" / "_data" / "releases"
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(RELEASES, target,
+                        ignore=shutil.ignore_patterns(".tmp-*", ".lock", "__pycache__"))
+
+
+setup(cmdclass={"build_py": BuildWithReleases})
