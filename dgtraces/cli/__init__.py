@@ -47,6 +47,8 @@ def model_list(ctx, param, value: str | None) -> tuple[str, ...] | None:
 
 # name -> (module:attribute, one-line help). Add a command here and in its own module.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("dgtraces.cli.demo:demo",
+             "Tour: dataset contents, two SQL questions, a prediction, validation figure."),
     "info": ("dgtraces.cli.core:info", "Show version, releases, tables and row counts."),
     "validate": ("dgtraces.cli.core:validate", "Validate CSV/Parquet files against the schemas."),
     "verify": ("dgtraces.cli.core:verify", "Check every release's bytes against its manifest."),

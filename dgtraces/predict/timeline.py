@@ -70,6 +70,16 @@ def write_chrome_trace(path: str | Path, sched: Schedule, pred: Prediction) -> P
     return Path(path)
 
 
+def _links(pred: Prediction) -> str:
+    """'pcie3 intra, 10gbe inter' (only the links the cluster crosses)."""
+    c = pred.cluster
+    gpn = c.get("gpus_per_node", 1)
+    used = [("intra", gpn > 1), ("inter", pred.workers > gpn)]
+    names = [f"{c[side]['link']} {side}" for side, on in used
+             if on and isinstance(c.get(side), dict)]
+    return ", ".join(names) or "one worker, no link"
+
+
 def write_gantt(path: str | Path, sched: Schedule, pred: Prediction,
                 max_workers: int = 2) -> Path:
     """A PNG Gantt chart of one iteration: compute/io rows per worker, one row per link."""
@@ -101,12 +111,13 @@ def write_gantt(path: str | Path, sched: Schedule, pred: Prediction,
     ax.axvline(sched.iter_ms, color="black", linestyle="--", linewidth=1)
     extra = f", {pred.workers - max_workers} more identical workers" \
         if pred.workers > max_workers else ""
-    ax.set_title(f"modelled: {pred.model} batch {pred.batch_size}, {pred.workers} workers, "
+    ax.set_title(f"modelled: {pred.model} batch {pred.batch_size} on {pred.workers} x "
+                 f"{pred.trace_device or 'unknown device'} ({_links(pred)}), "
                  f"{pred.policy}{' + io overlap' if pred.io_overlap else ''}, "
                  f"{pred.cluster['algorithm']}: {pred.iter_ms:.1f} ms/iter "
                  f"(comm exposed {pred.breakdown['comm_exposed']:.1f} ms){extra}"
                  + ("; collective shares the compute cores" if pred.cluster["shared_cpu"]
-                    else ""), fontsize=10)
+                    else ""), fontsize=10, wrap=True)
     kinds = [k for k in COLORS if any(b[2] == k for _, bars in rows for b in bars)]
     ax.legend(handles=[Patch(color=COLORS[k], label=k) for k in kinds], loc="center left",
               bbox_to_anchor=(1.0, 0.5), frameon=False)
