@@ -45,8 +45,19 @@ WHERE t.comm_ms IS NOT NULL AND t.bwd_ms IS NOT NULL
 GROUP BY ALL ORDER BY r.run_id"""
 
 # The prediction: ResNet-50, batch 64 per GPU, 2 nodes x 4 V100 (PCIe) over 10 GbE, ring.
-PREDICT = {"model": "resnet50", "device": "v100", "batch_size": 64, "workers": 8,
-           "gpus_per_node": 4, "intra": "pcie3", "inter": "10gbe", "algorithm": "ring"}
+@dataclass(frozen=True)
+class PredictSetup:
+    model: str = "resnet50"
+    device: str = "v100"
+    batch_size: int = 64
+    workers: int = 8
+    gpus_per_node: int = 4
+    intra: str = "pcie3"
+    inter: str = "10gbe"
+    algorithm: str = "ring"
+
+
+PREDICT = PredictSetup()
 POLICIES = ("naive", "wfbp", "mgwfbp")
 
 
@@ -134,9 +145,9 @@ def _predict(out: Path, version: str, files: dict[str, Path]) -> pd.DataFrame:
     from .predict.timeline import write_gantt
 
     p = PREDICT
-    trace = resolve(p["model"], p["device"], p["batch_size"], release=version)
-    cluster = Cluster(p["workers"], p["gpus_per_node"], p["intra"], p["inter"],
-                      p["algorithm"], release=version)
+    trace = resolve(p.model, p.device, p.batch_size, release=version)
+    cluster = Cluster(p.workers, p.gpus_per_node, p.intra, p.inter, p.algorithm,
+                      release=version)
     rows = []
     for name in POLICIES:
         pred, sched = predict_trace(trace, cluster, Policy(name))

@@ -65,10 +65,10 @@ def _print(res) -> None:
     from ..demo import PREDICT
 
     p = PREDICT
-    echo(f"\n3. Modelled: {p['model']} batch {p['batch_size']} on {p['workers']} "
-         f"{p['device'].upper()}s ({p['workers'] // p['gpus_per_node']} nodes x "
-         f"{p['gpus_per_node']}, {p['intra']} inside a node, {p['inter']} between, "
-         f"{p['algorithm']} all-reduce):")
+    echo(f"\n3. Modelled: {p.model} batch {p.batch_size} on {p.workers} "
+         f"{p.device.upper()}s ({p.workers // p.gpus_per_node} nodes x "
+         f"{p.gpus_per_node}, {p.intra} inside a node, {p.inter} between, "
+         f"{p.algorithm} all-reduce):")
     echo(_indent(_table(res.predictions.drop(columns=["provenance"]))))
     echo("\n4. Predictor validation (modelled vs measured/published iterations rows):")
     for prov, h in res.validation.items():
