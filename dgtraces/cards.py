@@ -88,12 +88,22 @@ are derived from its logs, which are distributed under Caffe's **BSD 2-Clause** 
 repository's copyright notice and license (its `LICENSE` file) apply to those rows."""
 
 
-def citation_bibtex(version: str) -> str:
-    """BibTeX for the dataset release followed by the paper it builds on."""
-    return (f"@misc{{dgtraces_{version.replace('.', '_')},\n"
-            f"  title  = {{dgtraces: layer-wise deep-learning training traces, release "
-            f"{version}}},\n  author = {{{{dgtraces developers}}}},\n  year   = {{2026}},\n"
-            f"  note   = {{Dataset release {version}}}\n}}\n\n{PAPER_BIBTEX}")
+def package_bibtex() -> str:
+    """BibTeX of the package (its version from ``dgtraces._version``), as in CITATION.cff."""
+    from ._version import __version__
+
+    return (f"@software{{dgtraces,\n  title   = {{dgtraces: layer-wise deep-learning training "
+            f"traces and a DAG predictor of S-SGD iteration time}},\n  author  = "
+            f"{{{{dgtraces developers}}}},\n  year    = {{2026}},\n  version = "
+            f"{{{__version__}}},\n  note    = {{Cite with the dataset release used, e.g. "
+            f"``dataset release 0.3.0''}}\n}}")
+
+
+def citation_bibtex(version: str | None = None) -> str:
+    """The package and the paper it follows (the same two entries as CITATION.cff and the
+    README); ``version``, a dataset release, is named in a comment line above them."""
+    head = f"% dataset release {version}\n" if version else ""
+    return f"{head}{package_bibtex()}\n\n{PAPER_BIBTEX}"
 
 
 def size_category(rows: int) -> str:
@@ -294,7 +304,8 @@ def render_card(version: str | None = None, root=None, *, data_dir: str = "data"
                      f"{e['bytes']} | `{e['sha256']}` |")
     lines += ["", f"Manifest digest: `{manifest['digest']}`. `dgtraces verify` re-checks every "
               f"file against it.", "", "## Citation", "",
-              "Cite the dataset release and the paper whose DAG model it supports:", "",
+              (f"Cite the package, naming dataset release {version}, and the paper whose DAG "
+                "model it follows (the same entries as the repository's CITATION.cff):"), "",
               "```bibtex", citation_bibtex(version), "```", ""]
     return "\n".join(lines)
 
