@@ -59,8 +59,9 @@ class Failure:
         if self.row is not None:  # 0-based data row; in a CSV the header is line 1
             csv_line = self.file is not None and str(self.file).lower().endswith(".csv")
             where.append(f"row {self.row}" + (f" (line {self.row + 2})" if csv_line else ""))
-        if self.column is not None:
-            where.append(f"column {self.column!r}")
+        if self.column is not None:  # "--name": a command-line option (named by the CLI)
+            where.append(f"option {self.column}" if self.column.startswith("--")
+                         else f"column {self.column!r}")
         loc = ", ".join(where)
         text = f"[{self.code}] " + (f"{loc}: " if loc else "") + self.message
         sides = [f"{name} {value}" for name, value in (("expected", self.expected),

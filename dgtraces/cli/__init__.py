@@ -93,10 +93,50 @@ class LazyGroup(click.Group):
         module, attr = target.split(":")
         return getattr(importlib.import_module(module), attr)
 
+    def invoke(self, ctx):
+        from ..errors import DgtracesError
+
+        try:
+            return super().invoke(ctx)
+        except DgtracesError as exc:
+            sub = self.get_command(ctx, ctx.invoked_subcommand or "")
+            if sub is not None:
+                name_options(exc, _options(sub))
+            raise
+
     def format_commands(self, ctx, formatter):
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def _options(cmd: click.Command) -> dict[str, str]:
+    """Parameter name -> its long option (``batch_size`` -> ``--batch-size``), for a command
+    and, for a group, its subcommands."""
+    out: dict[str, str] = {}
+    for sub in getattr(cmd, "commands", {}).values():
+        out.update(_options(sub))
+    for p in cmd.params:
+        longs = [o for o in getattr(p, "opts", []) if o.startswith("--")]
+        if isinstance(p, click.Option) and p.name and longs:
+            out[p.name] = max(longs, key=len)
+    return out
+
+
+def name_options(exc, options: dict[str, str]) -> None:
+    """Make a library error about an option's value say ``option --batch-size``, not
+    ``column 'batch_size'``: failures located by a field name that is one of the command's
+    parameters (and not in a file or row, where it is a data column) are renamed."""
+    from dataclasses import replace
+
+    renamed = []
+    for f in exc.failures:
+        opt = options.get(f.column) if f.file is None and f.row is None else None
+        renamed.append(replace(f, column=opt) if opt else f)
+        if opt and exc.message.startswith(f"{f.column}: "):
+            exc.message = f"{opt}: " + exc.message[len(f.column) + 2:]
+            exc.args = (exc.message,)
+    exc.failures = renamed
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

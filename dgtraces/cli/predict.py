@@ -42,9 +42,11 @@ def _cluster_options(f):
 
 
 @click.command()
-@model_option(default=None)
-@click.option("--device", default=None, help="Device key (e.g. k80, v100, a CPU key).")
-@click.option("--batch-size", type=int, default=None, help="Per-worker batch size.")
+@model_option(default=None, help="[required unless --run-id]")
+@click.option("--device", default=None,
+              help="Device key (e.g. k80, v100, a CPU key). [required unless --run-id]")
+@click.option("--batch-size", type=int, default=None,
+              help="Per-worker batch size. [required unless --run-id]")
 @click.option("--run-id", default=None, help="Use this stored run's layer trace.")
 @click.option("--precision", default="fp32", show_default=True)
 @click.option("--workers", default=1, show_default=True, type=int)
@@ -74,7 +76,16 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
             gpus_per_node, algorithm, servers, bucket_mb, link_alpha_us, link_gbps, release,
             staging, staging_passes, shared_cpu, timeline, gantt, kineto_dir,
             as_json) -> None:
-    """Predict one S-SGD iteration (modelled) from a stored or reconstructed layer trace."""
+    """Predict one S-SGD iteration (modelled) from a stored or reconstructed layer trace.
+
+    Give --model, --device and --batch-size (the best stored run is used, else a trace is
+    reconstructed on the fly), or --run-id alone.
+
+    \b
+    Example (ResNet-50 on 2 nodes x 4 V100, PCIe inside a node, 10 GbE between):
+      dgtraces predict --model resnet50 --device v100 --batch-size 64 --workers 8 \\
+          --gpus-per-node 4 --intra pcie3 --inter 10gbe --policy mgwfbp --gantt gantt.png
+    """
     from dataclasses import replace
 
     from ..predict import Cluster, Policy, calibrate, predict_trace, resolve
@@ -198,15 +209,19 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
 @click.option("--gpus-per-node", "gpn", default="1", show_default=True, help="Comma list.")
 @click.option("--intra", default="pcie3", show_default=True, help="Comma list of presets.")
 @click.option("--inter", default="10gbe", show_default=True, help="Comma list of presets.")
-@click.option("--algorithms", default="ring", show_default=True, help="Comma list.")
+@click.option("--algorithms", default="ring", show_default=True,
+              help="Comma list of collective algorithms: " + ", ".join(ALGOS) + ".")
 @click.option("--policies", default="naive,wfbp,bucketed,mgwfbp", show_default=True)
 @click.option("--io-overlap", "overlap", default="off", show_default=True,
               type=click.Choice(["off", "on", "both"]))
 @click.option("--servers", default=1, show_default=True, type=int)
 @click.option("--bucket-mb", default=25.0, show_default=True, type=float)
-@click.option("--link-alpha-us", type=float, default=None)
-@click.option("--link-gbps", type=float, default=None)
-@click.option("--release", default=None)
+@click.option("--link-alpha-us", type=float, default=None,
+              help="Override every link's latency (us).")
+@click.option("--link-gbps", type=float, default=None,
+              help="Override every link's bandwidth (Gb/s).")
+@click.option("--release", default=None,
+              help="Release for traces and comm fits (default: latest).")
 @_h2d_link
 @click.option("--staging", default=None, help="Link of the copies around each message.")
 @click.option("--staging-passes", default=2, show_default=True, type=int)
@@ -304,7 +319,8 @@ def _write_frame(df, out: str) -> None:
               help="Write a parity plot PNG to this path (default: no plot).")
 @click.option("--out", type=OutPath(dir_okay=False), default=None,
               help="Write per-row predictions to .csv or .parquet.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the headline, per-model, per-policy and per-row results as JSON.")
 def validate_predictor(release, plot, out, as_json) -> None:
     """Predict every measured/published iterations row; print MAPE; optional parity plot."""
     from ..predict.validation import parity_plot, validate

@@ -97,29 +97,63 @@ def _write_parquet(q, out) -> int:
     return n
 
 
+def _cell(value) -> str:
+    """A value as shown in the terminal table: floats to 6 significant digits (whole numbers
+    and values of a million or more without an exponent), null for missing."""
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return str(value)
+        if value.is_integer() and abs(value) < 1e15:
+            return f"{value:.0f}"
+        return f"{value:.1f}" if abs(value) >= 1e6 else f"{value:.6g}"
+    return str(value)
+
+
 def _print_table(q, max_rows: int) -> None:
+    """A grid when every column fits the console width (a pipe or file counts as 80
+    columns unless COLUMNS says otherwise), else one ``column | value`` block per row."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     res = q.fetch(limit=max_rows)
     shown = f"first {len(res.rows)} rows" if res.truncated else f"{len(res.rows)} row(s)"
-    table = Table()
-    numeric = ("INT", "DOUBLE", "FLOAT", "DECIMAL", "REAL", "HUGEINT")
-    for col, typ in zip(res.columns, res.types):
-        right = any(t in typ.upper() for t in numeric)
-        # Text, not markup strings: names and values are data ("[x]" must print as is)
-        table.add_column(Text.assemble(str(col), "\n", (typ.lower(), "dim")),
-                         justify="right" if right else "left", overflow="fold")
-    for row in res.rows:
-        table.add_row(*(Text("null", style="dim") if v is None else Text(str(v))
-                        for v in row))
+    cells = [[_cell(v) for v in row] for row in res.rows]
     console = Console()
     console.print(f"[dim]dgtraces {res.version}: {shown}[/dim]")
-    console.print(table)
+    widths = [max([len(str(c)), len(t)] + [len(r[i]) for r in cells])
+              for i, (c, t) in enumerate(zip(res.columns, res.types))]
+    if sum(widths) + 3 * len(widths) + 1 > console.width:
+        _print_vertical(console, res.columns, cells)
+    else:
+        table = Table()
+        numeric = ("INT", "DOUBLE", "FLOAT", "DECIMAL", "REAL", "HUGEINT")
+        for col, typ in zip(res.columns, res.types):
+            right = any(t in typ.upper() for t in numeric)
+            # Text, not markup strings: names and values are data ("[x]" must print as is)
+            table.add_column(Text.assemble(str(col), "\n", (typ.lower(), "dim")),
+                             justify="right" if right else "left", overflow="fold")
+        for row, raw in zip(cells, res.rows):
+            table.add_row(*(Text("null", style="dim") if v is None else Text(c)
+                            for c, v in zip(row, raw)))
+        console.print(table)
     if res.truncated:
         console.print("[yellow]more rows not shown; raise --max-rows or use "
                       "--format csv --out FILE[/yellow]")
+
+
+def _print_vertical(console, columns: list[str], cells: list[list[str]]) -> None:
+    """psql's expanded display: too wide for a grid, so one block per row."""
+    from rich.text import Text
+
+    pad = max((len(str(c)) for c in columns), default=0)
+    for n, row in enumerate(cells, 1):
+        console.print(Text(f"-[ row {n} ]" + "-" * max(0, min(console.width, 40) - 12),
+                           style="dim"))
+        for col, value in zip(columns, row):
+            console.print(Text(f"{str(col):<{pad}} | {value}"), soft_wrap=True)
 
 
 @click.command()
