@@ -173,20 +173,20 @@ def test_cli_errors_exit_1_with_code(release):
     res = runner.invoke(main, ["predict", "--run-id", RUN, "--workers", "2", "--inter",
                                "carrier-pigeon"])
     assert isinstance(res.exception, DgtracesError) and res.exception.code == "UNKNOWN_LINK"
-    res = runner.invoke(main, ["predict", "--workers", "2"])
-    assert res.exception.code == "BAD_INPUT" and res.exception.failures[0].column == "model"
+    res = runner.invoke(main, ["predict", "--workers", "2"])  # CLI errors name the option
+    assert res.exception.code == "BAD_INPUT" and res.exception.failures[0].column == "--model"
     base = ["predict", "--model", "alexnet", "--device", "cpu-test", "--batch-size", "8"]
     for extra, code, column in (
-            (["--bucket-mb", "nan"], "BAD_INPUT", "bucket_mb"),
-            (["--bucket-mb", "inf"], "BAD_INPUT", "bucket_mb"),
+            (["--bucket-mb", "nan"], "BAD_INPUT", "--bucket-mb"),
+            (["--bucket-mb", "inf"], "BAD_INPUT", "--bucket-mb"),
             (["--io-ms", "nan"], "PLAUSIBILITY", "--io-ms"),
             (["--gantt", "g.txt"], "BAD_INPUT", "--gantt"),
             (["--timeline", "t.png"], "BAD_INPUT", "--timeline"),
-            (["--servers", "3"], "BAD_INPUT", "servers")):
+            (["--servers", "3"], "BAD_INPUT", "--servers")):
         res = runner.invoke(main, base + extra)
         assert res.exception.code == code and res.exception.failures[0].column == column, extra
     res = runner.invoke(main, ["predict", "--run-id", RUN, "--model", "resnet50"])
-    assert res.exception.code == "BAD_INPUT" and res.exception.failures[0].column == "model"
+    assert res.exception.code == "BAD_INPUT" and res.exception.failures[0].column == "--model"
     for args in (["sweep", "--models", "alexnet", "--device", "cpu-test", "--out", "x.txt"],
                  ["sweep", "--models", "alexnet", "--device", "cpu-test", "--workers",
                   "1-100000", "--batch-sizes", "1-200"],

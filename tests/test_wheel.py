@@ -117,6 +117,15 @@ def test_wheel_ships_releases_and_seeds_user_store(tmp_path):
     info = json.loads(subprocess.run([str(cli), "info", "--json"], cwd=elsewhere, env=env,
                                      check=True, capture_output=True, text=True).stdout)
     assert info["latest"] == store.latest() and info["data"] == got["root"]
+    pred = json.loads(subprocess.run(
+        [str(cli), "predict", "--model", "resnet50", "--device", "v100", "--batch-size", "64",
+         "--workers", "8", "--gpus-per-node", "4", "--json"], cwd=elsewhere, env=env,
+        check=True, capture_output=True, text=True).stdout)
+    assert pred["provenance"] == "modelled" and pred["iter_ms"] > 0
+    subprocess.run([str(cli), "export-hf", "hub"], cwd=elsewhere, env=env, check=True,
+                   capture_output=True)
+    assert sorted(p.name for p in (elsewhere / "hub" / "data").iterdir()) == \
+        sorted(e["file"] for e in store.tables(store.latest()).values())
     # DGTRACES_DATA names another writable store: seeded on first use as well
     env2 = dict(env, DGTRACES_DATA=str(tmp_path / "mine"))
     out2 = _probe(py, elsewhere, env2)
