@@ -47,6 +47,18 @@ print(json.dumps({"file": dgtraces.__file__, "kind": loc.kind, "root": str(loc.r
 """
 
 
+def _isolation() -> list[str]:
+    """Build with this environment's setuptools when it can build wheels by itself (>= 70.1,
+    no ``wheel`` package needed; offline), else in pip's isolated build env (the registry)."""
+    try:
+        from importlib.metadata import version
+
+        major, minor = (int(x) for x in version("setuptools").split(".")[:2])
+    except Exception:  # not installed (Python >= 3.12 venvs have none) or odd version
+        return []
+    return ["--no-build-isolation"] if (major, minor) >= (70, 1) else []
+
+
 def _build_wheel(tmp: Path) -> Path:
     src = tmp / "src"
     src.mkdir()
@@ -57,8 +69,8 @@ def _build_wheel(tmp: Path) -> Path:
     shutil.copytree(REPO / "data" / "releases", src / "data" / "releases",
                     ignore=shutil.ignore_patterns(".tmp-*"))
     dist = tmp / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                    "--no-build-isolation", "-w", str(dist), str(src)], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *_isolation(),
+                    "-w", str(dist), str(src)], check=True)
     (wheel,) = dist.glob("dgtraces-*.whl")
     return wheel
 
