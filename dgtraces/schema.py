@@ -12,11 +12,12 @@ import pandera.pandas as pa
 from pandera.typing import Series
 
 from .models import KINDS, MODELS
+from .predict.policy_registry import FRAMEWORK_DEFAULT, POLICY_NAMES
 
 SCHEMA_VERSION = "1"
 PROVENANCE = ("measured", "reconstructed", "published")
 PRECISIONS = ("fp32", "amp", "fp16", "bf16")
-POLICIES = ("naive", "wfbp", "bucketed", "mgwfbp", "framework-default")
+POLICIES = POLICY_NAMES + (FRAMEWORK_DEFAULT,)  # declared in predict.policy_registry
 COLLECTIVES = ("allreduce", "broadcast", "allgather", "reduce_scatter", "reduce")
 ISO_UTC = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$"
 ID = r"^[A-Za-z0-9][A-Za-z0-9._:+-]*$"

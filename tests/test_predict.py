@@ -10,7 +10,7 @@ from dgtraces.errors import DgtracesError
 from dgtraces.models import layers_frame
 from dgtraces.predict import (Cluster, Link, Policy, collective, from_frame, get_link,
                               links_frame, predict, simulate)
-from dgtraces.predict.comm import collective_ab
+from dgtraces.predict.comm import ALGORITHMS, collective_ab
 from dgtraces.predict.policies import optimal_groups
 
 FREE = Link("free", 0.0, 1e12)
@@ -88,7 +88,7 @@ def test_hierarchical_and_flat_multi_node():
 
 def test_vector_costs_equal_scalar_costs():
     links = [Link("a", 3.0, 12.0), Link("b", 57.0, 0.6)]
-    for algo, p, g, (li, le), s in product(("ring", "tree", "dbtree", "hierarchical", "ps"),
+    for algo, p, g, (li, le), s in product(ALGORITHMS,
                                            (1, 2, 3, 8, 17), (1, 2, 4), product(links, links),
                                            (1, 3)):
         ref = collective(algo, p, g, li, le, s)

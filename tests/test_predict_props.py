@@ -11,14 +11,15 @@ from hypothesis import strategies as st
 from dgtraces.models import layers_frame
 from dgtraces.predict import Cluster, Link, Policy, from_frame, simulate
 from dgtraces.predict.fast import iter_times, prepare
-from dgtraces.predict.comm import collective, collective_ab
+from dgtraces.predict.comm import ALGORITHMS, collective, collective_ab
+from dgtraces.predict.policy_registry import POLICY_NAMES
 from dgtraces.predict.sweep import Grid, comm_grid, reference_row, run_sweep
 
 SETTINGS = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 MODELS = ("alexnet", "googlenet")
-ALGOS = ("ring", "tree", "dbtree", "hierarchical", "ps")
-POLICIES = ("naive", "wfbp", "bucketed", "mgwfbp")
+ALGOS = ALGORITHMS  # the registry: a new collective is covered without editing this file
+POLICIES = POLICY_NAMES
 
 
 @st.composite

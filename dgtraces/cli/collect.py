@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..predict.policy_registry import COLLECTED_POLICIES
 from . import OutPath, model_option
 
 
@@ -113,7 +114,7 @@ def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv
 @click.option("--workers", type=int, default=2, show_default=True)
 @click.option("--threads-per-worker", type=int, default=1, show_default=True)
 @click.option("--policy", "policies", multiple=True, default=("naive",), show_default=True,
-              type=click.Choice(["naive", "wfbp", "bucketed"]), help="repeatable")
+              type=click.Choice(COLLECTED_POLICIES), help="repeatable")
 @click.option("--bucket-mb", type=float, default=25.0, show_default=True)
 @click.option("--iters", type=int, default=10, show_default=True)
 @click.option("--warmup", type=int, default=2, show_default=True)

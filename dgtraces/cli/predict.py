@@ -8,8 +8,8 @@ import click
 
 from . import OutPath, model_list, model_option
 
-ALGOS = ("ring", "tree", "dbtree", "hierarchical", "ps")
-POLICIES = ("naive", "wfbp", "bucketed", "mgwfbp")
+from ..predict.comm import ALGORITHMS as ALGOS  # the collective registry
+from ..predict.policy_registry import POLICY_NAMES as POLICIES  # the policy registry
 
 
 _h2d_link = click.option("--h2d-link", default="pcie3", show_default=True,
@@ -211,7 +211,8 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
 @click.option("--inter", default="10gbe", show_default=True, help="Comma list of presets.")
 @click.option("--algorithms", default="ring", show_default=True,
               help="Comma list of collective algorithms: " + ", ".join(ALGOS) + ".")
-@click.option("--policies", default="naive,wfbp,bucketed,mgwfbp", show_default=True)
+@click.option("--policies", default=",".join(POLICIES), show_default=True,
+              help="Comma list of policies: " + ", ".join(POLICIES) + ".")
 @click.option("--io-overlap", "overlap", default="off", show_default=True,
               type=click.Choice(["off", "on", "both"]))
 @click.option("--servers", default=1, show_default=True, type=int)

@@ -26,12 +26,13 @@ from typing import TYPE_CHECKING
 
 from ..errors import DgtracesError
 from ..models import get_spec
+from ..predict.policy_registry import COLLECTED_POLICIES as POLICIES
+from ..predict.policy_registry import Grouping, grouping
 from . import env, procs
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-POLICIES = ("naive", "wfbp", "bucketed")
 PHASES = ("iter", "fwd", "bwd", "comm_wait", "update")
 
 
@@ -48,7 +49,7 @@ class Reducer:
         self.calls = 0
 
     def attach(self) -> None:
-        if self.policy == "naive":
+        if grouping(self.policy) is Grouping.AFTER_BACKWARD:
             return
         for name, ps in self.layer_params.items():
             for p in ps:
@@ -72,7 +73,7 @@ class Reducer:
         self.calls += 1
 
     def _ready(self, p) -> None:
-        if self.policy == "wfbp":
+        if grouping(self.policy) is Grouping.PER_LAYER:
             name = self.owner[p]
             self.left[name] -= 1
             if self.left[name] == 0:
@@ -84,7 +85,7 @@ class Reducer:
             self.bucket = []
 
     def finish(self) -> None:
-        if self.policy == "naive":
+        if grouping(self.policy) is Grouping.AFTER_BACKWARD:
             for name in reversed(list(self.layer_params)):
                 self._launch(self.layer_params[name])
                 self._unpack(*self.pending.pop())

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from ..errors import DgtracesError, Failure
 from .comm import ALGORITHMS, CommCost, Phase, collective
 from .links import Link, get_link
+from .policy_registry import POLICY_NAMES
 
-POLICY_NAMES = ("naive", "wfbp", "bucketed", "mgwfbp")
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024  # PyTorch DDP bucket_cap_mb default
 
 

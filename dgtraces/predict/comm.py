@@ -15,17 +15,23 @@ Flat algorithms spanning several nodes run at the pace of the slower hop, so the
 element-wise worse of the intra and inter link. One worker communicates nothing. Because every
 phase is ``A + B n``, a whole collective is ``A + B n`` too, which is what makes the merged-
 gradient dynamic program exact and the sweep vectorisable.
+
+Each algorithm is declared ONCE in :data:`COLLECTIVES` as a function of the configuration
+that returns its phases ``(name, side, a_ms, b_ms_per_byte)`` with numpy arithmetic, so the
+same definition serves the scalar :func:`collective` (one configuration, named phases) and
+the vectorised :func:`collective_ab` (arrays of configurations, summed). ``side`` says which
+link a phase uses: ``intra``, ``inter``, ``flat`` (the worse of both when several nodes are
+spanned) or ``local`` (intra inside one node, else inter). Adding an algorithm is one
+function and one :func:`register` call; the CLI, the sweep and the scalar-vs-vectorised
+agreement test iterate the registry.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from .links import Link
-
-ALGORITHMS = ("ring", "tree", "dbtree", "hierarchical", "ps")
-
 
 @dataclass(frozen=True)
 class Phase:
@@ -61,6 +67,112 @@ class CommCost:
         return [(p, p.a_ms + p.b_ms_per_byte * nbytes) for p in self.phases]
 
 
+
+Num = Any  # a float (scalar path) or a numpy array (vectorised path)
+Term = tuple[str, str, Num, Num]  # phase name, link side, a_ms, b_ms_per_byte
+SIDES = ("intra", "inter", "flat", "local")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One configuration (or arrays of them): workers, GPUs per node, nodes, servers and the
+    per-hop ``(alpha_ms, beta_ms_per_byte)`` of each link side."""
+
+    p: Num
+    g: Num
+    nodes: Num
+    servers: Num
+    hop: dict  # side -> (alpha_ms, beta_ms_per_byte)
+
+
+@dataclass(frozen=True)
+class Collective:
+    """A registered collective algorithm: ``terms(shape)`` gives its phases."""
+
+    name: str
+    summary: str
+    terms: Callable[[Shape], list[Term]]
+    uses_servers: bool = False
+
+
+COLLECTIVES: dict[str, Collective] = {}
+
+
+def register(name: str, summary: str, *, uses_servers: bool = False):
+    """Decorator: declare a collective algorithm (its phases) under ``name``."""
+    def deco(fn: Callable[[Shape], list[Term]]) -> Callable[[Shape], list[Term]]:
+        COLLECTIVES[name] = Collective(name, summary, fn, uses_servers)
+        return fn
+    return deco
+
+
+def _depth(p: Num) -> Num:
+    import numpy as np
+
+    return np.ceil(np.log2(np.maximum(p, 1)))
+
+
+def _ring_term(name: str, side: str, p: Num, hop: tuple[Num, Num], scale: Num = 1.0) -> Term:
+    steps = 2 * (p - 1)
+    return (name, side, steps * hop[0], steps / p * hop[1] * scale)
+
+
+@register("ring", "ring all-reduce (reduce-scatter + all-gather) over all workers")
+def _ring(x: Shape) -> list[Term]:
+    return [_ring_term("ring", "flat", x.p, x.hop["flat"])]
+
+
+@register("tree", "binomial-tree reduce then broadcast")
+def _tree(x: Shape) -> list[Term]:
+    d = _depth(x.p)
+    a, b = x.hop["flat"]
+    return [("reduce", "flat", d * a, d * b), ("broadcast", "flat", d * a, d * b)]
+
+
+@register("dbtree", "double binary tree (NCCL >= 2.4), pipelined")
+def _dbtree(x: Shape) -> list[Term]:
+    d = _depth(x.p)
+    a, b = x.hop["flat"]
+    return [("reduce", "flat", d * a, b), ("broadcast", "flat", d * a, b)]
+
+
+@register("hierarchical", "intra-node reduce-scatter, inter-node ring all-reduce of n/g, "
+          "intra-node all-gather (e.g. NCCL inside nodes + MPI between them, Caffe-MPI 2.0)")
+def _hierarchical(x: Shape) -> list[Term]:
+    import numpy as np
+
+    g = np.minimum(x.g, x.p)
+    k = g - 1
+    ia, ib = x.hop["intra"]
+    rs = ("intra-reduce-scatter", "intra", k * ia, k / g * ib)
+    return [rs, _ring_term("inter-allreduce", "inter", x.nodes, x.hop["inter"], 1.0 / g),
+            ("intra-all-gather", "intra", rs[2], rs[3])]
+
+
+@register("ps", "parameter server(s): push then pull, each server's ingress carries P n / S "
+          "bytes; on one node over the intra link (a host-CPU server: give the host link, "
+          "e.g. pcie3, as intra)", uses_servers=True)
+def _ps(x: Shape) -> list[Term]:
+    import numpy as np
+
+    a, b = x.hop["local"]
+    load = np.maximum(1.0, x.p / x.servers)
+    return [("push", "local", a, b * load), ("pull", "local", a, b * load)]
+
+
+ALGORITHMS = tuple(COLLECTIVES)
+
+
+def _unknown(algorithm: object) -> Exception:
+    from ..errors import DgtracesError, Failure
+
+    return DgtracesError(f"unknown algorithm {algorithm!r}", code="BAD_INPUT",
+                         failures=[Failure("BAD_INPUT", "unknown collective algorithm",
+                                           column="algorithm",
+                                           expected=" | ".join(COLLECTIVES),
+                                           found=repr(algorithm))])
+
+
 def _worse(a: Link, b: Link) -> Link:
     """The pace of a flat collective crossing both links: slower latency, lower bandwidth.
 
@@ -73,90 +185,55 @@ def _worse(a: Link, b: Link) -> Link:
                 f"worse of {a.name} and {b.name}")
 
 
-def _ring(p: int, link: Link, scale: float = 1.0, name: str = "ring") -> Phase:
-    steps = 2 * (p - 1)
-    return Phase(name, link.name, steps * link.alpha_ms,
-                 steps / p * link.beta_ms_per_byte * scale)
-
-
 def collective(algorithm: str, workers: int, gpus_per_node: int, intra: Link, inter: Link,
                servers: int = 1) -> CommCost:
-    """Cost of one gradient all-reduce (or push+pull) among ``workers``."""
+    """Cost of one gradient all-reduce (or push+pull) among ``workers`` (scalar path)."""
+    if algorithm not in COLLECTIVES:
+        raise _unknown(algorithm)
     p = workers
     nodes = -(-workers // gpus_per_node)
     if p <= 1:
         return CommCost(algorithm, ())
-    flat = intra if nodes == 1 else _worse(intra, inter)
-    if algorithm == "ring":
-        phases = (_ring(p, flat),)
-    elif algorithm == "tree":
-        d = math.ceil(math.log2(p))
-        phases = (Phase("reduce", flat.name, d * flat.alpha_ms, d * flat.beta_ms_per_byte),
-                  Phase("broadcast", flat.name, d * flat.alpha_ms, d * flat.beta_ms_per_byte))
-    elif algorithm == "dbtree":
-        d = math.ceil(math.log2(p))
-        phases = (Phase("reduce", flat.name, d * flat.alpha_ms, flat.beta_ms_per_byte),
-                  Phase("broadcast", flat.name, d * flat.alpha_ms, flat.beta_ms_per_byte))
-    elif algorithm == "hierarchical":
-        g = min(gpus_per_node, p)
-        phases = []
-        if g > 1:
-            k = g - 1
-            phases.append(Phase("intra-reduce-scatter", intra.name, k * intra.alpha_ms,
-                                k / g * intra.beta_ms_per_byte))
-        if nodes > 1:
-            phases.append(_ring(nodes, inter, 1.0 / g, "inter-allreduce"))
-        if g > 1:
-            phases.append(Phase("intra-all-gather", intra.name, phases[0].a_ms,
-                                phases[0].b_ms_per_byte))
-        phases = tuple(phases)
-    elif algorithm == "ps":
-        link = intra if nodes == 1 else inter
-        load = max(1.0, p / servers)
-        push = Phase("push", link.name, link.alpha_ms, link.beta_ms_per_byte * load)
-        phases = (push, Phase("pull", link.name, push.a_ms, push.b_ms_per_byte))
-    else:  # validated by Cluster; kept for direct callers
-        from ..errors import DgtracesError
-
-        raise DgtracesError(f"unknown algorithm {algorithm!r}", code="BAD_INPUT")
+    one = nodes == 1
+    links = {"intra": intra, "inter": inter, "flat": intra if one else _worse(intra, inter),
+             "local": intra if one else inter}
+    shape = Shape(p, gpus_per_node, nodes, servers,
+                  {k: (v.alpha_ms, v.beta_ms_per_byte) for k, v in links.items()})
+    phases = tuple(Phase(name, links[side].name, float(a), float(b))
+                   for name, side, a, b in COLLECTIVES[algorithm].terms(shape)
+                   if float(a) != 0.0 or float(b) != 0.0)
     return CommCost(algorithm, phases)
 
 
 def collective_ab(algorithm, workers, gpus_per_node, intra_alpha_ms, intra_beta,
                   inter_alpha_ms, inter_beta, servers):
     """Vectorised :func:`collective`: arrays (one entry per configuration) -> (A, B) with
-    ``T(n) = A + B n`` in ms. ``algorithm`` is an array of names from ALGORITHMS."""
+    ``T(n) = A + B n`` in ms. ``algorithm`` is an array of names from the registry; each
+    algorithm's one declaration is evaluated on the configurations that use it."""
     import numpy as np
 
     p = np.asarray(workers, float)
     g = np.asarray(gpus_per_node, float)
     ai, bi = np.asarray(intra_alpha_ms, float), np.asarray(intra_beta, float)
     ae, be = np.asarray(inter_alpha_ms, float), np.asarray(inter_beta, float)
+    s = np.broadcast_to(np.asarray(servers, float), p.shape)
     algo = np.asarray(algorithm)
     nodes = np.ceil(p / g)
     one = nodes == 1
-    fa, fb = np.where(one, ai, np.maximum(ai, ae)), np.where(one, bi, np.maximum(bi, be))
-    steps = 2 * (p - 1)
-    d = np.ceil(np.log2(np.maximum(p, 1)))
+    hop = {"intra": (ai, bi), "inter": (ae, be),
+           "flat": (np.where(one, ai, np.maximum(ai, ae)), np.where(one, bi, np.maximum(bi, be))),
+           "local": (np.where(one, ai, ae), np.where(one, bi, be))}
     a = np.zeros_like(p)
     b = np.zeros_like(p)
-    m = algo == "ring"
-    a[m], b[m] = (steps * fa)[m], (steps / p * fb)[m]
-    m = algo == "tree"
-    a[m], b[m] = (2 * d * fa)[m], (2 * d * fb)[m]
-    m = algo == "dbtree"
-    a[m], b[m] = (2 * d * fa)[m], (2 * fb)[m]
-    m = algo == "hierarchical"
-    gg = np.minimum(g, p)
-    k = gg - 1
-    nsteps = 2 * (nodes - 1)
-    ha = 2 * k * ai + nsteps * ae
-    hb = 2 * (k / gg * bi) + nsteps / nodes * (be / gg)
-    a[m], b[m] = ha[m], hb[m]
-    m = algo == "ps"
-    pa, pb = np.where(one, ai, ae), np.where(one, bi, be)
-    load = np.maximum(1.0, p / np.asarray(servers, float))
-    a[m], b[m] = (2 * pa)[m], (2 * (pb * load))[m]
+    for name in np.unique(algo):
+        if name not in COLLECTIVES:
+            raise _unknown(str(name))
+        m = algo == name
+        shape = Shape(p[m], g[m], nodes[m], s[m],
+                      {k: (v[0][m], v[1][m]) for k, v in hop.items()})
+        for _, _, ta, tb in COLLECTIVES[str(name)].terms(shape):
+            a[m] += ta
+            b[m] += tb
     single = p <= 1
     a[single], b[single] = 0.0, 0.0
     return a, b

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from .cluster import Cluster, Policy
 from .comm import CommCost
 from .policies import Message, messages
+from .policy_registry import Grouping, grouping
 from .trace import Trace
 
 
@@ -88,7 +89,8 @@ def simulate(trace: Trace, cluster: Cluster, policy: Policy) -> Schedule:
     bwd_end = t  # without interleaved communication
     msgs = messages(policy, [n for n, _, _ in grads], [b for _, b, _ in grads],
                     [r for _, _, r in grads], bwd_end, cost, shared=shared)
-    closing = {} if policy.name == "naive" else {m.layers[-1]: m for m in msgs}
+    after = grouping(policy.name) is Grouping.AFTER_BACKWARD
+    closing = {} if after else {m.layers[-1]: m for m in msgs}
     task_of, last_msg = {}, None
     for name, b in zip(reversed(trace.layers), reversed(trace.bwd_ms)):
         prev = task_of[name] = g.add(f"bwd/{name}", "bwd", "compute", b, (prev,))
@@ -97,9 +99,9 @@ def simulate(trace: Trace, cluster: Cluster, policy: Policy) -> Schedule:
             prev = last_msg = g.add(m.task_id, "comm", "comm", cost.time_ms(m.nbytes), (prev,))
     bwd_last = prev
     for m in msgs:
-        if shared and policy.name != "naive":
+        if shared and not after:
             continue
-        ready_dep = bwd_last if policy.name == "naive" else task_of[m.layers[-1]]
+        ready_dep = bwd_last if after else task_of[m.layers[-1]]
         last_msg = g.add(m.task_id, "comm", "comm", cost.time_ms(m.nbytes),
                          (ready_dep, last_msg))
         if shared:

@@ -21,6 +21,7 @@ import numpy as np
 
 from .cluster import Policy
 from .policies import bucket_groups
+from .policy_registry import Grouping, grouping
 from .trace import Trace
 
 
@@ -112,10 +113,11 @@ def _optimal(ready, nbytes, a, b) -> np.ndarray:
 
 def _sizes(prep: Prepared, policy: Policy, shared: bool) -> tuple[list, list]:
     """(ready, bytes) of the policy's messages (ready relative to backward start)."""
-    if policy.name == "naive":
+    kind = grouping(policy.name)
+    if kind is Grouping.AFTER_BACKWARD:
         return [prep.bwd_ms] * len(prep.ready), list(prep.nbytes)
-    if policy.name == "bucketed" or (shared and policy.name == "mgwfbp"):
-        cap = policy.bucket_bytes if policy.name == "bucketed" else float("inf")
+    if kind is Grouping.BUCKET or (shared and kind is Grouping.OPTIMAL):
+        cap = policy.bucket_bytes if kind is Grouping.BUCKET else float("inf")
         groups = bucket_groups(prep.nbytes, cap)
         return ([prep.ready[g[-1]] for g in groups],
                 [float(sum(prep.nbytes[i] for i in g)) for g in groups])
@@ -141,7 +143,7 @@ def comm_end(prep: Prepared, policy: Policy, a: np.ndarray, b: np.ndarray,
     the backward chain (see ``Cluster.shared_cpu``)."""
     if len(prep.ready) == 0:
         return np.full_like(a, -np.inf)
-    if policy.name == "mgwfbp" and not shared:
+    if grouping(policy.name) is Grouping.OPTIMAL and not shared:
         return _distinct(lambda x, y: _optimal(prep.ready, prep.nbytes, x, y), a, b)
     ready, sizes = _sizes(prep, policy, shared)
     if shared:

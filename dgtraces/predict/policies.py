@@ -23,6 +23,7 @@ from typing import Sequence
 
 from .cluster import Policy
 from .comm import CommCost
+from .policy_registry import Grouping, grouping
 
 
 @dataclass(frozen=True)
@@ -96,14 +97,15 @@ def messages(policy: Policy, names: Sequence[str], nbytes: Sequence[float],
     its full time to the iteration, so the optimal merge is one single message."""
     if not names:
         return []
-    if shared and policy.name == "mgwfbp":
+    kind = grouping(policy.name)
+    if shared and kind is Grouping.OPTIMAL:
         return _groups_to_messages([list(range(len(names)))], names, nbytes, ready)
     singles = [[i] for i in range(len(names))]
-    if policy.name == "naive":
+    if kind is Grouping.AFTER_BACKWARD:
         return _groups_to_messages(singles, names, nbytes, ready, release_at=bwd_end)
-    if policy.name == "wfbp":
+    if kind is Grouping.PER_LAYER:
         return _groups_to_messages(singles, names, nbytes, ready)
-    if policy.name == "bucketed":
+    if kind is Grouping.BUCKET:
         return _groups_to_messages(bucket_groups(nbytes, policy.bucket_bytes), names, nbytes,
                                    ready)
     groups, _ = optimal_groups(nbytes, ready, cost)

@@ -247,7 +247,7 @@ def parity_plot(res: ValidationResult, path) -> None:
 
     ok = res.rows[res.rows["predicted_ms"].notna()]
     fig, ax = plt.subplots(figsize=(6.5, 6), dpi=110)
-    markers = {"naive": "o", "wfbp": "s", "bucketed": "^", "mgwfbp": "D"}
+    markers = dict(zip(POLICY_NAMES, "os^Dvp<>"))
     for (prov, circ, pol), part in ok.groupby(["provenance", "circular", "policy"]):
         label = f"{prov}{' (circular)' if circ else ''}: {pol}"
         ax.scatter(part["measured_ms"], part["predicted_ms"], marker=markers.get(pol, "x"),
