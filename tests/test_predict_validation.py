@@ -177,8 +177,8 @@ def test_cli_errors_exit_1_with_code(release):
     assert res.exception.code == "BAD_INPUT" and res.exception.failures[0].column == "--model"
     base = ["predict", "--model", "alexnet", "--device", "cpu-test", "--batch-size", "8"]
     for extra, code, column in (
-            (["--bucket-mb", "nan"], "BAD_INPUT", "--bucket-mb"),
-            (["--bucket-mb", "inf"], "BAD_INPUT", "--bucket-mb"),
+            (["--bucket-mib", "nan"], "BAD_INPUT", "--bucket-mib"),
+            (["--bucket-mib", "inf"], "BAD_INPUT", "--bucket-mib"),
             (["--io-ms", "nan"], "PLAUSIBILITY", "--io-ms"),
             (["--gantt", "g.txt"], "BAD_INPUT", "--gantt"),
             (["--timeline", "t.png"], "BAD_INPUT", "--timeline"),

@@ -6,6 +6,7 @@ import click
 
 from ..predict.policy_registry import COLLECTED_POLICIES
 from . import OutPath, model_option
+from .options import deprecated_alias, split_list
 
 
 def _progress(label: str):
@@ -83,8 +84,9 @@ def layers(model, batch_size, repeats, warmup, threads, aux, out, csv) -> None:
 @click.option("--factor", type=int, default=4, show_default=True)
 @click.option("--repeats", type=int, default=20, show_default=True)
 @click.option("--warmup", type=int, default=3, show_default=True)
-@click.option("--collective", "collectives", multiple=True,
-              default=("allreduce", "broadcast"), show_default=True)
+@click.option("--collectives", default="allreduce,broadcast", show_default=True,
+              help="Comma list.")
+@deprecated_alias("--collective", "--collectives", "collectives", multiple=True)
 @click.option("--out", required=True, type=OutPath(file_okay=False))
 @click.option("--csv", is_flag=True, help="Write CSV instead of Parquet.")
 def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv) -> None:
@@ -92,6 +94,7 @@ def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv
     from ..collect.comm import collect_comm, parse_sizes
     from ..collect.env import check_out, write_tables
 
+    collectives = split_list(collectives)
     parsed = parse_sizes(sizes, factor)
     check_out(out)
     click.echo(f"{len(parsed)} sizes x {len(collectives)} collective(s), {workers} workers")
@@ -113,9 +116,12 @@ def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv
 @model_option(required=True)
 @click.option("--workers", type=int, default=2, show_default=True)
 @click.option("--threads-per-worker", type=int, default=1, show_default=True)
-@click.option("--policy", "policies", multiple=True, default=("naive",), show_default=True,
-              type=click.Choice(COLLECTED_POLICIES), help="repeatable")
-@click.option("--bucket-mb", type=float, default=25.0, show_default=True)
+@click.option("--policies", default="naive", show_default=True,
+              help="Comma list of " + " | ".join(COLLECTED_POLICIES) + ".")
+@deprecated_alias("--policy", "--policies", "policies", multiple=True)
+@click.option("--bucket-mib", type=float, default=25.0, show_default=True,
+              help="Bucket size of the bucketed policy (MiB).")
+@deprecated_alias("--bucket-mb", "--bucket-mib", "bucket_mib", type=float)
 @click.option("--iters", type=int, default=10, show_default=True)
 @click.option("--warmup", type=int, default=2, show_default=True)
 @click.option("--batch-size", type=int, default=8, show_default=True)
@@ -125,13 +131,14 @@ def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv
                    " whose run id becomes trace_run_id")
 @click.option("--out", required=True, type=OutPath(file_okay=False))
 @click.option("--csv", is_flag=True, help="Write CSV instead of Parquet.")
-def ssgd(model, workers, threads_per_worker, policies, bucket_mb, iters, warmup, batch_size,
+def ssgd(model, workers, threads_per_worker, policies, bucket_mib, iters, warmup, batch_size,
          aux, trace, out, csv) -> None:
     """Real synchronous data-parallel SGD (gloo, localhost) -> iterations rows."""
     from ..collect.env import check_out, write_tables
     from ..collect.ssgd import collect_ssgd
 
     _aux_only_with_aux(model, aux)
+    policies = _policies(policies)
     check_out(out)
     runs = trace_id = None
     if trace:
@@ -139,9 +146,23 @@ def ssgd(model, workers, threads_per_worker, policies, bucket_mb, iters, warmup,
 
         runs, trace_id = find_trace(trace, model, batch_size)
     df = collect_ssgd(model, workers=workers, threads_per_worker=threads_per_worker,
-                      policies=policies, bucket_mb=bucket_mb, iters=iters, warmup=warmup,
+                      policies=policies, bucket_mb=bucket_mib, iters=iters, warmup=warmup,
                       batch_size=batch_size, aux=aux, trace_run_id=trace_id)
     _written(write_tables(out, {"iterations": df}, known_runs=runs, csv=csv))
     for row in df.itertuples():
         click.echo(f"{row.policy}: {row.iter_ms:.1f} ms/iter "
                    f"(p10 {row.iter_p10_ms:.1f}, p90 {row.iter_p90_ms:.1f}, n {row.n})")
+
+
+def _policies(text) -> tuple[str, ...]:
+    """--policies as a tuple of collected policy names (UNKNOWN values: BAD_INPUT)."""
+    from ..predict.cluster import bad
+
+    names = split_list(text)
+    for name in names:
+        if name not in COLLECTED_POLICIES:
+            raise bad("policies", "not a policy the collector implements",
+                      " | ".join(COLLECTED_POLICIES), name)
+    if not names:
+        raise bad("policies", "no policy", "at least one", text)
+    return names

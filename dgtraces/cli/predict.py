@@ -6,11 +6,16 @@ import json
 
 import click
 
-from . import OutPath, model_list, model_option
-
 from ..predict.comm import ALGORITHMS as ALGOS  # the collective registry
 from ..predict.policy_registry import POLICY_NAMES as POLICIES  # the policy registry
-
+from . import OutPath, model_list, model_option
+from .options import (
+    deprecated_alias,
+    gbit_to_gbyte,
+    io_overlap_option,
+    release_option,
+    split_list,
+)
 
 _h2d_link = click.option("--h2d-link", default="pcie3", show_default=True,
                          help="Host link of the modelled input copy of GPU traces.")
@@ -23,13 +28,16 @@ def _cluster_options(f):
                      type=click.Choice(ALGOS)),
         click.option("--servers", default=1, show_default=True, type=int,
                      help="Parameter servers (algorithm ps)."),
-        click.option("--bucket-mb", default=25.0, show_default=True, type=float,
+        click.option("--bucket-mib", default=25.0, show_default=True, type=float,
                      help="Bucket size of the bucketed policy (MiB)."),
+        deprecated_alias("--bucket-mb", "--bucket-mib", "bucket_mib", type=float),
         click.option("--link-alpha-us", type=float, default=None,
                      help="Override every link's latency (us)."),
-        click.option("--link-gbps", type=float, default=None,
-                     help="Override every link's bandwidth (Gb/s)."),
-        click.option("--release", default=None, help="Release for traces and comm fits."),
+        click.option("--link-bandwidth-gb-s", type=float, default=None,
+                     help="Override every link's bandwidth (GB/s, as bandwidth_gb_s)."),
+        deprecated_alias("--link-gbps", "--link-bandwidth-gb-s", "link_bandwidth_gb_s",
+                         type=float, convert=gbit_to_gbyte),
+        release_option("Release for traces and comm fits ('latest': the newest)."),
         click.option("--staging", default=None,
                      help="Link of the copies around each message (cpu-memcpy, pcie3)."),
         click.option("--staging-passes", default=2, show_default=True, type=int,
@@ -53,7 +61,7 @@ def _cluster_options(f):
 @click.option("--intra", default="pcie3", show_default=True, help="Intra-node link preset.")
 @click.option("--inter", default="10gbe", show_default=True, help="Inter-node link preset.")
 @click.option("--policy", default="wfbp", show_default=True, type=click.Choice(POLICIES))
-@click.option("--io-overlap", is_flag=True, help="Prefetch the next batch during compute.")
+@io_overlap_option()
 @click.option("--io-ms", type=float, default=None, help="Input read+decode time per batch.")
 @click.option("--h2d-ms", type=float, default=None,
               help="Host-to-device copy per batch (GPU default: fp32 input batch over "
@@ -73,8 +81,8 @@ def _cluster_options(f):
 @click.option("--json", "as_json", is_flag=True, help="Print the prediction as JSON.")
 def predict(model, device, batch_size, run_id, precision, workers, intra, inter, policy,
             io_overlap, io_ms, h2d_ms, h2d_link, calibrate_img_s, raw_layer_times,
-            gpus_per_node, algorithm, servers, bucket_mb, link_alpha_us, link_gbps, release,
-            staging, staging_passes, shared_cpu, timeline, gantt, kineto_dir,
+            gpus_per_node, algorithm, servers, bucket_mib, link_alpha_us, link_bandwidth_gb_s,
+            release, staging, staging_passes, shared_cpu, timeline, gantt, kineto_dir,
             as_json) -> None:
     """Predict one S-SGD iteration (modelled) from a stored or reconstructed layer trace.
 
@@ -117,11 +125,12 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
                             "io_ms", _given("--io-ms", io_ms)),
                         h2d_ms=trace.h2d_ms if h2d_ms is None else _nonneg(
                             "h2d_ms", _given("--h2d-ms", h2d_ms)))
-    pol = Policy(policy, io_overlap, _bucket_bytes(bucket_mb))
+    pol = Policy(policy, io_overlap == "on", _bucket_bytes(bucket_mib))
     if calibrate_img_s is not None:
         trace = calibrate(trace, calibrate_img_s, pol)
     cluster = Cluster(workers, gpus_per_node, intra, inter, algorithm, servers,
-                      link_alpha_us, link_gbps, release or "latest", staging, staging_passes,
+                      link_alpha_us, _gbps(link_bandwidth_gb_s), release or "latest", staging,
+                      staging_passes,
                       shared_cpu)
     pred, sched = predict_trace(trace, cluster, pol)
     if timeline:
@@ -164,9 +173,12 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None) -> None:
             click.echo(f"wrote {what} {path}")
 
 
-def _split(text: str, cast=str) -> tuple:
-    """Comma list -> distinct items in order (a repeated item would repeat sweep rows)."""
-    return tuple(dict.fromkeys(cast(x.strip()) for x in str(text).split(",") if x.strip()))
+_split = split_list
+
+
+def _gbps(bandwidth_gb_s: float | None) -> float | None:
+    """--link-bandwidth-gb-s (GB/s) as the library's ``gbps`` (Gb/s)."""
+    return None if bandwidth_gb_s is None else bandwidth_gb_s * 8.0
 
 
 def _ints(text: str, option: str) -> tuple[int, ...]:
@@ -213,16 +225,18 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
               help="Comma list of collective algorithms: " + ", ".join(ALGOS) + ".")
 @click.option("--policies", default=",".join(POLICIES), show_default=True,
               help="Comma list of policies: " + ", ".join(POLICIES) + ".")
-@click.option("--io-overlap", "overlap", default="off", show_default=True,
-              type=click.Choice(["off", "on", "both"]))
+@io_overlap_option(("off", "on", "both"))
 @click.option("--servers", default=1, show_default=True, type=int)
-@click.option("--bucket-mb", default=25.0, show_default=True, type=float)
+@click.option("--bucket-mib", default=25.0, show_default=True, type=float,
+              help="Bucket size of the bucketed policy (MiB).")
+@deprecated_alias("--bucket-mb", "--bucket-mib", "bucket_mib", type=float)
 @click.option("--link-alpha-us", type=float, default=None,
               help="Override every link's latency (us).")
-@click.option("--link-gbps", type=float, default=None,
-              help="Override every link's bandwidth (Gb/s).")
-@click.option("--release", default=None,
-              help="Release for traces and comm fits (default: latest).")
+@click.option("--link-bandwidth-gb-s", type=float, default=None,
+              help="Override every link's bandwidth (GB/s, as bandwidth_gb_s).")
+@deprecated_alias("--link-gbps", "--link-bandwidth-gb-s", "link_bandwidth_gb_s", type=float,
+                  convert=gbit_to_gbyte)
+@release_option("Release for traces and comm fits ('latest': the newest).")
 @_h2d_link
 @click.option("--staging", default=None, help="Link of the copies around each message.")
 @click.option("--staging-passes", default=2, show_default=True, type=int)
@@ -230,7 +244,8 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
 @click.option("--out", type=OutPath(dir_okay=False), default=None,
               help="Write all rows to .parquet or .csv.")
 def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, policies,
-          overlap, servers, bucket_mb, link_alpha_us, link_gbps, release, h2d_link, staging,
+          io_overlap, servers, bucket_mib, link_alpha_us, link_bandwidth_gb_s, release,
+          h2d_link, staging,
           staging_passes, shared_cpu, out) -> None:
     """Predict every combination of the lists (vectorised); modelled numbers."""
     from rich.console import Console
@@ -244,9 +259,9 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
                 gpus_per_node=_ints(gpn, "--gpus-per-node"), intra=_split(intra),
                 inter=_split(inter),
                 algorithms=_split(algorithms), policies=_split(policies),
-                io_overlap={"off": (False,), "on": (True,), "both": (False, True)}[overlap],
-                bucket_bytes=_bucket_bytes(bucket_mb), servers=servers,
-                alpha_us=link_alpha_us, gbps=link_gbps, staging=staging,
+                io_overlap={"off": (False,), "on": (True,), "both": (False, True)}[io_overlap],
+                bucket_bytes=_bucket_bytes(bucket_mib), servers=servers,
+                alpha_us=link_alpha_us, gbps=_gbps(link_bandwidth_gb_s), staging=staging,
                 staging_passes=staging_passes, shared_cpu=shared_cpu,
                 release=release or "latest")
     if out:
@@ -276,13 +291,13 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
 MAX_SWEEP = 10_000_000
 
 
-def _bucket_bytes(bucket_mb: float) -> int:
-    """--bucket-mb as bytes: a finite number of MiB > 0 (BAD_INPUT otherwise)."""
+def _bucket_bytes(bucket_mib: float) -> int:
+    """--bucket-mib as bytes: a finite number of MiB > 0 (BAD_INPUT otherwise)."""
     from ..predict.cluster import bad
 
-    if not 0 < bucket_mb < 1 << 20:  # also NaN; 1 TiB buckets at most
-        raise bad("bucket_mb", "must be a finite number of MiB > 0", "> 0", bucket_mb)
-    return int(bucket_mb * 1024 * 1024)
+    if not 0 < bucket_mib < 1 << 20:  # also NaN; 1 TiB buckets at most
+        raise bad("bucket_mib", "must be a finite number of MiB > 0", "> 0", bucket_mib)
+    return int(bucket_mib * 1024 * 1024)
 
 
 def _given(option: str, value: float) -> float:
@@ -315,7 +330,7 @@ def _write_frame(df, out: str) -> None:
 
 
 @click.command("validate-predictor")
-@click.option("--release", default=None, help="Release to validate against (default latest).")
+@release_option("Release to validate against ('latest': the newest).")
 @click.option("--plot", type=OutPath(dir_okay=False), default=None,
               help="Write a parity plot PNG to this path (default: no plot).")
 @click.option("--out", type=OutPath(dir_okay=False), default=None,

@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from . import OutPath
+from .options import release_option
 
 FORMATS = ("table", "csv", "json", "parquet")
 
@@ -158,7 +159,7 @@ def _print_vertical(console, columns: list[str], cells: list[list[str]]) -> None
 
 @click.command()
 @click.argument("query")
-@click.option("--release", "version", default=None, help="Release version (default: latest).")
+@release_option(dest="version")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--out", default=None, type=OutPath(dir_okay=False),
               help="Write the result to this file instead of stdout.")
@@ -191,7 +192,7 @@ def sql(query, version, fmt, out, max_rows) -> None:
 
 @click.command("export-hf")
 @click.argument("out", type=OutPath(file_okay=False))
-@click.option("--release", "version", default=None, help="Release version (default: latest).")
+@release_option(dest="version")
 def export_hf(out, version) -> None:
     """Write a Hugging Face Hub-ready dataset folder for a release to OUT.
 
@@ -207,7 +208,7 @@ def export_hf(out, version) -> None:
 
 @click.command()
 @click.option("--out", default="cards", show_default=True, type=OutPath(file_okay=False))
-@click.option("--release", "version", default=None, help="Release version (default: latest).")
+@release_option(dest="version")
 def card(out, version) -> None:
     """Regenerate the dataset card (README.md) and croissant.json for a release."""
     from ..cards import write_card

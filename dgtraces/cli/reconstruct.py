@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from . import OutPath, model_option
+from .options import release_option
 
 
 @click.command()
@@ -17,7 +18,7 @@ from . import OutPath, model_option
               help="Write runs.parquet + layer_timings.parquet into this new folder.")
 @click.option("--csv", "as_csv", is_flag=True, help="Write CSV instead of Parquet.")
 @click.option("--report", is_flag=True, help="Print the method's measured error and exit.")
-@click.option("--release", default=None, help="Release for --report (default: latest).")
+@release_option("Release for --report ({}).".format("'latest': the newest"))
 @click.option("--fragment", default=None, type=OutPath(file_okay=False),
               help="With --report: also write reconstruction.md (+ PNG) into this folder "
               "(adds the leave-one-out table, about 20 s).")

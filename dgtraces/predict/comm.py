@@ -28,10 +28,12 @@ agreement test iterate the registry.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .links import Link
+
 
 @dataclass(frozen=True)
 class Phase:

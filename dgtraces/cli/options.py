@@ -1,0 +1,80 @@
+"""Shared option conventions of the CLI (issue #12 item 7), declared once:
+
+* every multi-value option takes ONE comma list (ranges ``LO-HI[:STEP]`` for integers) and is
+  named in the plural; single-value options are singular;
+* units in option names match the columns: ``--bucket-mib`` (MiB), ``--link-bandwidth-gb-s``
+  (GB/s, as ``bandwidth_gb_s``), ``--link-alpha-us``;
+* ``--release latest`` is the one sentinel for the newest release (the default);
+* ``--io-overlap [off|on|both]`` means the same in ``predict`` and ``sweep`` (bare
+  ``--io-overlap`` = ``on``; ``both`` only where several rows are produced).
+
+Old spellings stay as hidden, deprecated aliases for one release: they still work and print a
+deprecation warning on stderr (:func:`deprecated_alias`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+LATEST = "latest"
+
+
+def release_option(help_text: str = "Release version, or 'latest' (the newest).",
+                   dest: str = "release") -> Callable:
+    """``--release`` with the one sentinel ``latest``; the command receives None for it."""
+    def convert(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        return None if value in (None, "", LATEST) else value
+
+    return click.option("--release", dest, default=LATEST, show_default=True, help=help_text,
+                        callback=convert)
+
+
+def io_overlap_option(choices: tuple[str, ...] = ("off", "on")) -> Callable:
+    """``--io-overlap [off|on(|both)]``; bare ``--io-overlap`` means ``on``."""
+    return click.option("--io-overlap", "io_overlap", type=click.Choice(choices),
+                        default="off", show_default=True, is_flag=False, flag_value="on",
+                        help="Prefetch the next batch during compute (bare flag = on"
+                             + (", both = one row each" if "both" in choices else "") + ").")
+
+
+def split_list(text: str | tuple | list, cast: Callable = str) -> tuple:
+    """A comma list (or several, when an old repeatable alias was repeated) -> distinct items
+    in order (a repeated item would repeat rows)."""
+    parts = text if isinstance(text, (tuple, list)) else (text,)
+    items = (x.strip() for part in parts for x in str(part).split(","))
+    return tuple(dict.fromkeys(cast(x) for x in items if x))
+
+
+def deprecated_alias(old: str, new: str, dest: str, *, convert: Callable[[Any], Any] | None = None,
+                     multiple: bool = False, type: Any = None) -> Callable:
+    """Add hidden option ``old`` feeding parameter ``dest`` of option ``new`` (after
+    ``convert``), with a deprecation warning; giving both is a usage error."""
+    hidden = f"_deprecated_{dest}"
+
+    def deco(f: Callable) -> Callable:
+        @functools.wraps(f)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            value = kwargs.pop(hidden)
+            if value is not None and value != ():
+                ctx = click.get_current_context()
+                if ctx.get_parameter_source(dest) is not click.core.ParameterSource.DEFAULT:
+                    raise click.UsageError(f"{old} is the deprecated spelling of {new}; "
+                                           "give one of them")
+                click.echo(f"warning: {old} is deprecated (removed in the next release); "
+                           f"use {new}", err=True)
+                kwargs[dest] = convert(value) if convert else value
+            return f(*args, **kwargs)
+
+        return click.option(old, hidden, hidden=True, default=None, multiple=multiple,
+                            type=type)(wrapper)
+
+    return deco
+
+
+def gbit_to_gbyte(gbit_s: float) -> float:
+    """Deprecated ``--link-gbps`` (Gb/s) -> ``--link-bandwidth-gb-s`` (GB/s)."""
+    return gbit_s / 8.0

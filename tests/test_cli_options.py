@@ -1,0 +1,47 @@
+"""CLI option conventions (#12 item 7): new spellings, deprecated aliases, one sentinel."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from dgtraces.cli import main
+from dgtraces.predict.comm import ALGORITHMS
+from dgtraces.predict.policy_registry import POLICY_NAMES
+
+BASE = ["predict", "--model", "alexnet", "--device", "k80", "--batch-size", "32",
+        "--workers", "4", "--policy", "bucketed", "--json"]
+
+
+def run(*args):
+    res = CliRunner().invoke(main, list(args))
+    return res
+
+
+def test_deprecated_aliases_warn_and_mean_the_same():
+    new = run(*BASE, "--bucket-mib", "4", "--link-bandwidth-gb-s", "2")
+    old = run(*BASE, "--bucket-mb", "4", "--link-gbps", "16")
+    assert new.exit_code == 0 and old.exit_code == 0, old.output
+    assert "deprecated" in old.stderr and "deprecated" not in new.stderr
+    a, b = json.loads(new.stdout), json.loads(old.stdout)
+    assert a["iter_ms"] == pytest.approx(b["iter_ms"], rel=1e-12)
+    assert a["cluster"]["inter"]["bandwidth_gb_s"] == pytest.approx(2.0)
+
+
+def test_alias_and_new_spelling_together_is_a_usage_error():
+    res = run(*BASE, "--bucket-mib", "4", "--bucket-mb", "4")
+    assert res.exit_code == 2
+
+
+def test_io_overlap_same_syntax_in_predict_and_sweep():
+    bare = json.loads(run(*BASE, "--io-overlap").stdout)
+    on = json.loads(run(*BASE, "--io-overlap", "on").stdout)
+    assert bare["io_overlap"] is True and on["iter_ms"] == bare["iter_ms"]
+    assert run(*BASE, "--io-overlap", "both").exit_code == 2  # one prediction, one choice
+
+
+def test_release_latest_sentinel_and_registry_choices():
+    assert run(*BASE, "--release", "latest").exit_code == 0
+    helptext = run("predict", "--help").output
+    for name in ALGORITHMS + POLICY_NAMES:
+        assert name in helptext
