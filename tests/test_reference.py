@@ -7,7 +7,7 @@ import dgtraces.reference as ref
 
 def test_reference_copies_are_unchanged():
     sums = json.loads((ref.ROOT / "SHA256SUMS.json").read_text())
-    assert len(sums) == 12
+    assert len(sums) == 13  # incl. scaling_published.csv (validate-predictor --published)
     for name, digest in sums.items():
         assert hashlib.sha256(ref.path(name).read_bytes()).hexdigest() == digest, name
 
@@ -25,3 +25,13 @@ def test_rows_are_fresh_copies_of_the_csv():
     first[0]["device"] = "changed"
     assert ref.rows("devices.csv")[0]["device"] != "changed"
     assert {r["device"] for r in ref.rows("devices.csv")} >= {"k80", "v100"}
+
+
+def test_datasheet_devices_share_the_columns_and_cite_a_source():
+    base = ref.rows("devices.csv")
+    extra = ref.rows("devices_datasheet.csv")
+    assert list(extra[0]) == list(base[0])
+    assert {"a100", "a100-pcie", "h100", "h100-pcie"} <= {r["device"] for r in extra}
+    assert all("datasheet" in r["source"] for r in extra)
+    assert not {r["device"] for r in extra} & {r["device"] for r in base}
+    assert ref.device_rows() == base + extra

@@ -117,7 +117,8 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
                           "not given with --run-id", value)
     trace = resolve(model, device, batch_size, precision=precision, run_id=run_id,
                     release=release, whole=not raw_layer_times,
-                    h2d_link=h2d_link if h2d_ms is None else None)
+                    h2d_link=h2d_link if h2d_ms is None else None,
+                    shape_only=calibrate_img_s is not None)
     if io_ms is not None or h2d_ms is not None:
         from ..predict.trace import _nonneg
 

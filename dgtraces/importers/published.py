@@ -49,7 +49,7 @@ def devices_frame() -> "pd.DataFrame":
         "mem_bandwidth_gb_s": _num(r["mem_bandwidth_gb_s"]),
         "memory_gb": _num(r["memory_gb"]), "provenance": "published",
         "source": r["source"], "notes": r["notes"] or None,
-    } for r in reference.rows("devices.csv")]
+    } for r in reference.device_rows()]
     return frame("devices", rows)
 
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 LINKS_CSV = Path(__file__).resolve().parent / "links.csv"
+ALIASES_CSV = Path(__file__).resolve().parent / "link_aliases.csv"
 FIT_LINKS = ("loopback-gloo",)  # presets superseded by a release's measured comm_fits
 
 
@@ -104,10 +105,25 @@ def _cached_links(release: str | None, use_store: bool, data_env: str | None) ->
                             r["provenance"], r["source"]) for r in df.to_dict("records")}
 
 
+@lru_cache(maxsize=1)
+def link_aliases() -> dict[str, tuple[str, str]]:
+    """Short names of common cases -> (preset, why), from ``link_aliases.csv``: e.g. ``10gbe``
+    is the NCCL-over-TCP row ``10gbe-nccl`` (the v0.3 MPI fit is ``10gbe-mpi``)."""
+    import csv
+
+    with open(ALIASES_CSV, encoding="utf-8", newline="") as fh:
+        return {r["alias"]: (r["link"], r["reason"]) for r in csv.DictReader(fh)}
+
+
 def known_links(release: str | None = "latest", use_store: bool = True) -> dict[str, Link]:
+    """Presets by name, plus each alias mapped to its preset's Link (named by the preset)."""
     import os
 
-    return dict(_cached_links(release, use_store, os.environ.get("DGTRACES_DATA")))
+    links = dict(_cached_links(release, use_store, os.environ.get("DGTRACES_DATA")))
+    for alias, (target, _) in link_aliases().items():
+        if target in links and alias not in links:
+            links[alias] = links[target]
+    return links
 
 
 def get_link(name: "str | Link", *, field: str = "link", alpha_us: float | None = None,

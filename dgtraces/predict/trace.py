@@ -253,23 +253,26 @@ def find_run(model: str, device: str, batch_size: int, precision: str = "fp32",
 def resolve(model: str | None, device: str | None, batch_size: int | None, *,
             precision: str = "fp32", run_id: str | None = None, release: str | None = None,
             whole: bool = True, h2d_link: str | None = H2D_LINK,
-            runs: "pd.DataFrame | None" = None,
+            runs: "pd.DataFrame | None" = None, shape_only: bool = False,
             timings: "pd.DataFrame | None" = None) -> Trace:
     """A stored trace when one matches, else one reconstructed on the fly (labelled so).
 
     Every caller (``predict``, ``sweep``, ``validate-predictor``) gets its traces here, so a
     GPU trace without a host-to-device time gets the same modelled input copy over
     ``h2d_link`` (:func:`with_default_h2d`; ``None`` leaves h2d as stored). ``runs`` and
-    ``timings`` are preloaded tables of ``release`` (saves re-reading them per call)."""
+    ``timings`` are preloaded tables of ``release`` (saves re-reading them per call).
+    ``shape_only``: the caller calibrates the compute time (``--calibrate-img-s``), so a GPU
+    with datasheet peaks but no calibration rows gets a shape-only trace
+    (:func:`.devices.shape_trace`) instead of NO_CALIBRATION."""
     trace = _resolve(model, device, batch_size, precision, run_id, release, whole, runs,
-                     timings)
+                     timings, shape_only)
     if h2d_link is None:
         return trace
     return with_default_h2d(trace, h2d_link, release or "latest")
 
 
 def _resolve(model, device, batch_size, precision, run_id, release, whole, runs,
-             timings) -> Trace:
+             timings, shape_only=False) -> Trace:
     from .. import store
 
     if run_id is None:
@@ -279,6 +282,17 @@ def _resolve(model, device, batch_size, precision, run_id, release, whole, runs,
         run_id = find_run(model, device, batch_size, precision, release, runs=runs)
     if run_id is not None:
         return from_run(run_id, release, runs=runs, timings=timings, whole=whole)
+    from .devices import no_run_at_batch, shape_trace
+
+    if device not in gpu_devices():
+        if runs is None:
+            try:
+                runs = store.read_table("runs", release)
+            except StoreError:
+                runs = None
+        missing = no_run_at_batch(model, device, batch_size, runs)
+        if missing is not None:
+            raise missing
     try:
         from ..reconstruct import reconstruct_trace
     except ImportError as exc:
@@ -287,7 +301,15 @@ def _resolve(model, device, batch_size, precision, run_id, release, whole, runs,
                          "module (dgtraces.reconstruct) is not available", code="NOT_FOUND",
                          hint="pass --run-id of a stored run, or install a dgtraces with "
                               "dgtraces.reconstruct") from exc
-    rec = reconstruct_trace(device, model, batch_size, precision=precision)
+    try:
+        rec = reconstruct_trace(device, model, batch_size, precision=precision)
+    except DgtracesError as exc:
+        if exc.code != "NO_CALIBRATION" or not shape_only:
+            if exc.code == "NO_CALIBRATION":
+                exc.hint = (f"{device} has datasheet peaks but no calibration rows: give "
+                            "--calibrate-img-s (its measured 1-GPU img/s) or a --run-id")
+            raise
+        return shape_trace(model, device, batch_size, precision)
     run = dict(rec.run)
     update = run.get("update_ms")
     return from_frame(rec.layer_timings, model, batch_size,
@@ -300,9 +322,9 @@ def _resolve(model, device, batch_size, precision, run_id, release, whole, runs,
 
 def gpu_devices() -> set[str]:
     """Device keys of the published GPU figures (dgtraces/reference/devices.csv)."""
-    from ..reference import rows
+    from ..reference import device_rows
 
-    return {row["device"] for row in rows("devices.csv")}
+    return {row["device"] for row in device_rows()}
 
 
 def with_default_h2d(trace: Trace, link: str = H2D_LINK,

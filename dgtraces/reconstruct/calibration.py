@@ -42,7 +42,7 @@ CALIBRATION_SOURCE = "dgtraces/reference/calibration.csv"
 def devices() -> dict[str, Device]:
     """Published device peaks, key -> :class:`Device`."""
     out = {}
-    for r in reference.rows("devices.csv"):
+    for r in reference.device_rows():
         tensor = float(r["peak_fp16_tensor_tflops"]) if r["peak_fp16_tensor_tflops"] else None
         out[r["device"]] = Device(r["device"], float(r["peak_fp32_tflops"]),
                                   float(r["mem_bandwidth_gb_s"]), tensor, "gpu", r["name"],

@@ -28,3 +28,12 @@ def _csv_rows(name: str) -> tuple[dict[str, str], ...]:
 
     with open(path(name), encoding="utf-8", newline="") as fh:
         return tuple(csv.DictReader(fh))
+
+
+DEVICE_FILES = ("devices.csv", "devices_datasheet.csv")
+
+
+def device_rows() -> list[dict[str, str]]:
+    """Every known device: the byte-exact ``devices.csv`` plus ``devices_datasheet.csv``
+    (datasheet rows added by dgtraces, one cited source per row; same columns)."""
+    return [r for name in DEVICE_FILES for r in rows(name)]
