@@ -44,6 +44,10 @@ def _cluster_options(f):
                      help="Copies of each message over --staging."),
         click.option("--shared-cpu", is_flag=True,
                      help="The collective runs on the compute cores (no overlap)."),
+        click.option("--link-fit", default=None, metavar="FILE|INTERCONNECT[@WORKERS]",
+                     help="Use an allreduce fit for both links: a comm_fits / comm file or "
+                          "folder (collect comm, import nccl-tests), an OSU output, or an "
+                          "interconnect of the release's comm_fits."),
     ]):
         f = opt(f)
     return f
@@ -82,7 +86,8 @@ def _cluster_options(f):
 def predict(model, device, batch_size, run_id, precision, workers, intra, inter, policy,
             io_overlap, io_ms, h2d_ms, h2d_link, calibrate_img_s, raw_layer_times,
             gpus_per_node, algorithm, servers, bucket_mib, link_alpha_us, link_bandwidth_gb_s,
-            release, staging, staging_passes, shared_cpu, timeline, gantt, kineto_dir,
+            release, staging, staging_passes, shared_cpu, link_fit, timeline, gantt,
+            kineto_dir,
             as_json) -> None:
     """Predict one S-SGD iteration (modelled) from a stored or reconstructed layer trace.
 
@@ -129,6 +134,10 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
     pol = Policy(policy, io_overlap == "on", _bucket_bytes(bucket_mib))
     if calibrate_img_s is not None:
         trace = calibrate(trace, calibrate_img_s, pol)
+    if link_fit is not None:
+        from ..predict.linkfit import link_from_fit
+
+        intra = inter = link_from_fit(link_fit, release)
     cluster = Cluster(workers, gpus_per_node, intra, inter, algorithm, servers,
                       link_alpha_us, _gbps(link_bandwidth_gb_s), release or "latest", staging,
                       staging_passes,
@@ -162,6 +171,13 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None) -> None:
     click.echo(f"critical path: {len(pred.critical_path)} tasks, ends "
                + " -> ".join(pred.critical_path[-3:]))
     click.echo(f"trace: {pred.trace_provenance} ({pred.trace_run_id}); {pred.trace_source}")
+    click.echo(f"reproduce: dgtraces {pred.package_version}, dataset release "
+               f"{pred.dataset_release or 'none'}, trace run {pred.trace_run_id}, device "
+               f"{pred.trace_device}, policy {pred.policy}"
+               + (f" (bucket {pred.bucket_bytes} bytes)" if pred.bucket_bytes else "")
+               + f", io overlap {'on' if pred.io_overlap else 'off'}, "
+               f"{pred.cluster['algorithm']} over {pred.workers} workers "
+               f"({pred.cluster['gpus_per_node']} per node)")
     for side in ("intra", "inter"):
         link = pred.cluster[side]
         click.echo(f"{side}: {link['link']} alpha {link['alpha_us']:.4g} us, "
@@ -279,6 +295,10 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
         df = run_sweep(grid, lambda m, b: resolve(m, device, b, release=release,
                                                   h2d_link=h2d_link),
                        progress=lambda n: bar.advance(task, n))
+    if io_overlap == "both" and (df["trace_io_ms"] == 0).any():
+        console.print("[yellow]warning:[/yellow] --io-overlap both with traces whose io time "
+                      "is 0: their on and off rows are identical (give --io-ms or traces "
+                      "with an io phase)")
     if out:
         _write_frame(df, out)
         click.echo(f"wrote {len(df)} rows to {out}")

@@ -151,6 +151,9 @@ class Prediction:
     provenance: str = "modelled"
     method: str = "dgtraces.predict DAG longest path (Shi, Wang, Chu, Li 2018)"
     notes: tuple[str, ...] = field(default_factory=tuple)
+    package_version: str = ""
+    dataset_release: str | None = None  # release whose traces / comm fits were read
+    bucket_bytes: int | None = None  # bucketed policy only
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -173,5 +176,19 @@ def predict_trace(trace: Trace, cluster: Cluster, policy: Policy,
                       policy.io_overlap, sched.iter_ms, throughput, speedup,
                       speedup / cluster.workers, dict(sched.breakdown), sched.critical_path,
                       cluster.describe(), trace.provenance, trace.source, trace.run_id,
-                      trace.device, notes=tuple(notes))
+                      trace.device, notes=tuple(notes), **reproducibility(cluster, policy))
     return pred, sched
+
+
+def reproducibility(cluster: Cluster, policy: Policy) -> dict:
+    """What a prediction needs to be reproduced, beside its trace and link figures: the
+    package version, the dataset release read and the bucket size (bucketed policy)."""
+    from .. import store
+    from .._version import __version__
+
+    release = cluster.release
+    if release in (None, "latest"):
+        release = store.latest_or_none()
+    return {"package_version": __version__, "dataset_release": release,
+            "bucket_bytes": policy.bucket_bytes if grouping(policy.name) is Grouping.BUCKET
+            else None}

@@ -94,8 +94,11 @@ def comm_grid(grid: Grid) -> dict[str, np.ndarray]:
         comm = w > 1
         a = a + np.where(comm, grid.staging_passes * stage.alpha_ms, 0.0)
         b = b + np.where(comm, grid.staging_passes * stage.beta_ms_per_byte, 0.0)
+    figures = {f"{side}_{k}": np.array([getattr(links[x], k) for x in names])
+               for side, links, names in (("intra", intra, li), ("inter", inter, le))
+               for k in ("alpha_us", "bandwidth_gb_s")}
     return {"workers": w.astype(np.int64), "gpus_per_node": g.astype(np.int64), "intra": li,
-            "inter": le, "algorithm": al, "a_ms": a, "b_ms_per_byte": b,
+            "inter": le, "algorithm": al, "a_ms": a, "b_ms_per_byte": b, **figures,
             "intra_source": _labels(li, intra), "inter_source": _labels(le, inter)}
 
 
@@ -138,6 +141,11 @@ def run_sweep(grid: Grid, trace_loader: Callable[[str, int], Trace] | None = Non
 def _rows(grid, cg, trace, prep, pname, rel_end, rel_single):
     import pandas as pd
 
+    from .dag import reproducibility
+
+    repro = reproducibility(Cluster(1, release=grid.release),
+                            Policy(pname, bucket_bytes=grid.bucket_bytes))
+
     for overlap in grid.io_overlap:
         iter_ms, exposed = finish(prep, bool(overlap), rel_end)
         single, _ = finish(prep, bool(overlap), rel_single)
@@ -151,7 +159,11 @@ def _rows(grid, cg, trace, prep, pname, rel_end, rel_single):
             "comm_exposed_ms": exposed, "trace_provenance": trace.provenance,
             "trace_run_id": trace.run_id, "trace_source": trace.source,
             "intra_source": cg["intra_source"], "inter_source": cg["inter_source"],
-            "provenance": "modelled"})
+            **{f"{side}_{k}": cg[f"{side}_{k}"] for side in ("intra", "inter")
+               for k in ("alpha_us", "bandwidth_gb_s")},
+            "trace_device": trace.device, "trace_io_ms": trace.io_ms,
+            "bucket_bytes": repro["bucket_bytes"], "package_version": repro["package_version"],
+            "dataset_release": repro["dataset_release"], "provenance": "modelled"})
 
 
 def reference_row(trace: Trace, row: dict, grid: Grid) -> float:
