@@ -352,14 +352,19 @@ def _write_frame(df, out: str) -> None:
 
 @click.command("validate-predictor")
 @release_option("Release to validate against ('latest': the newest).")
+@click.option("--published", is_flag=True,
+              help="Also predict every published multi-GPU row (shipped "
+                   "reference/scaling_published.csv): per-row and per-source error and MAPE.")
 @click.option("--plot", type=OutPath(dir_okay=False), default=None,
               help="Write a parity plot PNG to this path (default: no plot).")
 @click.option("--out", type=OutPath(dir_okay=False), default=None,
               help="Write per-row predictions to .csv or .parquet.")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print the headline, per-model, per-policy and per-row results as JSON.")
-def validate_predictor(release, plot, out, as_json) -> None:
-    """Predict every measured/published iterations row; print MAPE; optional parity plot."""
+              help="Print the headline, per-model, per-policy and per-row results as JSON "
+                   "(with --published: {measured, published}).")
+def validate_predictor(release, published, plot, out, as_json) -> None:
+    """Predict every measured/published iterations row; print MAPE; optional parity plot.
+    With --published, the published multi-GPU results too (--out then writes those rows)."""
     from ..predict.validation import parity_plot, validate
 
     if out:
@@ -367,13 +372,28 @@ def validate_predictor(release, plot, out, as_json) -> None:
     if plot:
         _suffix(plot, "--plot", (".png",))
     res = validate(release)
+    pub = None
+    if published:
+        from ..predict.published import validate_published
+
+        pub = validate_published(release)
     if plot:
-        parity_plot(res, plot)
+        if pub is None:
+            parity_plot(res, plot)
+        else:
+            from ..predict.published import published_plot
+
+            published_plot(res, pub, plot)
     if out:
-        _write_frame(res.rows, out)
+        _write_frame(res.rows if pub is None else pub.rows, out)
     if as_json:
-        click.echo(json.dumps(res.to_dict(), indent=2, default=str, allow_nan=False))
+        doc = res.to_dict() if pub is None else {"measured": res.to_dict(),
+                                                  "published": pub.to_dict()}
+        click.echo(json.dumps(doc, indent=2, default=str, allow_nan=False))
         return
     click.echo(res.report())
+    if pub is not None:
+        click.echo("")
+        click.echo(pub.report())
     if plot:
         click.echo(f"wrote parity plot {plot}")

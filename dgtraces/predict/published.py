@@ -1,0 +1,253 @@
+"""``validate-predictor --published``: the predictor against published multi-GPU results.
+
+Reads the shipped byte-exact copy ``dgtraces/reference/scaling_published.csv`` (tensorpack
+benchmarks, Caffe-MPI READMEs; each row keeps its ``source``) and predicts every row.
+
+How a row becomes a configuration (declared here, never fitted to the rows):
+
+* aggregation (``update`` column) -> algorithm and policy by :data:`UPDATE_RULES`;
+* ``intra`` / ``inter`` columns: their first word when it is a links preset; an unstated
+  intra link is the device's board link (:data:`BOARD_LINK`), InfiniBand of unstated rate is
+  ``ib-fdr`` (:data:`UNSTATED_IB`: the 56 Gb/s generation of 2016-2017 clusters);
+* calibration, in order: the 1-GPU ``img_s`` figure of the same source, framework and
+  aggregation via ``--calibrate-img-s`` (that row is then the calibration row and not scored;
+  multi-GPU figures are never used); else a device with calibration rows is reconstructed
+  from ``calibration.csv`` (other publications' 1-GPU figures); else the uncalibrated
+  shape-only roofline (:func:`.devices.shape_trace`), used only for speedup rows;
+* rows with ``img_s`` are compared as throughput, rows with only ``speedup`` as speedup;
+* "synthetic data" rows (and their "same" followers) have no input copy (h2d 0).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import DgtracesError
+from .cluster import Cluster, Policy
+from .dag import predict_trace
+from .trace import resolve
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+FILE = "scaling_published.csv"
+HOROVOD_FUSION_BYTES = 64 * 1024 * 1024  # Horovod docs: HOROVOD_FUSION_THRESHOLD default 64 MB
+# (substring of the update column, algorithm, policy, bucket bytes, why)
+UPDATE_RULES = (
+    ("parameter server on the host CPU", "ps", "wfbp", None,
+     "push/pull over each GPU's PCIe link to host memory; host ingress = one x16 uplink per "
+     "two GPUs (PCIe switch per GPU pair, NVIDIA DGX-1 system architecture whitepaper)"),
+    ("horovod", "ring", "bucketed", HOROVOD_FUSION_BYTES,
+     "NCCL ring all-reduce with Horovod tensor fusion (64 MiB default threshold)"),
+    ("hierarchical", "hierarchical", "wfbp", None,
+     "NCCL reduce-scatter/all-gather inside nodes, MPI ring between nodes (Caffe-MPI 2.0)"),
+    ("nccl all-reduce", "ring", "wfbp", None,
+     "NCCL ring all-reduce of each gradient when ready (TF graph dataflow)"),
+)
+BOARD_LINK = {"p100": "nvlink1", "v100": "nvlink2", "a100": "nvlink3", "h100": "nvlink4"}
+UNSTATED_IB = "ib-fdr"
+HOST_LINK = "pcie3"
+
+
+@dataclass(frozen=True)
+class PublishedValidation:
+    rows: "pd.DataFrame"  # one row per published row: scored, calibration or skipped
+
+    def scored(self) -> "pd.DataFrame":
+        return self.rows[self.rows["role"] == "scored"]
+
+    def by_source(self) -> "pd.DataFrame":
+        s = self.scored()
+        g = s.groupby("source", sort=False)
+        return g.agg(rows=("ape_pct", "size"), metric=("metric", "first"),
+                     mape_pct=("ape_pct", "mean"), median_ape_pct=("ape_pct", "median"),
+                     max_ape_pct=("ape_pct", "max"),
+                     mean_signed_pct=("error_pct", "mean")).reset_index()
+
+    def headline(self) -> dict:
+        s = self.scored()["ape_pct"]
+        return {"rows": int(len(s)), "mape_pct": float(s.mean()) if len(s) else None,
+                "median_ape_pct": float(s.median()) if len(s) else None}
+
+    def to_dict(self) -> dict:
+        from .validation import _no_nan
+
+        return _no_nan({"file": f"dgtraces/reference/{FILE}", "headline": self.headline(),
+                        "by_source": self.by_source().to_dict("records"),
+                        "rows": self.rows.to_dict("records")})
+
+    def report(self) -> str:
+        h = self.headline()
+        lines = [f"predictor vs published multi-GPU results (dgtraces/reference/{FILE}; "
+                 "predictions are modelled)",
+                 f"  all sources: MAPE {h['mape_pct']:.2f}%, median error "
+                 f"{h['median_ape_pct']:.2f}% over {h['rows']} scored rows"]
+        fmt = {k: "{:.2f}".format for k in ("mape_pct", "median_ape_pct", "max_ape_pct",
+                                             "mean_signed_pct")}
+        lines += ["per source:", self.by_source().to_string(index=False, formatters=fmt),
+                  "per row:"]
+        cols = ["model", "device", "gpus", "update", "metric", "published", "predicted",
+                "error_pct", "calibration"]
+        part = self.rows[self.rows["role"] == "scored"][cols]
+        lines.append(part.to_string(index=False, float_format=lambda v: f"{v:.4g}",
+                                    max_colwidth=48))
+        for r in self.rows[self.rows["role"] != "scored"].itertuples():
+            lines.append(f"  {r.role}: {r.model}/{r.device} x{r.gpus} ({r.update}): "
+                         f"{r.reason}")
+        return "\n".join(lines)
+
+
+def _rule(update: str) -> tuple:
+    low = update.lower()
+    for rule in UPDATE_RULES:
+        if rule[0].lower() in low:
+            return rule
+    raise DgtracesError(f"aggregation {update!r} has no model", code="BAD_INPUT")
+
+
+def _link(text: str, fallback: str) -> str:
+    from .links import known_links
+
+    word = (text or "").split(" ")[0].strip()
+    if word in known_links(use_store=False):
+        return word
+    if "infiniband" in (text or "").lower():
+        return UNSTATED_IB
+    return fallback
+
+
+def _num(text: str) -> float | None:
+    return float(text) if text not in (None, "") else None
+
+
+def _configure(row: dict, calib: dict) -> dict:
+    key, algo, policy, bucket, why = _rule(row["update"])
+    device, gpus = row["device"], int(row["gpus"])
+    gpn = min(int(row["gpus_per_node"]), gpus)
+    intra = _link(row["intra"], BOARD_LINK.get(device, HOST_LINK))
+    inter = _link(row["inter"], intra)
+    servers = 1
+    if algo == "ps":
+        intra = inter = HOST_LINK
+        servers = max(1, math.ceil(gpus / 2))
+    img_1 = calib.get((row["source"], row["framework"], row["update"]))
+    return {"algorithm": algo, "policy": policy, "bucket_bytes": bucket, "intra": intra,
+            "inter": inter, "servers": servers, "gpus_per_node": gpn, "rule": why,
+            "calibrate_img_s": img_1}
+
+
+def _predict(row: dict, cfg: dict, release: str | None) -> dict:
+    from .cluster import DEFAULT_BUCKET_BYTES
+    from . import calibrate
+
+    synthetic = "synthetic data" in row["_notes"]
+    trace = resolve(row["model"], row["device"], int(row["batch_per_gpu"]), release=release,
+                    h2d_link=None if synthetic else "pcie3", shape_only=True)
+    policy = Policy(cfg["policy"], False, cfg["bucket_bytes"] or DEFAULT_BUCKET_BYTES)
+    if cfg["calibrate_img_s"] is not None:
+        trace = calibrate(trace, cfg["calibrate_img_s"], policy)
+        how = f"--calibrate-img-s {cfg['calibrate_img_s']:g} (the source's 1-GPU figure)"
+    elif trace.run_id and trace.run_id.startswith("shape-"):
+        how = "uncalibrated shape-only roofline (no 1-GPU figure, no calibration rows)"
+    else:
+        how = "reconstruction fitted to calibration.csv (other sources' 1-GPU figures)"
+    cluster = Cluster(int(row["gpus"]), cfg["gpus_per_node"], cfg["intra"], cfg["inter"],
+                      cfg["algorithm"], cfg["servers"], release=release or "latest")
+    pred, _ = predict_trace(trace, cluster, policy)
+    return {"pred_img_s": pred.throughput_img_s, "pred_speedup": pred.speedup_vs_1,
+            "calibration": how, "trace_run_id": trace.run_id,
+            "h2d_ms": trace.h2d_ms, "iter_ms": pred.iter_ms}
+
+
+def validate_published(release: str | None = None) -> PublishedValidation:
+    """Predict every row of the shipped published scaling table (see module doc)."""
+    import pandas as pd
+
+    from ..reference import rows as ref_rows
+
+    table = ref_rows(FILE)
+    notes = ""
+    for r in table:  # "same" repeats the previous row's notes
+        text = r["notes"] or ""
+        notes = notes + "; " + text if text.startswith("same") else text
+        r["_notes"] = notes
+    calib = {(r["source"], r["framework"], r["update"]): float(r["img_s"])
+             for r in table if r["gpus"] == "1" and r["img_s"]}
+    out = []
+    for r in table:
+        base = {k: r[k] for k in ("source", "model", "device", "framework", "update")}
+        base.update(gpus=int(r["gpus"]), batch_per_gpu=int(r["batch_per_gpu"]),
+                    published_img_s=_num(r["img_s"]), published_speedup=_num(r["speedup"]))
+        metric = "img_s" if base["published_img_s"] is not None else "speedup"
+        base["metric"] = metric
+        base["published"] = base[f"published_{metric}"]
+        try:
+            cfg = _configure(r, calib)
+            base.update({k: v for k, v in cfg.items() if k != "calibrate_img_s"})
+            base.update(_predict(r, cfg, release))
+        except DgtracesError as exc:
+            base.update(role="skipped", reason=f"[{exc.code}] {exc.message}")
+            out.append(base)
+            continue
+        base["predicted"] = base[f"pred_{metric}"]
+        if base["gpus"] == 1 and cfg["calibrate_img_s"] is not None:
+            base.update(role="calibration", reason="1-GPU figure used by --calibrate-img-s "
+                        "for this source's multi-GPU rows (not scored)")
+        else:
+            base.update(role="scored", reason=None)
+        out.append(base)
+    df = pd.DataFrame(out)
+    df["error_pct"] = (df["predicted"] / df["published"] - 1) * 100
+    df["ape_pct"] = df["error_pct"].abs()
+    return PublishedValidation(df)
+
+
+def published_plot(measured, pub: PublishedValidation, path) -> None:
+    """Two parity panels: the measured CPU rows (iteration ms) and the published multi-GPU
+    rows (img/s or speedup, log axes), one marker per source; y = x and a +-10% band."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..store import atomic_write_bytes
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5.6), dpi=110)
+    ok = measured.rows[measured.rows["predicted_ms"].notna() & ~measured.rows["circular"]]
+    cpu = ok[ok["provenance"] == "measured"]
+    left.scatter(cpu["measured_ms"], cpu["predicted_ms"], marker="o", label="measured CPU rows")
+    scored = pub.scored()
+    for (src, part), marker in zip(scored.groupby("source", sort=False), "s^Dvp<>*"):
+        right.scatter(part["published"], part["predicted"], marker=marker, s=40,
+                      label=f"{src.split('/')[0]} {src[src.rfind('('):]} "
+                            f"({part['metric'].iloc[0]})")
+    for ax, x, y, unit in ((left, cpu["measured_ms"], cpu["predicted_ms"], "iteration ms"),
+                           (right, scored["published"], scored["predicted"],
+                            "img/s or speedup")):
+        if len(x):
+            lo = float(min(x.min(), y.min())) * 0.8
+            hi = float(max(x.max(), y.max())) * 1.25
+            ax.plot([lo, hi], [lo, hi], color="black", linewidth=1, label="y = x")
+            ax.fill_between([lo, hi], [lo * 0.9, hi * 0.9], [lo * 1.1, hi * 1.1],
+                            color="grey", alpha=0.15, label="+-10%")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+        ax.set_xlabel(f"measured / published ({unit})")
+        ax.set_ylabel(f"predicted ({unit}, modelled)")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=6, loc="upper left")
+    heads = "; ".join(f"{p} MAPE {h['mape_pct']:.1f}% (n={h['rows']})"
+                      for p, h in measured.headline().items() if p == "measured")
+    left.set_title(f"release {measured.release}: {heads}", fontsize=9)
+    h = pub.headline()
+    right.set_title(f"published multi-GPU: MAPE {h['mape_pct']:.1f}%, median "
+                    f"{h['median_ape_pct']:.1f}% (n={h['rows']})", fontsize=9)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
