@@ -258,17 +258,19 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
 @click.option("--staging", default=None, help="Link of the copies around each message.")
 @click.option("--staging-passes", default=2, show_default=True, type=int)
 @click.option("--shared-cpu", is_flag=True, help="Collective on the compute cores.")
+@click.option("--calibrate-img-s", type=float, default=None,
+              help="Scale compute so that 1 worker runs at this many img/s (one model and "
+                   "one batch size only; lets datasheet-only devices such as a100 sweep).")
 @click.option("--out", type=OutPath(dir_okay=False), default=None,
               help="Write all rows to .parquet or .csv.")
 def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, policies,
           io_overlap, servers, bucket_mib, link_alpha_us, link_bandwidth_gb_s, release,
           h2d_link, staging,
-          staging_passes, shared_cpu, out) -> None:
+          staging_passes, shared_cpu, calibrate_img_s, out) -> None:
     """Predict every combination of the lists (vectorised); modelled numbers."""
     from rich.console import Console
     from rich.progress import Progress
 
-    from ..predict import resolve
     from ..predict.sweep import Grid, run_sweep
 
     grid = Grid(models=models, batch_sizes=_ints(batch_sizes, "--batch-sizes"),
@@ -292,8 +294,7 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
     console.print(f"{grid.size():,} configurations")
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("sweep", total=grid.size())
-        df = run_sweep(grid, lambda m, b: resolve(m, device, b, release=release,
-                                                  h2d_link=h2d_link),
+        df = run_sweep(grid, _sweep_loader(device, release, h2d_link, calibrate_img_s, grid),
                        progress=lambda n: bar.advance(task, n))
     if io_overlap == "both" and (df["trace_io_ms"] == 0).any():
         console.print("[yellow]warning:[/yellow] --io-overlap both with traces whose io time "
@@ -310,6 +311,23 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
 
 
 MAX_SWEEP = 10_000_000
+
+
+def _sweep_loader(device, release, h2d_link, calibrate_img_s, grid):
+    """Trace loader of ``sweep``: ``resolve`` as ``predict`` does, calibrated when asked."""
+    from ..predict import Policy, calibrate, resolve
+    from ..predict.cluster import bad
+
+    if calibrate_img_s is not None and (len(grid.models) > 1 or len(grid.batch_sizes) > 1):
+        raise bad("calibrate_img_s", "one 1-worker throughput fits one model and one batch "
+                  "size", "a single --models and --batch-sizes value", calibrate_img_s)
+
+    def load(model: str, batch: int):
+        trace = resolve(model, device, batch, release=release, h2d_link=h2d_link,
+                        shape_only=calibrate_img_s is not None)
+        return trace if calibrate_img_s is None else calibrate(trace, calibrate_img_s,
+                                                               Policy())
+    return load
 
 
 def _bucket_bytes(bucket_mib: float) -> int:

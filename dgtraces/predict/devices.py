@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
 SHAPE_REFERENCE = "v100"  # calibrated device whose fitted efficiencies shape other GPUs
 
 
-def known_devices(runs: "pd.DataFrame | None" = None) -> dict[str, str]:
+def known_devices(runs: pd.DataFrame | None = None) -> dict[str, str]:
     """Device key -> where its traces come from (datasheet GPUs and devices of stored runs)."""
     from ..reconstruct.calibration import fitted_rows
     from ..reference import device_rows
@@ -40,7 +40,7 @@ def known_devices(runs: "pd.DataFrame | None" = None) -> dict[str, str]:
 
 
 def no_run_at_batch(model: str, device: str, batch_size: int,
-                    runs: "pd.DataFrame | None") -> DgtracesError | None:
+                    runs: pd.DataFrame | None) -> DgtracesError | None:
     """NOT_FOUND naming the stored batch sizes when ``device`` has runs of ``model`` but not
     at ``batch_size`` and cannot be reconstructed (instead of 'unknown device')."""
     if runs is None or not len(runs):
@@ -56,7 +56,7 @@ def no_run_at_batch(model: str, device: str, batch_size: int,
                           expected=" | ".join(map(str, batches)), found=str(batch_size))])
 
 
-def shape_trace(model: str, device: str, batch_size: int, precision: str = "fp32") -> "Trace":
+def shape_trace(model: str, device: str, batch_size: int, precision: str = "fp32") -> Trace:
     """Per-layer shape of ``model`` on a datasheet-only ``device`` (to be calibrated)."""
     from ..reconstruct.calibration import calibrate, get_device
     from ..reconstruct.costmodel import layer_arrays, layer_costs, timings_frame

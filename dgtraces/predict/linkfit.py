@@ -48,7 +48,7 @@ def _split_workers(spec: str) -> tuple[str, int | None]:
     return name, int(w)
 
 
-def _pick_fit(fits: "pd.DataFrame", workers: int | None, what: str) -> dict:
+def _pick_fit(fits: pd.DataFrame, workers: int | None, what: str) -> dict:
     need = {"collective", "workers", "alpha_us", "beta_us_per_byte"}
     if not need <= set(fits.columns):
         raise _bad(f"{what} lacks comm_fits columns {sorted(need - set(fits.columns))}", what)
@@ -62,7 +62,7 @@ def _pick_fit(fits: "pd.DataFrame", workers: int | None, what: str) -> dict:
     return rows.sort_values(sort, ascending=[True, False][:len(sort)]).iloc[0].to_dict()
 
 
-def _fit_points(points: "pd.DataFrame", workers: int | None, what: str) -> dict:
+def _fit_points(points: pd.DataFrame, workers: int | None, what: str) -> dict:
     from ..collect.comm import fit_alpha_beta  # torch-free
 
     rows = points[(points["collective"] == "allreduce")] if "collective" in points else points
@@ -79,7 +79,7 @@ def _fit_points(points: "pd.DataFrame", workers: int | None, what: str) -> dict:
                 else "measured", source=f"alpha-beta fit of {len(rows)} points of {what}")
 
 
-def _read_table(path: Path) -> "pd.DataFrame":
+def _read_table(path: Path) -> pd.DataFrame:
     import pandas as pd
 
     if path.suffix.lower() == ".parquet":
@@ -87,7 +87,7 @@ def _read_table(path: Path) -> "pd.DataFrame":
     return pd.read_csv(path)
 
 
-def _osu(path: Path, workers: int | None) -> "pd.DataFrame | None":
+def _osu(path: Path, workers: int | None) -> pd.DataFrame | None:
     """OSU allreduce text output as comm points, or None if the file is not one."""
     import pandas as pd
 

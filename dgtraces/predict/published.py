@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DgtracesError
 from .cluster import Cluster, Policy
@@ -37,12 +37,14 @@ HOROVOD_FUSION_BYTES = 64 * 1024 * 1024  # Horovod docs: HOROVOD_FUSION_THRESHOL
 # (substring of the update column, algorithm, policy, bucket bytes, why)
 UPDATE_RULES = (
     ("parameter server on the host CPU", "ps", "wfbp", None,
-     "push/pull over each GPU's PCIe link to host memory; host ingress = one x16 uplink per "
-     "two GPUs (PCIe switch per GPU pair, NVIDIA DGX-1 system architecture whitepaper)"),
+     ("push/pull over each GPU's PCIe link to host memory; host ingress = one x16 uplink "
+      "per two GPUs (PCIe switch per GPU pair, NVIDIA DGX-1 system architecture "
+      "whitepaper)")),
     ("horovod", "ring", "bucketed", HOROVOD_FUSION_BYTES,
      "NCCL ring all-reduce with Horovod tensor fusion (64 MiB default threshold)"),
     ("hierarchical", "hierarchical", "wfbp", None,
-     "NCCL reduce-scatter/all-gather inside nodes, MPI ring between nodes (Caffe-MPI 2.0)"),
+     ("NCCL reduce-scatter/all-gather inside nodes, MPI ring between nodes "
+      "(Caffe-MPI 2.0)")),
     ("nccl all-reduce", "ring", "wfbp", None,
      "NCCL ring all-reduce of each gradient when ready (TF graph dataflow)"),
 )
@@ -53,12 +55,12 @@ HOST_LINK = "pcie3"
 
 @dataclass(frozen=True)
 class PublishedValidation:
-    rows: "pd.DataFrame"  # one row per published row: scored, calibration or skipped
+    rows: pd.DataFrame  # one row per published row: scored, calibration or skipped
 
-    def scored(self) -> "pd.DataFrame":
+    def scored(self) -> pd.DataFrame:
         return self.rows[self.rows["role"] == "scored"]
 
-    def by_source(self) -> "pd.DataFrame":
+    def by_source(self) -> pd.DataFrame:
         s = self.scored()
         g = s.groupby("source", sort=False)
         return g.agg(rows=("ape_pct", "size"), metric=("metric", "first"),
@@ -68,7 +70,7 @@ class PublishedValidation:
 
     def headline(self) -> dict:
         s = self.scored()["ape_pct"]
-        return {"rows": int(len(s)), "mape_pct": float(s.mean()) if len(s) else None,
+        return {"rows": len(s), "mape_pct": float(s.mean()) if len(s) else None,
                 "median_ape_pct": float(s.median()) if len(s) else None}
 
     def to_dict(self) -> dict:
@@ -80,10 +82,10 @@ class PublishedValidation:
 
     def report(self) -> str:
         h = self.headline()
-        lines = [f"predictor vs published multi-GPU results (dgtraces/reference/{FILE}; "
-                 "predictions are modelled)",
-                 f"  all sources: MAPE {h['mape_pct']:.2f}%, median error "
-                 f"{h['median_ape_pct']:.2f}% over {h['rows']} scored rows"]
+        lines = [(f"predictor vs published multi-GPU results (dgtraces/reference/{FILE}; "
+                 "predictions are modelled)"),
+                 (f"  all sources: MAPE {h['mape_pct']:.2f}%, median error "
+                 f"{h['median_ape_pct']:.2f}% over {h['rows']} scored rows")]
         fmt = {k: "{:.2f}".format for k in ("mape_pct", "median_ape_pct", "max_ape_pct",
                                              "mean_signed_pct")}
         lines += ["per source:", self.by_source().to_string(index=False, formatters=fmt),
@@ -123,7 +125,7 @@ def _num(text: str) -> float | None:
 
 
 def _configure(row: dict, calib: dict) -> dict:
-    key, algo, policy, bucket, why = _rule(row["update"])
+    _, algo, policy, bucket, why = _rule(row["update"])
     device, gpus = row["device"], int(row["gpus"])
     gpn = min(int(row["gpus_per_node"]), gpus)
     intra = _link(row["intra"], BOARD_LINK.get(device, HOST_LINK))
@@ -139,8 +141,8 @@ def _configure(row: dict, calib: dict) -> dict:
 
 
 def _predict(row: dict, cfg: dict, release: str | None) -> dict:
-    from .cluster import DEFAULT_BUCKET_BYTES
     from . import calibrate
+    from .cluster import DEFAULT_BUCKET_BYTES
 
     synthetic = "synthetic data" in row["_notes"]
     trace = resolve(row["model"], row["device"], int(row["batch_per_gpu"]), release=release,
@@ -177,7 +179,8 @@ def validate_published(release: str | None = None) -> PublishedValidation:
              for r in table if r["gpus"] == "1" and r["img_s"]}
     out = []
     for r in table:
-        base = {k: r[k] for k in ("source", "model", "device", "framework", "update")}
+        base: dict[str, Any] = {k: r[k] for k in ("source", "model", "device", "framework",
+                                                  "update")}
         base.update(gpus=int(r["gpus"]), batch_per_gpu=int(r["batch_per_gpu"]),
                     published_img_s=_num(r["img_s"]), published_speedup=_num(r["speedup"]))
         metric = "img_s" if base["published_img_s"] is not None else "speedup"
@@ -221,7 +224,8 @@ def published_plot(measured, pub: PublishedValidation, path) -> None:
     cpu = ok[ok["provenance"] == "measured"]
     left.scatter(cpu["measured_ms"], cpu["predicted_ms"], marker="o", label="measured CPU rows")
     scored = pub.scored()
-    for (src, part), marker in zip(scored.groupby("source", sort=False), "s^Dvp<>*"):
+    for (key, part), marker in zip(scored.groupby("source", sort=False), "s^Dvp<>*"):
+        src = str(key)
         right.scatter(part["published"], part["predicted"], marker=marker, s=40,
                       label=f"{src.split('/')[0]} {src[src.rfind('('):]} "
                             f"({part['metric'].iloc[0]})")

@@ -1,0 +1,103 @@
+"""#15: published multi-GPU validation, datasheet devices, --link-fit, reproducible output."""
+
+import pandas as pd
+import pytest
+
+from dgtraces import reference
+from dgtraces._version import __version__
+from dgtraces.errors import DgtracesError
+from dgtraces.predict import Cluster, Policy, calibrate, predict_trace, resolve
+from dgtraces.predict.links import ring_link_from_allreduce
+from dgtraces.predict.linkfit import link_from_fit
+from dgtraces.predict.published import validate_published
+
+
+@pytest.fixture(scope="module")
+def published():
+    return validate_published()
+
+
+def test_every_published_row_is_predicted_and_scored_by_its_metric(published):
+    rows = published.rows
+    assert len(rows) == len(reference.rows("scaling_published.csv"))
+    assert (rows["role"] != "skipped").all(), rows.loc[rows["role"] == "skipped", "reason"]
+    speedup_only = rows["published_img_s"].isna()
+    assert (rows.loc[speedup_only, "metric"] == "speedup").all()
+    assert (rows.loc[~speedup_only, "metric"] == "img_s").all()
+    scored = published.scored()
+    assert published.headline()["mape_pct"] == pytest.approx(scored["ape_pct"].mean())
+    assert set(published.by_source()["source"]) == set(scored["source"])
+
+
+def test_calibration_uses_only_the_sources_one_gpu_figure(published):
+    one_gpu = {(r["source"], r["framework"], r["update"]): float(r["img_s"])
+               for r in reference.rows("scaling_published.csv")
+               if r["gpus"] == "1" and r["img_s"]}
+    rows = published.rows
+    for r in rows.itertuples():
+        key = (r.source, r.framework, r.update)
+        if key in one_gpu:
+            assert f"--calibrate-img-s {one_gpu[key]:g} " in r.calibration
+        else:
+            assert "--calibrate-img-s" not in r.calibration
+        if r.gpus == 1:
+            assert r.role == "calibration"  # never scored against itself
+    # a calibrated 1-GPU row reproduces its own figure: calibration went through calibrate()
+    cal = rows[rows["role"] == "calibration"]
+    assert (cal["predicted"] - cal["published"]).abs().max() < 1e-6 * cal["published"].max()
+
+
+def test_datasheet_gpu_needs_calibrate_img_s():
+    with pytest.raises(DgtracesError) as exc:
+        resolve("resnet50", "a100", 64, h2d_link=None)
+    assert exc.value.code == "NO_CALIBRATION"
+    for device in ("a100", "a100-pcie", "h100", "h100-pcie"):
+        trace = resolve("resnet50", device, 64, h2d_link=None, shape_only=True)
+        pol = Policy("wfbp")
+        pred, _ = predict_trace(calibrate(trace, 2000.0, pol), Cluster(1), pol)
+        assert pred.throughput_img_s == pytest.approx(2000.0, rel=1e-9)
+        assert pred.trace_device == device
+
+
+def test_unknown_batch_of_a_stored_device_is_not_an_unknown_device():
+    runs = pd.DataFrame({"device": ["cpu-x"] * 2, "model": ["alexnet"] * 2,
+                         "batch_size": [4, 8]})
+    from dgtraces.predict.devices import no_run_at_batch
+
+    err = no_run_at_batch("alexnet", "cpu-x", 5, runs)
+    assert err.code == "NOT_FOUND" and err.failures[0].expected == "4 | 8"
+    assert no_run_at_batch("alexnet", "other", 5, runs) is None
+
+
+def test_link_fit_from_osu_comm_fits_and_points(tmp_path):
+    osu = link_from_fit(str(reference.path("bcaffe/allreduce2.log")))
+    assert osu.name == "fit:allreduce2.log" and 0.3 < osu.bandwidth_gb_s < 1.25
+    fits = tmp_path / "comm_fits.csv"
+    pd.DataFrame([{"collective": "allreduce", "backend": "nccl", "interconnect": "x",
+                   "workers": 4, "alpha_us": 60.0, "beta_us_per_byte": 0.001, "r2": 0.99,
+                   "provenance": "measured", "source": "nccl-tests"}]).to_csv(fits,
+                                                                            index=False)
+    link = link_from_fit(str(fits))
+    alpha, bw = ring_link_from_allreduce(60.0, 0.001, 4)
+    assert (link.alpha_us, link.bandwidth_gb_s) == pytest.approx((alpha, bw))
+    assert link_from_fit(str(tmp_path)).bandwidth_gb_s == pytest.approx(bw)  # the folder
+    points = tmp_path / "pts" / "comm.csv"
+    points.parent.mkdir()
+    sizes = [2 ** k for k in range(14, 24)]
+    pd.DataFrame({"collective": "allreduce", "workers": 2, "message_bytes": sizes,
+                  "time_ms": [0.1 + n / 1e6 for n in sizes]}).to_csv(points, index=False)
+    fitted = link_from_fit(str(points.parent))
+    assert fitted.bandwidth_gb_s == pytest.approx(1.0, rel=1e-6)  # 2 workers: T = 2a + n/bw
+    assert fitted.alpha_us == pytest.approx(50.0, rel=1e-6)
+    with pytest.raises(DgtracesError) as exc:
+        link_from_fit(str(fits) + "@1")
+    assert exc.value.code == "BAD_INPUT"
+
+
+def test_prediction_says_how_to_reproduce_it():
+    trace = resolve("alexnet", "k80", 32, h2d_link=None)
+    pred, _ = predict_trace(trace, Cluster(4), Policy("bucketed", bucket_bytes=1 << 20))
+    assert pred.package_version == __version__
+    assert pred.bucket_bytes == 1 << 20 and pred.trace_device == "k80"
+    assert {"alpha_us", "bandwidth_gb_s"} <= set(pred.cluster["inter"])
+    assert predict_trace(trace, Cluster(4), Policy("wfbp"))[0].bucket_bytes is None
