@@ -101,3 +101,19 @@ def test_prediction_says_how_to_reproduce_it():
     assert pred.bucket_bytes == 1 << 20 and pred.trace_device == "k80"
     assert {"alpha_us", "bandwidth_gb_s"} <= set(pred.cluster["inter"])
     assert predict_trace(trace, Cluster(4), Policy("wfbp"))[0].bucket_bytes is None
+
+
+def test_every_sweep_row_says_how_to_reproduce_it():
+    from dgtraces.predict.sweep import Grid, run_sweep
+
+    trace = resolve("alexnet", "k80", 32, h2d_link=None)
+    df = run_sweep(Grid(models=("alexnet",), batch_sizes=(32,), workers=(1, 4),
+                        inter=("10gbe", "ib-edr"), policies=("wfbp", "bucketed"),
+                        traces={("alexnet", 32): trace}))
+    for col in ("package_version", "dataset_release", "trace_run_id", "trace_device",
+                "bucket_bytes", "intra_alpha_us", "inter_bandwidth_gb_s", "trace_io_ms"):
+        assert df[col].notna().any(), col
+    assert (df["package_version"] == __version__).all()
+    assert df.loc[df["policy"] == "wfbp", "bucket_bytes"].isna().all()
+    edr = df[df["inter"] == "ib-edr"]["inter_bandwidth_gb_s"]
+    assert list(edr) == pytest.approx([10.625] * len(edr))

@@ -62,8 +62,10 @@ def _cluster_options(f):
 @click.option("--run-id", default=None, help="Use this stored run's layer trace.")
 @click.option("--precision", default="fp32", show_default=True)
 @click.option("--workers", default=1, show_default=True, type=int)
-@click.option("--intra", default="pcie3", show_default=True, help="Intra-node link preset.")
-@click.option("--inter", default="10gbe", show_default=True, help="Inter-node link preset.")
+@click.option("--intra", default="pcie3", show_default=True,
+              help="Intra-node link preset or alias (links.csv, link_aliases.csv).")
+@click.option("--inter", default="10gbe", show_default=True,
+              help="Inter-node link preset or alias (10gbe = 10gbe-nccl).")
 @click.option("--policy", default="wfbp", show_default=True, type=click.Choice(POLICIES))
 @io_overlap_option()
 @click.option("--io-ms", type=float, default=None, help="Input read+decode time per batch.")
