@@ -117,3 +117,20 @@ def test_every_sweep_row_says_how_to_reproduce_it():
     assert df.loc[df["policy"] == "wfbp", "bucket_bytes"].isna().all()
     edr = df[df["inter"] == "ib-edr"]["inter_bandwidth_gb_s"]
     assert list(edr) == pytest.approx([10.625] * len(edr))
+
+
+def test_every_listed_device_works():
+    from dgtraces import store
+    from dgtraces.predict.devices import known_devices
+
+    runs = store.read_table("runs") if store.latest_or_none() else None
+    listed = known_devices(runs)
+    assert {"a100", "h100-pcie", "k80", "v100"} <= set(listed)
+    for device, how in listed.items():
+        if how == "stored runs only":
+            mine = runs[runs["device"] == device].iloc[0]
+            trace = resolve(mine["model"], device, int(mine["batch_size"]))
+        else:
+            trace = resolve("alexnet", device, 32, shape_only=True)
+        pred, _ = predict_trace(calibrate(trace, 100.0, Policy()), Cluster(2), Policy())
+        assert pred.iter_ms > 0 and pred.trace_device == device
