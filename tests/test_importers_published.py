@@ -92,7 +92,7 @@ def test_comm_csv_agrees_with_logs(tables):
 
 def test_published_tables_valid_together(tables):
     counts = {k: len(v) for k, v in tables.items()}
-    assert counts == {"devices": 10, "iterations": 25, "comm": 798, "comm_fits": 6,
+    assert counts == {"devices": 4, "iterations": 25, "comm": 798, "comm_fits": 6,
                       "runs": 6, "layer_timings": 384}
     validate_tables(tables)
     assert set(tables["runs"]["provenance"]) == {"published"}
@@ -117,3 +117,11 @@ def test_calibration_and_devices():
     dev = devices_frame().set_index("device")
     assert dev.loc["k80", "peak_fp32_tflops"] == 4.37 and dev.loc["h200", "memory_gb"] == 141
     assert set(dev["kind"]) == {"gpu"} and set(dev["provenance"]) == {"published"}
+
+
+def test_datasheet_devices_frame_is_schema_valid():
+    from dgtraces import reference
+    from dgtraces.importers.published import devices_frame
+
+    df = devices_frame(reference.DEVICE_FILES)
+    assert {"a100", "h100-pcie", "k80"} <= set(df["device"]) and (df["kind"] == "gpu").all()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from . import OutPath
-from .predict import POLICIES, _bucket_bytes, _cluster_options
+from .options import io_overlap_option, release_option
+from .predict import POLICIES, _bucket_bytes, _cluster_options, _gbps
 
 _raw = click.option("--raw-layer-times", is_flag=True,
                     help="Do not scale layer times to the run's whole-model medians.")
@@ -19,7 +20,7 @@ _raw = click.option("--raw-layer-times", is_flag=True,
               type=click.Choice(["DATA"]), help="ASTRA-sim training loop.")
 @click.option("--clock-ghz", default=1.0, show_default=True, type=float,
               help="Cycles per ns: ASTRA-sim's analytical backend ticks in ns (1 GHz).")
-@click.option("--release", default=None, help="Release to read the run from (default latest).")
+@release_option("Release to read the run from ('latest': the newest).")
 @_raw
 @click.option("--out", type=OutPath(dir_okay=False), required=True,
               help="Workload file; a <out>.meta.json sidecar is written beside it.")
@@ -50,14 +51,15 @@ def export_astra_sim(run_id, workers, parallelism, clock_ghz, release, raw_layer
 @click.option("--inter", default="10gbe", show_default=True, help="Inter-node link preset.")
 @click.option("--policy", default="wfbp", show_default=True, type=click.Choice(POLICIES),
               help="Gradient aggregation policy (sets the COMM_COLL nodes).")
-@click.option("--io-overlap", is_flag=True, help="Prefetch the next batch during compute.")
+@io_overlap_option()
 @_raw
 @_cluster_options
 @click.option("--out", type=OutPath(dir_okay=False), required=True,
               help="Path prefix: writes <out>.0.et ... <out>.<workers-1>.et.")
 def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_times,
-                  gpus_per_node, algorithm, servers, bucket_mb, link_alpha_us, link_gbps,
-                  release, staging, staging_passes, shared_cpu, out) -> None:
+                  gpus_per_node, algorithm, servers, bucket_mib, link_alpha_us,
+                  link_bandwidth_gb_s, release, staging, staging_passes, shared_cpu, link_fit,
+                  out) -> None:
     """Write Chakra execution traces (ASTRA-sim 2.0) of a stored run's predicted DAG."""
     from ..export import check_workers, load_run_trace
     from ..export.chakra import build_et, write_et
@@ -65,10 +67,15 @@ def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_t
 
     check_workers(workers)
     trace = load_run_trace(run_id, release, whole=not raw_layer_times)
+    if link_fit is not None:
+        from ..predict.linkfit import link_from_fit
+
+        intra = inter = link_from_fit(link_fit, release)
     cluster = Cluster(workers, gpus_per_node, intra, inter, algorithm, servers,
-                      link_alpha_us, link_gbps, release or "latest", staging, staging_passes,
-                      shared_cpu)
-    graph = build_et(trace, cluster, Policy(policy, io_overlap, _bucket_bytes(bucket_mb)))
+                      link_alpha_us, _gbps(link_bandwidth_gb_s), release or "latest", staging,
+                      staging_passes, shared_cpu)
+    graph = build_et(trace, cluster, Policy(policy, io_overlap == "on",
+                                            _bucket_bytes(bucket_mib)))
     paths = write_et(out, graph, workers)
     comm = sum(1 for n in graph.nodes if n.name.startswith("comm/"))
     click.echo(f"wrote {len(paths)} Chakra ET file(s) {paths[0]} ... ({len(graph.nodes)} nodes "

@@ -39,8 +39,11 @@ def _num(text: str) -> float | None:
     return float(text) if text.strip() else None
 
 
-def devices_frame() -> "pd.DataFrame":
-    """devices.csv -> ``devices`` (every shipped device is a GPU)."""
+def devices_frame(files: tuple[str, ...] = ("devices.csv",)) -> "pd.DataFrame":
+    """Shipped device rows -> ``devices`` (every shipped device is a GPU). Default: the
+    byte-exact ``devices.csv`` that releases up to v0.3.0 hold; pass
+    ``reference.DEVICE_FILES`` to add the ``devices_datasheet.csv`` rows (a100, h100, ...),
+    which the predictor reads directly and a later release may include."""
     rows = [{
         "device": r["device"], "name": r["name"],
         "kind": "gpu" if re.search(r"NVIDIA|Tesla|GPU", r["name"]) else "cpu",
@@ -49,7 +52,7 @@ def devices_frame() -> "pd.DataFrame":
         "mem_bandwidth_gb_s": _num(r["mem_bandwidth_gb_s"]),
         "memory_gb": _num(r["memory_gb"]), "provenance": "published",
         "source": r["source"], "notes": r["notes"] or None,
-    } for r in reference.device_rows()]
+    } for name in files for r in reference.rows(name)]
     return frame("devices", rows)
 
 
