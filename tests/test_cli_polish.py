@@ -43,8 +43,8 @@ def test_cli_errors_name_the_option():
     assert isinstance(exc, DgtracesError) and exc.code == "BAD_INPUT"
     assert [f.column for f in exc.failures] == ["--model"]
     res = CliRunner().invoke(main, ["predict", "--model", "resnet50", "--device", "v100",
-                                    "--batch-size", "8", "--bucket-mb", "-1"])
-    assert [f.column for f in res.exception.failures] == ["--bucket-mb"]
+                                    "--batch-size", "8", "--bucket-mib", "-1"])
+    assert [f.column for f in res.exception.failures] == ["--bucket-mib"]
 
 
 def test_data_columns_are_not_renamed():
@@ -82,7 +82,7 @@ def test_gantt_title_names_device_and_links():
     p = predict("rec-v100-resnet50-b64-fp32-v1.1", Cluster(8, 4, "nvlink2", "10gbe"),
                 Policy("wfbp"))
     assert p.trace_device == "v100"
-    assert _links(p) == "nvlink2 intra, 10gbe inter"
+    assert _links(p) == "nvlink2 intra, 10gbe-nccl inter"  # the alias names its preset
     one_node = predict("rec-v100-resnet50-b64-fp32-v1.1", Cluster(4, 4, "nvlink2", "10gbe"),
                        Policy("wfbp"))
     assert _links(one_node) == "nvlink2 intra"
