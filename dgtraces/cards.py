@@ -76,7 +76,7 @@ PAPER_BIBTEX = """@inproceedings{shi2018dag,
   booktitle = {2018 IEEE 24th International Conference on Parallel and Distributed Systems (ICPADS)},
   year      = {2018},
   note      = {arXiv:1805.03812}
-}"""
+}"""  # noqa: E501 (the BibTeX booktitle stays on one line)
 LICENSES = f"""The dataset is released under **CC-BY-4.0** ({LICENSE_URL}) for the rows we
 produced: the `layers` table (computed from the cited architecture definitions) and the rows
 with provenance `measured` or `reconstructed`, except those derived from B-Caffe below.
@@ -299,7 +299,7 @@ def render_card(version: str | None = None, root=None, *, data_dir: str = "data"
         lines += [f"<!-- from cards/fragments/{name} -->", "", text, ""]
     lines += ["## Files (manifest)", "", "| file | rows | bytes | sha256 |",
               "| --- | ---: | ---: | --- |"]
-    for table, e in sorted(manifest["tables"].items()):
+    for _table, e in sorted(manifest["tables"].items()):
         lines.append(f"| `{data_dir + '/' if data_dir else ''}{e['file']}` | {e['rows']} | "
                      f"{e['bytes']} | `{e['sha256']}` |")
     lines += ["", f"Manifest digest: `{manifest['digest']}`. `dgtraces verify` re-checks every "

@@ -6,6 +6,7 @@ import json
 import pytest
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
 
 from click.testing import CliRunner  # noqa: E402
 
@@ -110,6 +111,7 @@ def test_comm_two_workers_gloo():
     assert set(one) == {"comm"} and len(validate_frame("comm", one["comm"])) == 1
 
 
+@pytest.mark.slow
 def test_ssgd_two_workers_every_policy(tmp_path):
     df = collect_ssgd("alexnet", workers=2, threads_per_worker=1,
                       policies=("naive", "wfbp", "bucketed"), bucket_mb=8, iters=2,

@@ -8,8 +8,17 @@ import pytest
 
 from dgtraces.errors import DgtracesError
 from dgtraces.models import layers_frame
-from dgtraces.predict import (Cluster, Link, Policy, collective, from_frame, get_link,
-                              links_frame, predict, simulate)
+from dgtraces.predict import (
+    Cluster,
+    Link,
+    Policy,
+    collective,
+    from_frame,
+    get_link,
+    links_frame,
+    predict,
+    simulate,
+)
 from dgtraces.predict.comm import collective_ab
 from dgtraces.predict.policies import optimal_groups
 
@@ -251,6 +260,7 @@ def test_shared_cpu_serialises_comm_and_staging_adds_copies():
         pytest.approx(compute)
 
 
+@pytest.mark.torch
 def test_staging_copy_fit_is_the_collectors_fit():
     torch = pytest.importorskip("torch")
     from dgtraces.collect import comm

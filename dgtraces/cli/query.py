@@ -77,7 +77,7 @@ def _write_json(q, out) -> int:
         fh.write("[")
         for batch in batches:
             for row in batch:
-                rec = {c: _json_value(v) for c, v in zip(q.columns, row)}
+                rec = {c: _json_value(v) for c, v in zip(q.columns, row, strict=True)}
                 fh.write(("\n  " if n == 0 else ",\n  ") + json.dumps(rec, allow_nan=False))
                 n += 1
         fh.write("\n]\n" if n else "]\n")
@@ -124,20 +124,20 @@ def _print_table(q, max_rows: int) -> None:
     console = Console()
     console.print(f"[dim]dgtraces {res.version}: {shown}[/dim]")
     widths = [max([len(str(c)), len(t)] + [len(r[i]) for r in cells])
-              for i, (c, t) in enumerate(zip(res.columns, res.types))]
+              for i, (c, t) in enumerate(zip(res.columns, res.types, strict=True))]
     if sum(widths) + 3 * len(widths) + 1 > console.width:
         _print_vertical(console, res.columns, cells)
     else:
         table = Table()
         numeric = ("INT", "DOUBLE", "FLOAT", "DECIMAL", "REAL", "HUGEINT")
-        for col, typ in zip(res.columns, res.types):
+        for col, typ in zip(res.columns, res.types, strict=True):
             right = any(t in typ.upper() for t in numeric)
             # Text, not markup strings: names and values are data ("[x]" must print as is)
             table.add_column(Text.assemble(str(col), "\n", (typ.lower(), "dim")),
                              justify="right" if right else "left", overflow="fold")
-        for row, raw in zip(cells, res.rows):
+        for row, raw in zip(cells, res.rows, strict=True):
             table.add_row(*(Text("null", style="dim") if v is None else Text(c)
-                            for c, v in zip(row, raw)))
+                            for c, v in zip(row, raw, strict=True)))
         console.print(table)
     if res.truncated:
         console.print("[yellow]more rows not shown; raise --max-rows or use "

@@ -50,7 +50,7 @@ class Reducer:
     def attach(self) -> None:
         if self.policy == "naive":
             return
-        for name, ps in self.layer_params.items():
+        for ps in self.layer_params.values():
             for p in ps:
                 self.hooks.append(p.register_post_accumulate_grad_hook(self._ready))
 

@@ -18,7 +18,8 @@ Tolerances (documented in CONTRIBUTING.md):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..errors import Failure
 
@@ -167,6 +168,6 @@ def device_failures(frames, files, known: dict[str, str]) -> list[Failure]:
             out += _located("DEVICE_MISMATCH", "device_kind differs from the kind of its device "
                             "(devices table or contribution.yaml)", bad, d, "device_kind",
                             files.get(name), "the device's kind",
-                            lambda i: f"{d['device_kind'][i]!r} (device {d['device'][i]!r} is "
-                                      f"{want[i]!r})")
+                            lambda i, d=d, want=want:
+                            f"{d['device_kind'][i]!r} (device {d['device'][i]!r} is {want[i]!r})")
     return out

@@ -124,7 +124,7 @@ def check_block(block: list[BlobLine], model: str, file: str = "<log>") -> int:
             failures=[Failure("GRAD_MISMATCH", "blob count", file=file, row=block[0].line,
                               expected=str(len(expected)), found=str(len(block)))])
     failures, padded = [], 0
-    for item, blob in zip(block, expected):
+    for item, blob in zip(block, expected, strict=True):
         pad = blob.padded(ALIGN)
         if item.numel == pad and pad != blob.numel:
             padded += 1
@@ -146,7 +146,7 @@ def _layer_times(block: list[BlobLine], model: str, file: str) -> dict[str, tupl
     from ..models import blobs
 
     out: dict[str, tuple[float, float]] = {}
-    for item, blob in zip(block, blobs(model)):
+    for item, blob in zip(block, blobs(model), strict=True):
         if blob.layer in out:
             compute, comm = out[blob.layer]
             if abs(compute - item.compute_us) > 1e-6 * max(compute, 1.0):

@@ -46,7 +46,7 @@ def prepare(trace: Trace) -> Prepared:
         t += f
     start, rel = t, 0.0
     ready, sizes = [], []
-    for b, n in zip(reversed(trace.bwd_ms), reversed(trace.grad_bytes)):
+    for b, n in zip(reversed(trace.bwd_ms), reversed(trace.grad_bytes), strict=True):
         rel += b
         if n > 0:
             ready.append(rel)
@@ -57,7 +57,7 @@ def prepare(trace: Trace) -> Prepared:
 
 def _stream(ready, nbytes, a, b) -> np.ndarray:
     end = np.zeros_like(a)
-    for r, n in zip(ready, nbytes):
+    for r, n in zip(ready, nbytes, strict=True):
         end = np.maximum(end, r) + (a + b * n)
     return end
 

@@ -18,8 +18,8 @@ previous message is done.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from .cluster import Policy
 from .comm import CommCost

@@ -7,9 +7,10 @@ Rows are modelled numbers: ``provenance`` is ``modelled`` and each row names its
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import product
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -84,7 +85,7 @@ def comm_grid(grid: Grid) -> dict[str, np.ndarray]:
     inter = {n: get_link(n, field="inter", **kw) for n in grid.inter}
     combos = list(product(grid.workers, grid.gpus_per_node, grid.intra, grid.inter,
                           grid.algorithms))
-    w, g, li, le, al = (np.array(col) for col in zip(*combos))
+    w, g, li, le, al = (np.array(col) for col in zip(*combos, strict=True))
     a, b = collective_ab(al, w, g, [intra[x].alpha_ms for x in li],
                          [intra[x].beta_ms_per_byte for x in li],
                          [inter[x].alpha_ms for x in le],

@@ -3,10 +3,10 @@
 Every row with provenance measured or published (training phase) is predicted from its own
 trace: ``trace_run_id`` when set, else the best stored run for its model/device/batch, else a
 trace reconstructed on the fly, all through :func:`.trace.resolve` (so GPU traces get the
-modelled input copy exactly as in ``predict`` and ``sweep``). Measured multi-worker rows use the release's own
-``comm_fits`` for their interconnect (through :func:`.links.links_frame`). Rows predicted from
-a reconstructed trace whose reconstruction was fitted to published throughputs are marked
-``circular`` and kept out of the headline MAPE. Rows that cannot be predicted are listed
+modelled input copy exactly as in ``predict`` and ``sweep``). Measured multi-worker rows use the
+release's own ``comm_fits`` for their interconnect (through :func:`.links.links_frame`). Rows
+predicted from a reconstructed trace whose reconstruction was fitted to published throughputs
+are marked ``circular`` and kept out of the headline MAPE. Rows that cannot be predicted are listed
 with the reason, never dropped silently.
 """
 

@@ -22,7 +22,7 @@ Which rows are fitted:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 from .. import reference
 from ..errors import DgtracesError
@@ -102,7 +102,7 @@ def observation(r: CalibrationRow, variants: bool = True) -> Observation:
                        f"calibration.csv row {r.row}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def loo(device: str, variants: bool = True, winograd: bool = False) -> tuple[float, ...]:
     """Leave-one-out: signed error (%) of each fitted row of ``device`` predicted by the
     same fit on the other rows (row order of :func:`fitted_rows`)."""
@@ -139,7 +139,7 @@ class Calibration:
                             code="NO_CALIBRATION")
 
 
-@lru_cache(maxsize=None)
+@cache
 def calibrate(device: str) -> Calibration:
     """Fit ``device`` on its published rows (cached per process)."""
     dev = get_device(device)

@@ -199,9 +199,9 @@ def validate_cpu(runs: "pd.DataFrame", timings: "pd.DataFrame", device: dict,
     for r in sel.itertuples():
         la = arrays[r.model]
         costs = layer_costs(la, result.params, dev, int(r.batch_size))
-        pred = {"fwd": dict(zip(la.layer, costs.fwd_ms)),
-                "bwd": dict(zip(la.layer, costs.bwd_ms))}
-        kind = dict(zip(la.layer, la.kind))
+        pred = {"fwd": dict(zip(la.layer, costs.fwd_ms, strict=True)),
+                "bwd": dict(zip(la.layer, costs.bwd_ms, strict=True))}
+        kind = dict(zip(la.layer, la.kind, strict=True))
         for t in timings[timings["run_id"] == r.run_id].itertuples():
             for d in ("fwd", "bwd"):
                 meas = getattr(t, f"{d}_ms")

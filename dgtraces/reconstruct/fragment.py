@@ -34,7 +34,7 @@ def _fits(rep: MethodReport) -> list[str]:
         out.append("")
         rows = [[o.label, o.model, o.phase, o.batch_size, f"{o.time_ms:.2f}", f"{p:.2f}",
                  f"{e:+.1f}%" + ("" if abs(e) <= WITHIN_PCT else " **miss**")]
-                for o, p, e in zip(r.observations, r.predicted_ms, r.errors_pct)]
+                for o, p, e in zip(r.observations, r.predicted_ms, r.errors_pct, strict=True)]
         out += _table(["row", "model", "phase", "batch", "published ms", "reconstructed ms",
                        "error"], rows)
         out.append("")

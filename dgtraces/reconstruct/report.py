@@ -40,7 +40,7 @@ class MethodReport:
     def misses(self, device: str) -> list[tuple[str, float]]:
         """Fitted rows whose reconstructed total is off by more than 5%."""
         res = self.calibrations[device].result
-        return [(o.label, e) for o, e in zip(res.observations, res.errors_pct)
+        return [(o.label, e) for o, e in zip(res.observations, res.errors_pct, strict=True)
                 if abs(e) > WITHIN_PCT]
 
     def text(self) -> str:
@@ -53,7 +53,7 @@ class MethodReport:
                        f"{r.rms_log:.3f}; {n_ok}/{len(r.observations)} rows within "
                        f"{WITHIN_PCT:.0f}%")
             out.append("  params: " + r.params.describe())
-            for o, p, e in zip(r.observations, r.predicted_ms, r.errors_pct):
+            for o, p, e in zip(r.observations, r.predicted_ms, r.errors_pct, strict=True):
                 flag = "" if abs(e) <= WITHIN_PCT else "  MISS"
                 out.append(f"  {o.label:<22} {o.model:<9} {o.phase:<9} b{o.batch_size:<4} "
                            f"observed {o.time_ms:9.2f} ms  reconstructed {p:9.2f} ms  "
@@ -137,9 +137,8 @@ def loo_summary(errs) -> dict:
 
 
 def v15_check(cal: Calibration) -> list[dict]:
-    from .costmodel import layer_arrays, predict_ms
-
     from .calibration import AMP_MODEL
+    from .costmodel import layer_arrays, predict_ms
     from .variants import ROW_ARCHITECTURE
 
     la = layer_arrays(ROW_ARCHITECTURE[("pytorch", AMP_MODEL)])
