@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from .models.registry import MODELS, entry
 
@@ -143,7 +144,8 @@ def provenance_stats(version: str | None = None, root=None) -> dict[str, dict]:
     try:
         for table, entry in sorted(entries.items()):
             cols = set(entry.get("columns") or [])
-            item = {"rows": int(entry["rows"]), "provenance": {}, "sources": [], "bcaffe": 0,
+            item: dict[str, Any] = {"rows": int(entry["rows"]), "provenance": {}, "sources": [],
+                                    "bcaffe": 0,
                     "via": None}
             frm = _provenance_from(table, cols, entries)
             if frm is not None:
@@ -153,9 +155,9 @@ def provenance_stats(version: str | None = None, root=None) -> dict[str, dict]:
                     f"ORDER BY provenance, count(*) DESC, source").fetchall()
                 for prov, _, n in item["sources"]:
                     item["provenance"][prov] = item["provenance"].get(prov, 0) + n
-                item["bcaffe"] = con.execute(
+                (item["bcaffe"],) = con.execute(
                     f"SELECT count(*) FROM {frm} WHERE regexp_matches(source, ?)",
-                    [BCAFFE_PATTERN]).fetchone()[0]
+                    [BCAFFE_PATTERN]).fetchone() or (0,)
             stats[table] = item
     finally:
         con.close()

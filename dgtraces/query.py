@@ -275,7 +275,7 @@ def _count(name: str, value, least: int) -> int:
     from numbers import Integral
 
     if isinstance(value, bool) or not isinstance(value, Integral) or not \
-            least <= value <= 2 ** 62:
+            least <= int(value) <= 2 ** 62:
         raise DgtracesError(f"{name} must be a whole number >= {least}, got {value!r}",
                             code="BAD_INPUT")
     return int(value)

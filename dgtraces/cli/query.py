@@ -11,6 +11,7 @@ import os
 import secrets
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -29,7 +30,8 @@ def _atomic_open(path: str | None, mode: str):
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".tmp-{target.name}.{secrets.token_hex(4)}"
     try:
-        with open(tmp, mode, **({"encoding": "utf-8", "newline": ""} if "b" not in mode else {})) \
+        text: dict[str, Any] = {"encoding": "utf-8", "newline": ""} if "b" not in mode else {}
+        with open(tmp, mode, **text) \
                 as fh:
             yield fh
         os.replace(tmp, target)

@@ -143,8 +143,8 @@ def _measure(model, batch_size, repeats, warmup, threads, aux, seed, progress) -
     net, opt, x, labels = prepare(model, batch_size, threads, aux, seed)
     load_before = env.loadavg()
     started = env.utc_now()
-    fwd = {n: [] for n in net.order}
-    bwd = {n: [] for n in net.order}
+    fwd: dict[str, list[float]] = {n: [] for n in net.order}
+    bwd: dict[str, list[float]] = {n: [] for n in net.order}
     whole: list[tuple[float, ...]] = []
     instrumented: list[float] = []
     total = warmup + repeats

@@ -36,7 +36,7 @@ MAX_REPORTED = 200  # failures per check; the report says how many more
 
 def _located(code: str, message: str, mask: "pd.Series", df: "pd.DataFrame", column: str,
              file: str | None, expected: str,
-             found: Callable[[int], str] | None = None) -> list[Failure]:
+             found: Callable[..., str] | None = None) -> list[Failure]:
     """One failure per True row of ``mask`` (row = position in the file), capped.
 
     ``found(row)`` describes the found value (default: the cell's repr); it runs only for
@@ -150,7 +150,7 @@ def layer_sum_failures(runs: "pd.DataFrame", lt: "pd.DataFrame",
     return out
 
 
-def device_failures(frames, files, known: dict[str, str]) -> list[Failure]:
+def device_failures(frames, files, known: dict[str, str | None]) -> list[Failure]:
     """Devices must be known (store or contribution.yaml: key -> kind), and a run's
     ``device_kind`` must be the kind its device is known as."""
     out: list[Failure] = []

@@ -87,6 +87,7 @@ def collective(algorithm: str, workers: int, gpus_per_node: int, intra: Link, in
     if p <= 1:
         return CommCost(algorithm, ())
     flat = intra if nodes == 1 else _worse(intra, inter)
+    phases: tuple[Phase, ...]
     if algorithm == "ring":
         phases = (_ring(p, flat),)
     elif algorithm == "tree":
@@ -99,17 +100,17 @@ def collective(algorithm: str, workers: int, gpus_per_node: int, intra: Link, in
                   Phase("broadcast", flat.name, d * flat.alpha_ms, flat.beta_ms_per_byte))
     elif algorithm == "hierarchical":
         g = min(gpus_per_node, p)
-        phases = []
+        parts: list[Phase] = []
         if g > 1:
             k = g - 1
-            phases.append(Phase("intra-reduce-scatter", intra.name, k * intra.alpha_ms,
+            parts.append(Phase("intra-reduce-scatter", intra.name, k * intra.alpha_ms,
                                 k / g * intra.beta_ms_per_byte))
         if nodes > 1:
-            phases.append(_ring(nodes, inter, 1.0 / g, "inter-allreduce"))
+            parts.append(_ring(nodes, inter, 1.0 / g, "inter-allreduce"))
         if g > 1:
-            phases.append(Phase("intra-all-gather", intra.name, phases[0].a_ms,
-                                phases[0].b_ms_per_byte))
-        phases = tuple(phases)
+            parts.append(Phase("intra-all-gather", intra.name, parts[0].a_ms,
+                               parts[0].b_ms_per_byte))
+        phases = tuple(parts)
     elif algorithm == "ps":
         link = intra if nodes == 1 else inter
         load = max(1.0, p / servers)

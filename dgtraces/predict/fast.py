@@ -76,8 +76,8 @@ def _optimal(ready, nbytes, a, b) -> np.ndarray:
     table = np.empty((levels, n + 1, c))
     flat = table.reshape(levels * (n + 1), c)
     log2 = np.zeros(n + 2, dtype=np.int64)
-    for k in range(2, n + 2):
-        log2[k] = log2[k // 2] + 1
+    for j in range(2, n + 2):
+        log2[j] = log2[j // 2] + 1
     f = np.empty((n + 1, c))
     f[0] = 0.0
     cols = np.arange(c)
@@ -116,7 +116,7 @@ def _sizes(prep: Prepared, policy: Policy, shared: bool) -> tuple[list, list]:
         return [prep.bwd_ms] * len(prep.ready), list(prep.nbytes)
     if policy.name == "bucketed" or (shared and policy.name == "mgwfbp"):
         cap = policy.bucket_bytes if policy.name == "bucketed" else float("inf")
-        groups = bucket_groups(prep.nbytes, cap)
+        groups = bucket_groups(prep.nbytes.tolist(), cap)
         return ([prep.ready[g[-1]] for g in groups],
                 [float(sum(prep.nbytes[i] for i in g)) for g in groups])
     return list(prep.ready), list(prep.nbytes)

@@ -49,7 +49,7 @@ def _groups_to_messages(groups: Sequence[Sequence[int]], names, nbytes, ready,
     return out
 
 
-def bucket_groups(nbytes: Sequence[float], bucket_bytes: int) -> list[list[int]]:
+def bucket_groups(nbytes: Sequence[float], bucket_bytes: float) -> list[list[int]]:
     """Fuse consecutive gradients until a bucket holds >= ``bucket_bytes``."""
     groups, cur, size = [], [], 0.0
     for i, b in enumerate(nbytes):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import product
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -80,7 +80,7 @@ def _check(grid: Grid) -> None:
 
 def comm_grid(grid: Grid) -> dict[str, np.ndarray]:
     """Column arrays of the comm grid plus its collective cost (A ms, B ms/byte)."""
-    kw = dict(alpha_us=grid.alpha_us, gbps=grid.gbps, release=grid.release)
+    kw: dict[str, Any] = dict(alpha_us=grid.alpha_us, gbps=grid.gbps, release=grid.release)
     intra = {n: get_link(n, field="intra", **kw) for n in grid.intra}
     inter = {n: get_link(n, field="inter", **kw) for n in grid.inter}
     combos = list(product(grid.workers, grid.gpus_per_node, grid.intra, grid.inter,
@@ -100,7 +100,7 @@ def comm_grid(grid: Grid) -> dict[str, np.ndarray]:
             "intra_source": _labels(li, intra), "inter_source": _labels(le, inter)}
 
 
-def _labels(names: np.ndarray, links: dict) -> "pd.Categorical":
+def _labels(names: np.ndarray, links: dict) -> "pd.Categorical[str]":
     """``provenance: source`` of each row's link, as a categorical (few distinct values)."""
     import pandas as pd
 

@@ -13,7 +13,7 @@ with the reason, never dropped silently.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DgtracesError
 from .cluster import DEFAULT_BUCKET_BYTES, POLICY_NAMES, Cluster, Policy
@@ -154,7 +154,7 @@ def cpu_effects(row, trace, runs) -> dict:
       (workers x threads >= cores of the trace's run), gloo's all-reduce work has no core of
       its own, so it cannot overlap with compute.
     """
-    info = {}
+    info: dict[str, Any] = {}
     if runs is not None and trace.run_id is not None:
         match = runs.loc[runs["run_id"] == trace.run_id]
         info = match.iloc[0].to_dict() if len(match) else {}
@@ -214,7 +214,7 @@ def validate(release: str | None = None) -> ValidationResult:
         rows["plain_ms"] = None
     rows["plain_ms"] = pd.to_numeric(rows["plain_ms"], errors="coerce")
     rows["predicted_ms"] = pd.to_numeric(rows["predicted_ms"], errors="coerce")
-    rows["measured_ms"] = pd.to_numeric(rows.get("measured_ms"), errors="coerce")
+    rows["measured_ms"] = pd.to_numeric(rows["measured_ms"], errors="coerce")
     rows["circular"] = rows["circular"].astype(bool)
     rows["ape_pct"] = (rows["predicted_ms"] - rows["measured_ms"]).abs() / rows["measured_ms"] * 100
     rows["signed_error_pct"] = (rows["predicted_ms"] / rows["measured_ms"] - 1) * 100
@@ -250,7 +250,7 @@ def parity_plot(res: ValidationResult, path) -> None:
     markers = {"naive": "o", "wfbp": "s", "bucketed": "^", "mgwfbp": "D"}
     for (prov, circ, pol), part in ok.groupby(["provenance", "circular", "policy"]):
         label = f"{prov}{' (circular)' if circ else ''}: {pol}"
-        ax.scatter(part["measured_ms"], part["predicted_ms"], marker=markers.get(pol, "x"),
+        ax.scatter(part["measured_ms"], part["predicted_ms"], marker=markers.get(str(pol), "x"),
                    alpha=0.5 if circ else 0.9, label=label, s=36)
     differs = ok[(ok["plain_ms"] - ok["predicted_ms"]).abs() > 1e-9 * ok["predicted_ms"]]
     if len(differs):

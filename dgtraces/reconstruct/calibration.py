@@ -97,6 +97,9 @@ def fitted_rows(device: str) -> list[CalibrationRow]:
 def observation(r: CalibrationRow, variants: bool = True) -> Observation:
     """The row as a time to fit, on the architecture it ran (``variants``) or, for the
     before/after comparison only, on our Caffe spec of the same name."""
+    if not r.batch_size or not r.img_per_s:
+        raise DgtracesError(f"calibration.csv row {r.row} has no batch size or throughput to "
+                            "fit", code="NO_CALIBRATION")
     arch = architecture(r.framework, r.model) if variants else r.model
     return Observation(arch, r.batch_size, r.phase, 1000.0 * r.batch_size / r.img_per_s,
                        f"calibration.csv row {r.row}")

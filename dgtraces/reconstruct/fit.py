@@ -141,11 +141,13 @@ def fit(dev: Device, obs: list[Observation], *, starts=STARTS,
     def fun(theta):
         return residuals(_to_params(theta), dev, obs, arrays)
 
-    best = None
+    best: tuple[np.ndarray, float, int] | None = None
     for start in starts:
         theta, cost, its = _lm(fun, _from_params(start))
         if best is None or cost < best[1]:
             best = (theta, cost, its)
+    if best is None:
+        raise DgtracesError("no starting point to fit from", code="NO_CALIBRATION")
     params = _to_params(best[0])
     pred = [predict_ms(arrays[o.model], params, dev, o.batch_size, o.phase) for o in obs]
     return FitResult(params, list(obs), pred, float(np.sqrt(best[1] / len(obs))), best[2], dev)

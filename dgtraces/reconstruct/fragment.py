@@ -40,6 +40,7 @@ def _fits(rep: MethodReport) -> list[str]:
         out.append("")
         if cal.amp is not None:
             a = cal.amp_fit
+            assert a is not None  # set together with cal.amp
             out.append(f"amp (tensor cores): `eff_tensor` = {cal.amp.eff_tensor:.3f}, set so the "
                        f"{a['model_used']} amp/fp32 training speed-up equals the published "
                        f"resnet50v1.5 ratio {a['target_speedup']:.2f} at an assumed batch of "
@@ -55,7 +56,7 @@ def _fits(rep: MethodReport) -> list[str]:
 def _variants() -> list[str]:
     from .variants import ROW_ARCHITECTURE, TF_RESNET_NOTE, VARIANTS
 
-    used = {}
+    used: dict[str, list[str]] = {}
     for (fw, model), arch in ROW_ARCHITECTURE.items():
         used.setdefault(arch, []).append(f"{fw} {model}")
     rows = [[f"`{v.key}`", ", ".join(used.get(v.key, [])), v.citation, v.confidence, v.notes]

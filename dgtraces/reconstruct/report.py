@@ -60,6 +60,7 @@ class MethodReport:
                            f"{e:+6.1f}%{flag}")
             if cal.amp is not None:
                 a = cal.amp_fit
+                assert a is not None  # set together with cal.amp
                 out.append(f"  amp: eff_tensor={cal.amp.eff_tensor:.3f}; amp/fp32 speed-up "
                            f"target {a['target_speedup']:.2f} (resnet50v1.5 rows), reached "
                            f"{a['reached_speedup']:.2f} at assumed batch "
@@ -200,12 +201,12 @@ def build_report(version: str | None = None, *,
         except StoreError:  # no release at all: the report covers the published rows only
             frames = {}
     if frames is None:  # an explicit version that does not exist (or is broken) raises
-        version = store.norm_version(version)
+        version = store.norm_version(str(version))
         frames = store.read_all(version)
     cals = {d: calibrate(d) for d in GPU_DEVICES}
     cpu = cpu_validations(frames, missing)
     runs, lt = frames.get("runs"), frames.get("layer_timings")
-    if runs is None or not (runs["provenance"] == "published").any():
+    if runs is None or lt is None or not (runs["provenance"] == "published").any():
         from ..importers.published import published_tables
 
         pub = published_tables()
