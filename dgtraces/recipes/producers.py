@@ -102,7 +102,7 @@ def cpu_collection(ctx: "Context", models: Sequence[str],
     started = time.time()
     with measure_lock(f"dgtraces recipe {ctx.version}"):
         for model in models:
-            for threads, sizes in zip((1, 2), layer_batches[model]):
+            for threads, sizes in zip((1, 2), layer_batches[model], strict=True):
                 for b in sizes:
                     tr = collect_layers(model, b, repeats=repeats, warmup=warmup,
                                         threads=threads)
