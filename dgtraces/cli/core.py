@@ -24,7 +24,7 @@ def info(as_json: bool) -> None:
     rels = store.list_releases()
     out: dict[str, Any] = {"version": __version__, "data": str(loc.root), "data_kind": loc.kind,
                            "releases": rels,
-           "latest": rels[-1] if rels else None, "tables": {}}
+                           "latest": rels[-1] if rels else None, "tables": {}}
     if rels:
         out["tables"] = {k: v["rows"] for k, v in sorted(store.tables(rels[-1]).items())}
     if as_json:

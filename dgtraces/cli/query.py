@@ -154,7 +154,7 @@ def _print_vertical(console, columns: list[str], cells: list[list[str]]) -> None
     for n, row in enumerate(cells, 1):
         console.print(Text(f"-[ row {n} ]" + "-" * max(0, min(console.width, 40) - 12),
                            style="dim"))
-        for col, value in zip(columns, row):
+        for col, value in zip(columns, row, strict=True):
             console.print(Text(f"{str(col):<{pad}} | {value}"), soft_wrap=True)
 
 
