@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from .models.registry import MODELS, entry
 
@@ -76,7 +77,7 @@ PAPER_BIBTEX = """@inproceedings{shi2018dag,
   booktitle = {2018 IEEE 24th International Conference on Parallel and Distributed Systems (ICPADS)},
   year      = {2018},
   note      = {arXiv:1805.03812}
-}"""
+}"""  # noqa: E501 (the BibTeX booktitle stays on one line)
 LICENSES = f"""The dataset is released under **CC-BY-4.0** ({LICENSE_URL}) for the rows we
 produced: the `layers` table (computed from the cited architecture definitions) and the rows
 with provenance `measured` or `reconstructed`, except those derived from B-Caffe below.
@@ -143,7 +144,8 @@ def provenance_stats(version: str | None = None, root=None) -> dict[str, dict]:
     try:
         for table, entry in sorted(entries.items()):
             cols = set(entry.get("columns") or [])
-            item = {"rows": int(entry["rows"]), "provenance": {}, "sources": [], "bcaffe": 0,
+            item: dict[str, Any] = {"rows": int(entry["rows"]), "provenance": {}, "sources": [],
+                                    "bcaffe": 0,
                     "via": None}
             frm = _provenance_from(table, cols, entries)
             if frm is not None:
@@ -153,9 +155,9 @@ def provenance_stats(version: str | None = None, root=None) -> dict[str, dict]:
                     f"ORDER BY provenance, count(*) DESC, source").fetchall()
                 for prov, _, n in item["sources"]:
                     item["provenance"][prov] = item["provenance"].get(prov, 0) + n
-                item["bcaffe"] = con.execute(
+                (item["bcaffe"],) = con.execute(
                     f"SELECT count(*) FROM {frm} WHERE regexp_matches(source, ?)",
-                    [BCAFFE_PATTERN]).fetchone()[0]
+                    [BCAFFE_PATTERN]).fetchone() or (0,)
             stats[table] = item
     finally:
         con.close()
@@ -299,7 +301,7 @@ def render_card(version: str | None = None, root=None, *, data_dir: str = "data"
         lines += [f"<!-- from cards/fragments/{name} -->", "", text, ""]
     lines += ["## Files (manifest)", "", "| file | rows | bytes | sha256 |",
               "| --- | ---: | ---: | --- |"]
-    for table, e in sorted(manifest["tables"].items()):
+    for _table, e in sorted(manifest["tables"].items()):
         lines.append(f"| `{data_dir + '/' if data_dir else ''}{e['file']}` | {e['rows']} | "
                      f"{e['bytes']} | `{e['sha256']}` |")
     lines += ["", f"Manifest digest: `{manifest['digest']}`. `dgtraces verify` re-checks every "

@@ -8,9 +8,10 @@ excluded); for CSV files the message also gives the 1-based line number.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from .errors import Failure, ValidationError
 

@@ -5,8 +5,8 @@ Library code raises these; only the CLI prints them (``error.report()``) and pic
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 # Reason codes. Add new ones here so they stay documented in one place.
 CODES = {

@@ -61,7 +61,8 @@ def export(out: str | os.PathLike, version: str | None = None, root=None, *,
         stats = provenance_stats(version, root)  # one pass over the data for all three
         _copy_fragment_assets(tmp, fragments_dir, stats)
         store.atomic_write_bytes(tmp / "README.md", render_card(
-            version, root, data_dir=DATA_DIR, fragments_dir=fragments_dir,
+            version, root, data_dir=DATA_DIR,
+            fragments_dir=None if fragments_dir is None else Path(fragments_dir),
             stats=stats).encode())
         store.atomic_write_bytes(tmp / "croissant.json",
                                  croissant.render(version, root, DATA_DIR, stats).encode())

@@ -33,9 +33,10 @@ prints; results are returned as :class:`SqlResult` or streamed as Arrow batches.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from .errors import DgtracesError
 
@@ -257,7 +258,7 @@ class Query:
         """Row tuples in batches, streamed through Arrow; runs the query (sets ``columns``)
         before returning."""
         _, batches = self.arrow_batches(size)
-        return (list(zip(*(col.to_pylist() for col in b.columns))) for b in batches)
+        return (list(zip(*(col.to_pylist() for col in b.columns), strict=True)) for b in batches)
 
     def close(self) -> None:
         self.con.close()
@@ -274,7 +275,7 @@ def _count(name: str, value, least: int) -> int:
     from numbers import Integral
 
     if isinstance(value, bool) or not isinstance(value, Integral) or not \
-            least <= value <= 2 ** 62:
+            least <= int(value) <= 2 ** 62:
         raise DgtracesError(f"{name} must be a whole number >= {least}, got {value!r}",
                             code="BAD_INPUT")
     return int(value)

@@ -61,7 +61,7 @@ class Layers(_Base):
         unique = ["model", "layer"]
 
     @pa.dataframe_check(error="grad_bytes must be 4 * params (fp32)")
-    def _grad_is_fp32(cls, df: pd.DataFrame) -> Series[bool]:
+    def _grad_is_fp32(cls, df: pd.DataFrame) -> pd.Series:
         return df["grad_bytes"] == 4 * df["params"]
 
 
@@ -116,7 +116,7 @@ class LayerTimings(_Base):
         unique = ["run_id", "layer"]
 
     @pa.dataframe_check(error="need p10 <= median <= p90 where present")
-    def _ordered_spread(cls, df: pd.DataFrame) -> Series[bool]:
+    def _ordered_spread(cls, df: pd.DataFrame) -> pd.Series:
         ok = pd.Series(True, index=df.index)
         for p in ("fwd", "bwd"):
             lo, med, hi = df[f"{p}_p10_ms"], df[f"{p}_ms"], df[f"{p}_p90_ms"]
@@ -163,7 +163,7 @@ class Iterations(_Base):
     notes: Series[str] = F("free text", nullable=True)
 
     @pa.dataframe_check(error="need iter_ms or throughput_img_s")
-    def _has_time(cls, df: pd.DataFrame) -> Series[bool]:
+    def _has_time(cls, df: pd.DataFrame) -> pd.Series:
         return df["iter_ms"].notna() | df["throughput_img_s"].notna()
 
 

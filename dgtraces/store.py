@@ -14,10 +14,11 @@ import os
 import re
 import secrets
 import shutil
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from .datadirs import DATA_ENV  # noqa: F401  (re-exported: store.DATA_ENV)
 from .errors import Failure, IntegrityError, StoreError
@@ -62,7 +63,7 @@ def parse_version(version: str) -> tuple[int, int, int]:
 
 
 def norm_version(version: str) -> str:
-    return "%d.%d.%d" % parse_version(version)
+    return ".".join(map(str, parse_version(version)))
 
 
 def list_releases(root=None) -> list[str]:
@@ -135,7 +136,7 @@ def _fsync_dir(path: Path) -> None:
 
 def utc_now(fmt: str = ISO_UTC) -> str:
     """The current UTC time, ISO 8601 with ``Z`` by default (``STAMP_UTC`` for ids)."""
-    return datetime.now(timezone.utc).strftime(fmt)
+    return datetime.now(UTC).strftime(fmt)
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:

@@ -3,8 +3,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as _hyp_settings
 
 REPO = Path(__file__).resolve().parent.parent
+CI_FULL = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
 
 
 @pytest.fixture
@@ -106,16 +109,21 @@ def mini_store(mini_release_root, monkeypatch):
     return mini_release_root
 
 
-# Hypothesis profiles (contribution fuzzing): "ci" runs >= 500 examples; pick "dev" for a
-# quick local run with HYPOTHESIS_PROFILE=dev. Loaded only when the variable is set.
-from hypothesis import HealthCheck, settings as _hyp_settings  # noqa: E402
-
+# Hypothesis profiles: "ci" (the full example counts: >= 500 mutated contributions) when
+# CI=true, else the quick "dev" one; HYPOTHESIS_PROFILE=ci|dev picks one explicitly.
+# Tests that set their own max_examples keep it in both.
 _hyp_settings.register_profile("ci", max_examples=500, deadline=None, derandomize=True,
                                suppress_health_check=[HealthCheck.too_slow])
-_hyp_settings.register_profile("dev", max_examples=60, deadline=None,
+_hyp_settings.register_profile("dev", max_examples=40, deadline=None, derandomize=True,
                                suppress_health_check=[HealthCheck.too_slow])
-if os.environ.get("HYPOTHESIS_PROFILE"):
-    _hyp_settings.load_profile(os.environ["HYPOTHESIS_PROFILE"])
+_hyp_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if CI_FULL else "dev"))
+
+
+@pytest.fixture(scope="session")
+def ci_full() -> bool:
+    """True under CI=true: tests that repeat a check over many trials run all of them;
+    a local run takes a smaller (still varied) share."""
+    return CI_FULL
 
 
 # --- contribute tests: a v0.1.0-only store whose `release` CHANGELOG and card stay in tmp ----

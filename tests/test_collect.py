@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from itertools import pairwise
 
 import pandas as pd
 import pytest
@@ -34,7 +35,7 @@ def test_stats_median_and_percentiles():
 def test_sizes_parse():
     sizes = parse_sizes("4B..64MiB")
     assert sizes[0] == 4 and sizes[-1] == 64 * 1024 ** 2 and len(sizes) == 13
-    assert all(b == 4 * a for a, b in zip(sizes, sizes[1:]))
+    assert all(b == 4 * a for a, b in pairwise(sizes))
     assert parse_sizes("4B..1KiB", factor=2) == [4, 8, 16, 32, 64, 128, 256, 512, 1024]
     assert parse_sizes("1MiB,4B") == [4, 1024 ** 2]
     assert parse_size("16K") == 16384

@@ -6,6 +6,7 @@ import json
 import pytest
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
 
 from click.testing import CliRunner  # noqa: E402
 
@@ -110,20 +111,22 @@ def test_comm_two_workers_gloo():
     assert set(one) == {"comm"} and len(validate_frame("comm", one["comm"])) == 1
 
 
-def test_ssgd_two_workers_every_policy(tmp_path):
+@pytest.mark.slow
+def test_ssgd_two_workers_every_policy(tmp_path, ci_full):
+    iters = 2 if ci_full else 1  # AlexNet's 244 MB of gradients per iteration and policy
     df = collect_ssgd("alexnet", workers=2, threads_per_worker=1,
-                      policies=("naive", "wfbp", "bucketed"), bucket_mb=8, iters=2,
+                      policies=("naive", "wfbp", "bucketed"), bucket_mb=8, iters=iters,
                       warmup=0, batch_size=1, trace_run_id=None)
     it = validate_frame("iterations", df)
     assert list(it["policy"]) == ["naive", "wfbp", "bucketed"]
     assert list(it["bucket_bytes"].isna()) == [True, True, False]
     assert int(it["bucket_bytes"].iloc[2]) == 8 * 1024 * 1024
-    assert (it["n"] == 2).all() and (it["workers"] == 2).all() and (it["nodes"] == 1).all()
+    assert (it["n"] == iters).all() and (it["workers"] == 2).all() and (it["nodes"] == 1).all()
     assert (it["provenance"] == "measured").all() and (it["backend"] == "gloo").all()
     for row in it.itertuples():
         ph = json.loads(row.phases_json)
         assert {"fwd_ms", "bwd_ms", "comm_wait_ms", "update_ms"} <= set(ph)
-        assert len(ph["iter_samples_ms"]) == 2 and set(ph["per_rank_median_ms"]) == {
+        assert len(ph["iter_samples_ms"]) == iters and set(ph["per_rank_median_ms"]) == {
             "rank0", "rank1"}
         assert row.iter_p10_ms <= row.iter_ms <= row.iter_p90_ms
         assert row.throughput_img_s == pytest.approx(2 / (row.iter_ms / 1000))

@@ -12,9 +12,14 @@ import pytest
 
 from dgtraces.contribute import Limits, contribute
 from dgtraces.contribute.staging import get_staged, list_staged, reject, store_lock
-from dgtraces.contribute.template import (EXAMPLE_META, EXAMPLE_RUN_PREFIX, EXAMPLE_SOURCE,
-                                          PLACEHOLDER_CONTRIBUTOR, template_frames,
-                                          write_template)
+from dgtraces.contribute.template import (
+    EXAMPLE_META,
+    EXAMPLE_RUN_PREFIX,
+    EXAMPLE_SOURCE,
+    PLACEHOLDER_CONTRIBUTOR,
+    template_frames,
+    write_template,
+)
 from dgtraces.errors import DgtracesError
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,7 +1,6 @@
 """Hypothesis: a valid contribution mutated at random is either refused with a registered
 reason code and the data tree byte-identical, or staged as schema-valid content."""
 
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -9,17 +8,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as s
-from test_contribute import META as BASE_META, make_store, tree_digest, variant, write_contrib
+from test_contribute import META as BASE_META
+from test_contribute import make_store, tree_digest, variant, write_contrib
 
 from dgtraces.checks import validate_frame
 from dgtraces.contribute import contribute
 from dgtraces.contribute.staging import reject
 from dgtraces.errors import CODES, DgtracesError
-
-PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
-EXAMPLES = settings.get_profile(PROFILE).max_examples
-if PROFILE == "ci":
-    EXAMPLES = max(EXAMPLES, 500)
 
 TABLE = s.sampled_from(["runs", "layer_timings"])
 IDX = s.integers(0, 40)
@@ -99,7 +94,8 @@ def _apply(ops, runs, lt):
     return frames["runs"], frames["layer_timings"], meta
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+@pytest.mark.slow
+@settings(deadline=None, derandomize=True,  # max_examples: the profile's (tests/conftest.py)
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(ops=s.lists(OPS, min_size=1, max_size=3), fmt=s.sampled_from(["csv", "parquet"]))
 def test_mutated_contributions_refused_cleanly_or_staged_valid(fuzz_store, ops, fmt):

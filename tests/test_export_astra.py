@@ -54,7 +54,7 @@ def test_reconstructed_run_round_trips_counts_units_and_sums(shipped, tmp_path):
     # 1 GHz: 1e6 cycles per ms; each value rounded to a whole cycle
     n = len(rows)
     assert abs(sum(r["fwd_cycles"] for r in rows) - sum(trace.fwd_ms) * 1e6) <= n
-    for r, b in zip(rows, trace.bwd_ms):
+    for r, b in zip(rows, trace.bwd_ms, strict=True):
         assert abs(r["ig_cycles"] + r["wg_cycles"] - b * 1e6) <= 1
     assert abs(sum(r["update_cycles"] for r in rows) - trace.update_ms * 1e6) <= n
     # gradient bytes: the layers table's, all-reduced exactly where there is a gradient
@@ -87,7 +87,7 @@ def test_clock_scales_cycles_and_measured_runs_export(shipped):
     trace = load_run_trace(MEASURED, RELEASE)
     one = astra_workload(trace).layers
     two = astra_workload(trace, clock_ghz=2.0).layers
-    assert all(abs(b.fwd_cycles - 2 * a.fwd_cycles) <= 1 for a, b in zip(one, two))
+    assert all(abs(b.fwd_cycles - 2 * a.fwd_cycles) <= 1 for a, b in zip(one, two, strict=True))
     assert astra_workload(trace).meta["trace_provenance"] == "measured"
 
 

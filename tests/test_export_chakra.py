@@ -66,7 +66,7 @@ def test_nodes_durations_sizes_and_dependencies(trace, tmp_path):
     assert len(comp) == 2 * 228 + 1 and len(comm) == len(sched.messages) > 1
     assert [n.id for n in nodes] == list(range(len(nodes)))
     by_name = {n.name: n for n in comp}
-    for layer, f, b in zip(trace.layers, trace.fwd_ms, trace.bwd_ms):
+    for layer, f, b in zip(trace.layers, trace.fwd_ms, trace.bwd_ms, strict=True):
         assert by_name[f"fwd/{layer}"].duration_micros == round(f * 1000)
         assert by_name[f"bwd/{layer}"].duration_micros == round(b * 1000)
     assert by_name["update"].duration_micros == round(trace.update_ms * 1000)
@@ -79,7 +79,7 @@ def test_nodes_durations_sizes_and_dependencies(trace, tmp_path):
     assert list(by_name[f"fwd/{first}"].data_deps) == []
     assert list(by_name[f"fwd/{trace.layers[1]}"].data_deps) == [ids[f"fwd/{first}"]]
     assert list(by_name[f"bwd/{last}"].data_deps) == [ids[f"fwd/{last}"]]
-    for k, (msg, node) in enumerate(zip(sched.messages, comm)):
+    for k, (msg, node) in enumerate(zip(sched.messages, comm, strict=True)):
         want = {ids[f"bwd/{msg.layers[-1]}"]} | ({comm[k - 1].id} if k else set())
         assert set(node.data_deps) == want
     assert set(by_name["update"].data_deps) == {ids[f"bwd/{first}"], comm[-1].id}

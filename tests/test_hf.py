@@ -41,7 +41,7 @@ def test_export_layout_bytes_and_yaml_configs(exported, mini_release_root):
     assert files == sorted(["README.md", "croissant.json", "manifest.json"]
                            + [f"data/{t}.parquet" for t in TABLES])
     src = store.release_path(root=mini_release_root)
-    for t, e in manifest["tables"].items():
+    for e in manifest["tables"].values():
         assert (exported / "data" / e["file"]).read_bytes() == (src / e["file"]).read_bytes()
     assert json.loads((exported / "manifest.json").read_text()) == manifest
     meta = front_matter((exported / "README.md").read_text())
@@ -50,7 +50,7 @@ def test_export_layout_bytes_and_yaml_configs(exported, mini_release_root):
     assert meta["pretty_name"] and meta["tags"]
     configs = {c["config_name"]: c for c in meta["configs"]}
     assert sorted(configs) == TABLES
-    for name, c in configs.items():
+    for c in configs.values():
         (split,) = c["data_files"]
         assert split["split"] == "train" and (exported / split["path"]).is_file()
     assert [c["config_name"] for c in meta["configs"] if c.get("default")] == ["layer_timings"]

@@ -6,9 +6,14 @@ from dgtraces import reference
 from dgtraces.checks import validate_tables
 from dgtraces.errors import DgtracesError
 from dgtraces.importers import osu
-from dgtraces.importers.published import (calibration_iterations, comm_csv_disagreements,
-                                          devices_frame, exclude_variants, is_variant,
-                                          published_tables)
+from dgtraces.importers.published import (
+    calibration_iterations,
+    comm_csv_disagreements,
+    devices_frame,
+    exclude_variants,
+    is_variant,
+    published_tables,
+)
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,7 @@
 import pytest
 
 from dgtraces.errors import UnknownModelError
-from dgtraces.models import (MODELS, blobs, get_spec, inferred, layers_frame,
-                             padded_param_count)
+from dgtraces.models import MODELS, blobs, get_spec, inferred, layers_frame, padded_param_count
 
 
 def total(model, aux=True):

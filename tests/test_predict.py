@@ -8,8 +8,17 @@ import pytest
 
 from dgtraces.errors import DgtracesError
 from dgtraces.models import layers_frame
-from dgtraces.predict import (Cluster, Link, Policy, collective, from_frame, get_link,
-                              links_frame, predict, simulate)
+from dgtraces.predict import (
+    Cluster,
+    Link,
+    Policy,
+    collective,
+    from_frame,
+    get_link,
+    links_frame,
+    predict,
+    simulate,
+)
 from dgtraces.predict.comm import ALGORITHMS, collective_ab
 from dgtraces.predict.policies import optimal_groups
 

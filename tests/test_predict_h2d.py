@@ -16,7 +16,8 @@ def test_gpu_trace_gets_modelled_input_copy(empty_store):
     t = with_default_h2d(_trace("k80"), "pcie3")
     link = get_link("pcie3", use_store=False)
     nbytes = 32 * 3 * 227 * 227 * 4
-    assert abs(t.h2d_ms - (link.alpha_us / 1e3 + nbytes / (link.bandwidth_gb_s * 1e9) * 1e3)) < 1e-12
+    want_ms = link.alpha_us / 1e3 + nbytes / (link.bandwidth_gb_s * 1e9) * 1e3
+    assert abs(t.h2d_ms - want_ms) < 1e-12
     assert "h2d modelled" in t.source
 
 

@@ -1,5 +1,6 @@
 """Property tests of the predictor (hypothesis) and reference-vs-vectorised agreement."""
 
+import itertools
 from dataclasses import replace
 
 import numpy as np
@@ -10,8 +11,8 @@ from hypothesis import strategies as st
 
 from dgtraces.models import layers_frame
 from dgtraces.predict import Cluster, Link, Policy, from_frame, simulate
-from dgtraces.predict.fast import iter_times, prepare
 from dgtraces.predict.comm import ALGORITHMS, collective, collective_ab
+from dgtraces.predict.fast import iter_times, prepare
 from dgtraces.predict.policy_registry import POLICY_NAMES
 from dgtraces.predict.sweep import Grid, comm_grid, reference_row, run_sweep
 
@@ -98,7 +99,7 @@ def test_throughput_monotone_in_workers_when_comm_is_free(trace, algo, name, ove
     for w in (1, 2, 3, 4, 8, 16, 64):
         t = it(trace, Cluster(w, 4, free, free, algo, 4), Policy(name, overlap))
         thr.append(w * trace.batch_size / t)
-    assert all(b >= a for a, b in zip(thr, thr[1:]))
+    assert all(b >= a for a, b in itertools.pairwise(thr))
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

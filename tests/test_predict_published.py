@@ -7,8 +7,8 @@ from dgtraces import reference
 from dgtraces._version import __version__
 from dgtraces.errors import DgtracesError
 from dgtraces.predict import Cluster, Policy, calibrate, predict_trace, resolve
-from dgtraces.predict.links import ring_link_from_allreduce
 from dgtraces.predict.linkfit import link_from_fit
+from dgtraces.predict.links import ring_link_from_allreduce
 from dgtraces.predict.published import validate_published
 
 

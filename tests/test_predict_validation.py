@@ -1,6 +1,7 @@
 """Predictor against a synthetic release: store traces, comm_fits, validation, CLI, timelines."""
 
 import json
+from itertools import pairwise
 
 import numpy as np
 import pandas as pd
@@ -229,9 +230,9 @@ def test_predict_trace_schedule_is_consistent(release):
     pred, sched = predict_trace(from_run(RUN), Cluster(2, 2, "loopback-gloo", "loopback-gloo"),
                                 Policy("wfbp"))
     compute = [t for t in sched.tasks if t.stream == "compute"]
-    assert all(a.end_ms <= b.start_ms + 1e-9 for a, b in zip(compute, compute[1:]))
+    assert all(a.end_ms <= b.start_ms + 1e-9 for a, b in pairwise(compute))
     comm = [t for t in sched.tasks if t.stream == "comm"]
-    assert all(a.end_ms <= b.start_ms + 1e-9 for a, b in zip(comm, comm[1:]))
+    assert all(a.end_ms <= b.start_ms + 1e-9 for a, b in pairwise(comm))
     assert pred.breakdown["messages"] == len(comm) == 8
 
 

@@ -7,8 +7,7 @@ import pytest
 from dgtraces.checks import validate_tables
 from dgtraces.errors import DgtracesError
 from dgtraces.reconstruct import METHOD_VERSION, method_id, reconstruct_trace, runs_frame
-from dgtraces.reconstruct.calibration import (calibrate, calibration_rows, fitted_rows,
-                                              observation)
+from dgtraces.reconstruct.calibration import calibrate, calibration_rows, fitted_rows, observation
 from dgtraces.reconstruct.costmodel import Device, Params, layer_arrays, predict_ms, subset
 from dgtraces.reconstruct.fit import Observation, fit
 

@@ -34,7 +34,7 @@ def measured(noise=0.0, seed=0, threads=2, flagged_extra=True):
                          "device_kind": "cpu", "precision": "fp32", "provenance": "measured",
                          "flagged": False, "fwd_ms": c.fwd_ms.sum(), "bwd_ms": c.bwd_ms.sum()})
             lts += [{"run_id": rid, "layer": n, "fwd_ms": x, "bwd_ms": y}
-                    for n, x, y in zip(la.layer, f, bw)]
+                    for n, x, y in zip(la.layer, f, bw, strict=True)]
     if flagged_extra:  # must be ignored: flagged, other thread count
         runs.append({**runs[0], "run_id": "m-flagged", "flagged": True, "fwd_ms": 1e6})
         runs.append({**runs[0], "run_id": "m-t1", "threads": 1, "fwd_ms": 1e6})

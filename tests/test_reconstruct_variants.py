@@ -2,8 +2,14 @@ import numpy as np
 import pytest
 
 from dgtraces.models import MODELS, layers_frame
-from dgtraces.reconstruct.calibration import (WINOGRAD_DEVICES, calibrate, fitted_rows, get_device,
-                                              loo, observation)
+from dgtraces.reconstruct.calibration import (
+    WINOGRAD_DEVICES,
+    calibrate,
+    fitted_rows,
+    get_device,
+    loo,
+    observation,
+)
 from dgtraces.reconstruct.costmodel import layer_arrays, predict_ms
 from dgtraces.reconstruct.fit import fit
 from dgtraces.reconstruct.variants import VARIANTS, architecture, get_variant_spec

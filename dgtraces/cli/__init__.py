@@ -14,6 +14,7 @@ import click
 
 from .._version import __version__
 
+
 class OutPath(click.Path):
     """A path the command writes to: never inside the data folder (BAD_INPUT)."""
 

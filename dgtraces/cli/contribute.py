@@ -39,9 +39,7 @@ def contribute(path, template_dir, dry_run, lock_timeout) -> None:
     from ..errors import DgtracesError
 
     if template_dir:
-        from ..contribute.template import write_template
-
-        from ..contribute.template import TO_REPLACE
+        from ..contribute.template import TO_REPLACE, write_template
 
         for p in write_template(template_dir):
             click.echo(f"wrote {p}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -21,9 +22,9 @@ def info(as_json: bool) -> None:
 
     loc = locate()
     rels = store.list_releases()
-    out = {"version": __version__, "data": str(loc.root), "data_kind": loc.kind,
-           "releases": rels,
-           "latest": rels[-1] if rels else None, "tables": {}}
+    out: dict[str, Any] = {"version": __version__, "data": str(loc.root), "data_kind": loc.kind,
+                           "releases": rels,
+                           "latest": rels[-1] if rels else None, "tables": {}}
     if rels:
         out["tables"] = {k: v["rows"] for k, v in sorted(store.tables(rels[-1]).items())}
     if as_json:

@@ -11,6 +11,7 @@ import os
 import secrets
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -30,7 +31,8 @@ def _atomic_open(path: str | None, mode: str):
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".tmp-{target.name}.{secrets.token_hex(4)}"
     try:
-        with open(tmp, mode, **({"encoding": "utf-8", "newline": ""} if "b" not in mode else {})) \
+        text: dict[str, Any] = {"encoding": "utf-8", "newline": ""} if "b" not in mode else {}
+        with open(tmp, mode, **text) \
                 as fh:
             yield fh
         os.replace(tmp, target)
@@ -78,7 +80,7 @@ def _write_json(q, out) -> int:
         fh.write("[")
         for batch in batches:
             for row in batch:
-                rec = {c: _json_value(v) for c, v in zip(q.columns, row)}
+                rec = {c: _json_value(v) for c, v in zip(q.columns, row, strict=True)}
                 fh.write(("\n  " if n == 0 else ",\n  ") + json.dumps(rec, allow_nan=False))
                 n += 1
         fh.write("\n]\n" if n else "]\n")
@@ -125,20 +127,20 @@ def _print_table(q, max_rows: int) -> None:
     console = Console()
     console.print(f"[dim]dgtraces {res.version}: {shown}[/dim]")
     widths = [max([len(str(c)), len(t)] + [len(r[i]) for r in cells])
-              for i, (c, t) in enumerate(zip(res.columns, res.types))]
+              for i, (c, t) in enumerate(zip(res.columns, res.types, strict=True))]
     if sum(widths) + 3 * len(widths) + 1 > console.width:
         _print_vertical(console, res.columns, cells)
     else:
         table = Table()
         numeric = ("INT", "DOUBLE", "FLOAT", "DECIMAL", "REAL", "HUGEINT")
-        for col, typ in zip(res.columns, res.types):
+        for col, typ in zip(res.columns, res.types, strict=True):
             right = any(t in typ.upper() for t in numeric)
             # Text, not markup strings: names and values are data ("[x]" must print as is)
             table.add_column(Text.assemble(str(col), "\n", (typ.lower(), "dim")),
                              justify="right" if right else "left", overflow="fold")
-        for row, raw in zip(cells, res.rows):
+        for row, raw in zip(cells, res.rows, strict=True):
             table.add_row(*(Text("null", style="dim") if v is None else Text(c)
-                            for c, v in zip(row, raw)))
+                            for c, v in zip(row, raw, strict=True)))
         console.print(table)
     if res.truncated:
         console.print("[yellow]more rows not shown; raise --max-rows or use "
@@ -153,7 +155,7 @@ def _print_vertical(console, columns: list[str], cells: list[list[str]]) -> None
     for n, row in enumerate(cells, 1):
         console.print(Text(f"-[ row {n} ]" + "-" * max(0, min(console.width, 40) - 12),
                            style="dim"))
-        for col, value in zip(columns, row):
+        for col, value in zip(columns, row, strict=True):
             console.print(Text(f"{str(col):<{pad}} | {value}"), soft_wrap=True)
 
 

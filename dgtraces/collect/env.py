@@ -10,8 +10,9 @@ import secrets
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import DgtracesError, require
 from ..store import STAMP_UTC, utc_now

@@ -1,4 +1,5 @@
-"""Caffe-``time``-style per-layer forward/backward timing on the CPU -> ``runs`` + ``layer_timings``.
+"""Caffe-``time``-style per-layer forward/backward timing on the CPU -> ``runs`` +
+``layer_timings``.
 
 Per repeat, two passes are made back to back (interleaved, so drift hits both alike):
 
@@ -19,8 +20,9 @@ from __future__ import annotations
 import gc
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from ..models import get_spec
 from . import env
@@ -76,11 +78,11 @@ def layerwise_pass(net, x, labels, fwd: dict, bwd: dict) -> float:
         got = torch.autograd.grad(out, wanted, upstream)
         bwd[name].append(clock() - t0)
         got = iter(got)
-        for b, inp in zip(net.bottoms[name], inputs):
+        for b, inp in zip(net.bottoms[name], inputs, strict=True):
             if inp.requires_grad:
                 g = next(got)
                 grads[b] = grads[b] + g if b in grads else g
-        for p, g in zip(params.get(name, []), got):
+        for p, g in zip(params.get(name, []), got, strict=True):
             p.grad = g if p.grad is None else p.grad + g
     return clock() - start
 
@@ -141,8 +143,8 @@ def _measure(model, batch_size, repeats, warmup, threads, aux, seed, progress) -
     net, opt, x, labels = prepare(model, batch_size, threads, aux, seed)
     load_before = env.loadavg()
     started = env.utc_now()
-    fwd = {n: [] for n in net.order}
-    bwd = {n: [] for n in net.order}
+    fwd: dict[str, list[float]] = {n: [] for n in net.order}
+    bwd: dict[str, list[float]] = {n: [] for n in net.order}
     whole: list[tuple[float, ...]] = []
     instrumented: list[float] = []
     total = warmup + repeats

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DgtracesError
 from ..models import get_spec
@@ -44,14 +44,16 @@ class Reducer:
         self.policy, self.bucket_bytes, self.world = policy, bucket_bytes, world
         self.layer_params = net.layer_params()
         self.owner = {p: name for name, ps in self.layer_params.items() for p in ps}
-        self.hooks, self.pending, self.bucket = [], [], []
+        self.hooks: list[Any] = []
+        self.pending: list[Any] = []
+        self.bucket: list[Any] = []
         self.left: dict[str, int] = {}
         self.calls = 0
 
     def attach(self) -> None:
         if grouping(self.policy) is Grouping.AFTER_BACKWARD:
             return
-        for name, ps in self.layer_params.items():
+        for ps in self.layer_params.values():
             for p in ps:
                 self.hooks.append(p.register_post_accumulate_grad_hook(self._ready))
 
@@ -145,7 +147,7 @@ def _row(model, policy, cfg, res, trace_run_id, before, after) -> dict:
     slowest = per_rank.max(axis=0)
     med = {ph: env.stats(slowest[:, i]) for i, ph in enumerate(PHASES)}
     it_med, it_p10, it_p90, n = med["iter"]
-    phases = {f"{ph}_ms": med[ph][0] for ph in PHASES[1:]}
+    phases: dict[str, Any] = {f"{ph}_ms": med[ph][0] for ph in PHASES[1:]}
     phases.update({
         "per_rank_median_ms": {f"rank{r}": {ph: float(np.median(per_rank[r, :, i]))
                                             for i, ph in enumerate(PHASES)}

@@ -14,10 +14,11 @@ import shutil
 import stat
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from ..errors import DgtracesError, Failure, ValidationError
 
@@ -109,7 +110,8 @@ def _check_zip(zf: zipfile.ZipFile, limits: Limits) -> list[zipfile.ZipInfo]:
         if info.file_size > limits.max_file_bytes:
             raise _unsafe("member too large", info.filename,
                           found=f"{info.file_size} > {limits.max_file_bytes} bytes")
-        if info.file_size > 65_536 and info.file_size > limits.max_ratio * max(info.compress_size, 1):
+        if (info.file_size > 65_536
+                and info.file_size > limits.max_ratio * max(info.compress_size, 1)):
             raise _unsafe("compression ratio too high (zip bomb?)", info.filename,
                           found=f"{info.file_size / max(info.compress_size, 1):.0f}:1")
         total += info.file_size

@@ -124,7 +124,7 @@ def read_meta(path: Path, max_bytes: int, problems: list[Failure] | None = None)
     if size > max_bytes:
         raise DgtracesError(f"{path.name}: too large", code="BAD_FILE",
                             failures=[Failure("BAD_FILE", "file too large", file=path.name,
-                                              expected=f"<= {max_bytes} bytes", found=size)])
+                                              expected=f"<= {max_bytes} bytes", found=str(size))])
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -147,7 +147,7 @@ def json_failures(meta: dict) -> list[Failure]:
     return []
 
 
-def device_keys(meta: dict) -> dict[str, str]:
+def device_keys(meta: dict) -> dict[str, str | None]:
     """Devices declared in contribution.yaml: key -> kind (cpu | gpu); malformed entries
     (reported as METADATA failures) are skipped."""
     devices = meta.get("devices") or []

@@ -18,7 +18,8 @@ Tolerances (documented in CONTRIBUTING.md):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..errors import Failure
 
@@ -35,7 +36,7 @@ MAX_REPORTED = 200  # failures per check; the report says how many more
 
 def _located(code: str, message: str, mask: "pd.Series", df: "pd.DataFrame", column: str,
              file: str | None, expected: str,
-             found: Callable[[int], str] | None = None) -> list[Failure]:
+             found: Callable[..., str] | None = None) -> list[Failure]:
     """One failure per True row of ``mask`` (row = position in the file), capped.
 
     ``found(row)`` describes the found value (default: the cell's repr); it runs only for
@@ -149,7 +150,7 @@ def layer_sum_failures(runs: "pd.DataFrame", lt: "pd.DataFrame",
     return out
 
 
-def device_failures(frames, files, known: dict[str, str]) -> list[Failure]:
+def device_failures(frames, files, known: dict[str, str | None]) -> list[Failure]:
     """Devices must be known (store or contribution.yaml: key -> kind), and a run's
     ``device_kind`` must be the kind its device is known as."""
     out: list[Failure] = []
@@ -167,6 +168,6 @@ def device_failures(frames, files, known: dict[str, str]) -> list[Failure]:
             out += _located("DEVICE_MISMATCH", "device_kind differs from the kind of its device "
                             "(devices table or contribution.yaml)", bad, d, "device_kind",
                             files.get(name), "the device's kind",
-                            lambda i: f"{d['device_kind'][i]!r} (device {d['device'][i]!r} is "
-                                      f"{want[i]!r})")
+                            lambda i, d=d, want=want:
+                            f"{d['device_kind'][i]!r} (device {d['device'][i]!r} is {want[i]!r})")
     return out

@@ -14,10 +14,11 @@ import os
 import re
 import secrets
 import shutil
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from .. import store
 from ..errors import DgtracesError, Failure, StoreError

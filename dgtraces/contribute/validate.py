@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from ..errors import Failure, ValidationError
 from . import plausibility as pl
@@ -98,9 +99,9 @@ def run_fingerprints(runs: "pd.DataFrame", lt: "pd.DataFrame") -> dict[str, str]
     uniq, start = np.unique(rid, return_index=True)
     ends = list(start[1:]) + [len(rid)]
     desc_cols = [c for c in RUN_DESCRIPTORS if c in runs.columns]
-    desc = dict(zip(runs["run_id"].astype(str), joined(runs, desc_cols)))
+    desc = dict(zip(runs["run_id"].astype(str), joined(runs, desc_cols), strict=True))
     out = {}
-    for run_id, a, b in zip(uniq, start, ends):
+    for run_id, a, b in zip(uniq, start, ends, strict=True):
         h = hashlib.sha256(desc.get(run_id, "").encode())
         h.update(rows[a:b].tobytes())
         out[str(run_id)] = h.hexdigest()
@@ -154,7 +155,8 @@ def store_known(root=None) -> Known:
         known.comm_keys.update(comm_keys(comm))
     devices = read("devices")
     if devices is not None:
-        known.devices.update(zip(devices["device"].astype(str), devices["kind"].astype(str)))
+        known.devices.update(zip(devices["device"].astype(str), devices["kind"].astype(str),
+                                 strict=True))
     return known
 
 

@@ -83,7 +83,7 @@ def split_backward(trace: Trace) -> BackwardSplit:
     flops = layers_frame(trace.model).set_index("layer").loc[list(trace.layers)]
     ig, wg = [], []
     for b, nbytes, fwd_f, bwd_f in zip(trace.bwd_ms, trace.grad_bytes, flops["fwd_flops"],
-                                       flops["bwd_flops"]):
+                                       flops["bwd_flops"], strict=True):
         wg_flops = min(int(fwd_f), int(bwd_f)) if nbytes > 0 else 0
         share = wg_flops / int(bwd_f) if int(bwd_f) > 0 else 0.0
         wg.append(b * share)

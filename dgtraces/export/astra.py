@@ -84,7 +84,7 @@ def astra_workload(trace: Trace, *, workers: int = 1, parallelism: str = "DATA",
     total_grad = sum(trace.grad_bytes)
     layers = []
     for name, f, ig, wg, nbytes in zip(trace.layers, trace.fwd_ms, split.ig_ms, split.wg_ms,
-                                       trace.grad_bytes):
+                                       trace.grad_bytes, strict=True):
         update_ms = trace.update_ms * nbytes / total_grad if total_grad else 0.0
         layers.append(AstraLayer(name, _cycles(f, clock_ghz), _cycles(ig, clock_ghz),
                                  _cycles(wg, clock_ghz), "ALLREDUCE" if nbytes else "NONE",

@@ -25,7 +25,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DgtracesError, Failure
 from . import IMPORTER_VERSION, citation, frame, positive_int, read_text
@@ -38,7 +38,8 @@ LINE = re.compile(r"^[IWEF](\d{2})(\d{2}) (\d{2}:\d{2}:\d{2})\.\d+\s+\d+\s+distr
                   r"\s*\[(?P<body>[^\]]*)\]\s*$")
 MARKER = "distributed.cpp:"
 # Settings stated nowhere in the shipped logs; inferred from the group's scripts (README.md).
-INFERRED = {"device": "k80", "batch_size": 64, "interconnect": "10GbE", "year": 2017}
+INFERRED: dict[str, Any] = {"device": "k80", "batch_size": 64, "interconnect": "10GbE",
+                            "year": 2017}
 FIELDS = ("blob_id", "numel", "compute_us", "comm_us", "merged_us")
 
 
@@ -124,7 +125,7 @@ def check_block(block: list[BlobLine], model: str, file: str = "<log>") -> int:
             failures=[Failure("GRAD_MISMATCH", "blob count", file=file, row=block[0].line,
                               expected=str(len(expected)), found=str(len(block)))])
     failures, padded = [], 0
-    for item, blob in zip(block, expected):
+    for item, blob in zip(block, expected, strict=True):
         pad = blob.padded(ALIGN)
         if item.numel == pad and pad != blob.numel:
             padded += 1
@@ -146,7 +147,7 @@ def _layer_times(block: list[BlobLine], model: str, file: str) -> dict[str, tupl
     from ..models import blobs
 
     out: dict[str, tuple[float, float]] = {}
-    for item, blob in zip(block, blobs(model)):
+    for item, blob in zip(block, blobs(model), strict=True):
         if blob.layer in out:
             compute, comm = out[blob.layer]
             if abs(compute - item.compute_us) > 1e-6 * max(compute, 1.0):
@@ -239,7 +240,7 @@ def import_log(path, model: str = "googlenet", *, run_id: str | None = None,
             else f"{path.name.split('.')[0]}-{digest[:8]}")
     run_id = run_id or f"bcaffe-{model}-{re.sub(r'[^A-Za-z0-9._-]', '-', stem)}"
     per_block = [_layer_times(b, model, file) for b in used]
-    timings = []
+    timings: list[dict[str, Any]] = []
     for layer in per_block[0]:
         bwd = sum(t[layer][0] for t in per_block) / len(per_block) / 1000.0
         comm = sum(t[layer][1] for t in per_block) / len(per_block) / 1000.0

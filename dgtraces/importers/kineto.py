@@ -35,6 +35,7 @@ import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -276,12 +277,12 @@ def _unmapped(events: list[Event], stray: list[str], mapped_ms: float) -> Unmapp
 
 def _timestamp(meta: dict, events: list[Event]) -> str:
     """Wall time of the first event: baseTimeNanoseconds + ts (us); import time if absent."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     base = meta.get("baseTimeNanoseconds")
     first = min((e.ts for e in events), default=0.0)
-    when = (datetime.fromtimestamp(int(base) / 1e9 + first / 1e6, timezone.utc) if base
-            else datetime.now(timezone.utc))
+    when = (datetime.fromtimestamp(int(base) / 1e9 + first / 1e6, UTC) if base
+            else datetime.now(UTC))
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -315,8 +316,8 @@ def import_trace(path, model: str, *, batch_size: int, run_id: str | None = None
     unscoped = tuple(name for name in order if name not in scoped)
     rows = []
     for layer in (name for name in order if name in scoped):
-        f = [v for (l, _), v in sorted(fwd.items()) if l == layer]
-        b = [v for (l, _), v in sorted(bwd.items()) if l == layer]
+        f = [v for (name, _), v in sorted(fwd.items()) if name == layer]
+        b = [v for (name, _), v in sorted(bwd.items()) if name == layer]
         row = {"run_id": run_id, "layer": layer, "n": len(f)}
         for prefix, vals in (("fwd", f), ("bwd", b)):
             if vals:

@@ -102,13 +102,13 @@ def fit(points) -> Fit:
     n = len(xs)
     mx, my = sum(xs) / n, sum(ys) / n
     sxx = sum((x - mx) ** 2 for x in xs)
-    beta = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+    beta = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else 0.0
     alpha = my - beta * mx
     if beta < 0:
         alpha, beta = my, 0.0
     elif alpha < 0:
-        alpha, beta = 0.0, sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs)
-    sse = sum((y - alpha - beta * x) ** 2 for x, y in zip(xs, ys))
+        alpha, beta = 0.0, sum(x * y for x, y in zip(xs, ys, strict=True)) / sum(x * x for x in xs)
+    sse = sum((y - alpha - beta * x) ** 2 for x, y in zip(xs, ys, strict=True))
     sst = sum((y - my) ** 2 for y in ys)
     r2 = 1.0 - sse / sst if sst else 1.0
     return Fit(alpha, beta, r2, sse, tuple(int(x) for x in xs))

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import import_module
 from typing import TYPE_CHECKING
 
@@ -37,7 +37,7 @@ def get_spec(name: str) -> ModelSpec:
     return build_spec(name)
 
 
-@lru_cache(maxsize=None)
+@cache
 def build_spec(key: str) -> ModelSpec:
     """The spec of any registry model (dataset or fitting-only), built by its ``builder``."""
     e = entry(key)
@@ -51,7 +51,7 @@ def inferred(name: str) -> tuple[InferredLayer, ...]:
     return _inferred(name)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _inferred(name: str) -> tuple[InferredLayer, ...]:
     return tuple(infer(get_spec(name)))
 

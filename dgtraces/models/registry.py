@@ -17,10 +17,10 @@ Adding a model: write ``dgtraces/models/<key>.py`` with ``build() -> ModelSpec``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
-class Role(str, Enum):
+class Role(StrEnum):
     """What a model is for."""
 
     DATASET = "dataset"  # in MODELS, the ``layers`` table, every --model option

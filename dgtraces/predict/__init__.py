@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from numbers import Real
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .cluster import POLICY_NAMES, Cluster, Policy, bad
 from .comm import ALGORITHMS, CommCost, collective
@@ -40,7 +40,8 @@ def load_trace(trace: "str | Trace | pd.DataFrame", *, model: str | None = None,
                       "carries its own model and batch size", "not given", model or batch_size)
         t = trace if isinstance(trace, Trace) else resolve(None, None, None, run_id=trace,
                                                             release=release)
-        return replace(t, **{k: _nonneg(k, v) for k, v in phases.items()}) if phases else t
+        changes: dict[str, Any] = {k: _nonneg(k, v) for k, v in phases.items()}
+        return replace(t, **changes) if changes else t
     if model is None:
         raise bad("model", "a DataFrame trace needs the model name", "a model", None)
     if batch_size is None:

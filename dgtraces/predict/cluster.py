@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import DgtracesError, Failure
 from .comm import ALGORITHMS, CommCost, Phase, collective
@@ -52,7 +53,7 @@ class Cluster:
         for name in ("workers", "gpus_per_node", "servers", "staging_passes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
-                    or not 1 <= value <= MAX_COUNT:
+                    or not 1 <= int(value) <= MAX_COUNT:
                 raise bad(name, f"must be an integer in [1, {MAX_COUNT}]", ">= 1", value)
             object.__setattr__(self, name, int(value))
         for name in ("intra", "inter", "staging"):
@@ -69,7 +70,7 @@ class Cluster:
         return -(-self.workers // self.gpus_per_node)
 
     def links(self) -> tuple[Link, Link]:
-        kw = dict(alpha_us=self.alpha_us, gbps=self.gbps, release=self.release)
+        kw: dict[str, Any] = dict(alpha_us=self.alpha_us, gbps=self.gbps, release=self.release)
         return (get_link(self.intra, field="intra", **kw),
                 get_link(self.inter, field="inter", **kw))
 

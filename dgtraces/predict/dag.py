@@ -77,12 +77,12 @@ def simulate(trace: Trace, cluster: Cluster, policy: Policy) -> Schedule:
     g = _Dag()
     io = g.add("io", "io", "io", trace.io_ms)
     prev = g.add("h2d", "h2d", "compute", trace.h2d_ms, () if policy.io_overlap else (io,))
-    for name, f in zip(trace.layers, trace.fwd_ms):
+    for name, f in zip(trace.layers, trace.fwd_ms, strict=True):
         prev = g.add(f"fwd/{name}", "fwd", "compute", f, (prev,))
     t = g.end[prev]
     grads = []  # (name, bytes, nominal ready time) in backward order
     for name, b, nbytes in zip(reversed(trace.layers), reversed(trace.bwd_ms),
-                               reversed(trace.grad_bytes)):
+                               reversed(trace.grad_bytes), strict=True):
         t += b
         if nbytes > 0:
             grads.append((name, nbytes, t))
@@ -92,7 +92,7 @@ def simulate(trace: Trace, cluster: Cluster, policy: Policy) -> Schedule:
     after = grouping(policy.name) is Grouping.AFTER_BACKWARD
     closing = {} if after else {m.layers[-1]: m for m in msgs}
     task_of, last_msg = {}, None
-    for name, b in zip(reversed(trace.layers), reversed(trace.bwd_ms)):
+    for name, b in zip(reversed(trace.layers), reversed(trace.bwd_ms), strict=True):
         prev = task_of[name] = g.add(f"bwd/{name}", "bwd", "compute", b, (prev,))
         if shared and name in closing:  # the collective takes this worker's core
             m = closing[name]

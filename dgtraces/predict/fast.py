@@ -47,7 +47,7 @@ def prepare(trace: Trace) -> Prepared:
         t += f
     start, rel = t, 0.0
     ready, sizes = [], []
-    for b, n in zip(reversed(trace.bwd_ms), reversed(trace.grad_bytes)):
+    for b, n in zip(reversed(trace.bwd_ms), reversed(trace.grad_bytes), strict=True):
         rel += b
         if n > 0:
             ready.append(rel)
@@ -58,7 +58,7 @@ def prepare(trace: Trace) -> Prepared:
 
 def _stream(ready, nbytes, a, b) -> np.ndarray:
     end = np.zeros_like(a)
-    for r, n in zip(ready, nbytes):
+    for r, n in zip(ready, nbytes, strict=True):
         end = np.maximum(end, r) + (a + b * n)
     return end
 
@@ -77,8 +77,8 @@ def _optimal(ready, nbytes, a, b) -> np.ndarray:
     table = np.empty((levels, n + 1, c))
     flat = table.reshape(levels * (n + 1), c)
     log2 = np.zeros(n + 2, dtype=np.int64)
-    for k in range(2, n + 2):
-        log2[k] = log2[k // 2] + 1
+    for j in range(2, n + 2):
+        log2[j] = log2[j // 2] + 1
     f = np.empty((n + 1, c))
     f[0] = 0.0
     cols = np.arange(c)
@@ -118,7 +118,7 @@ def _sizes(prep: Prepared, policy: Policy, shared: bool) -> tuple[list, list]:
         return [prep.bwd_ms] * len(prep.ready), list(prep.nbytes)
     if kind is Grouping.BUCKET or (shared and kind is Grouping.OPTIMAL):
         cap = policy.bucket_bytes if kind is Grouping.BUCKET else float("inf")
-        groups = bucket_groups(prep.nbytes, cap)
+        groups = bucket_groups(prep.nbytes.tolist(), cap)
         return ([prep.ready[g[-1]] for g in groups],
                 [float(sum(prep.nbytes[i] for i in g)) for g in groups])
     return list(prep.ready), list(prep.nbytes)

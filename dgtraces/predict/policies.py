@@ -18,8 +18,8 @@ previous message is done.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from .cluster import Policy
 from .comm import CommCost
@@ -50,7 +50,7 @@ def _groups_to_messages(groups: Sequence[Sequence[int]], names, nbytes, ready,
     return out
 
 
-def bucket_groups(nbytes: Sequence[float], bucket_bytes: int) -> list[list[int]]:
+def bucket_groups(nbytes: Sequence[float], bucket_bytes: float) -> list[list[int]]:
     """Fuse consecutive gradients until a bucket holds >= ``bucket_bytes``."""
     groups, cur, size = [], [], 0.0
     for i, b in enumerate(nbytes):

@@ -9,10 +9,10 @@ of published rows). Kept free of heavy imports: ``schema`` imports it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
-class Grouping(str, Enum):
+class Grouping(StrEnum):
     """How a policy turns gradients (backward order) into messages."""
 
     AFTER_BACKWARD = "after-backward"  # one message per gradient, all after the backward pass

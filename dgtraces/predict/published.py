@@ -224,7 +224,7 @@ def published_plot(measured, pub: PublishedValidation, path) -> None:
     cpu = ok[ok["provenance"] == "measured"]
     left.scatter(cpu["measured_ms"], cpu["predicted_ms"], marker="o", label="measured CPU rows")
     scored = pub.scored()
-    for (key, part), marker in zip(scored.groupby("source", sort=False), "s^Dvp<>*"):
+    for (key, part), marker in zip(scored.groupby("source", sort=False), "s^Dvp<>*", strict=False):
         src = str(key)
         right.scatter(part["published"], part["predicted"], marker=marker, s=40,
                       label=f"{src.split('/')[0]} {src[src.rfind('('):]} "

@@ -7,9 +7,10 @@ Rows are modelled numbers: ``provenance`` is ``modelled`` and each row names its
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import product
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -79,12 +80,12 @@ def _check(grid: Grid) -> None:
 
 def comm_grid(grid: Grid) -> dict[str, np.ndarray]:
     """Column arrays of the comm grid plus its collective cost (A ms, B ms/byte)."""
-    kw = dict(alpha_us=grid.alpha_us, gbps=grid.gbps, release=grid.release)
+    kw: dict[str, Any] = dict(alpha_us=grid.alpha_us, gbps=grid.gbps, release=grid.release)
     intra = {n: get_link(n, field="intra", **kw) for n in grid.intra}
     inter = {n: get_link(n, field="inter", **kw) for n in grid.inter}
     combos = list(product(grid.workers, grid.gpus_per_node, grid.intra, grid.inter,
                           grid.algorithms))
-    w, g, li, le, al = (np.array(col) for col in zip(*combos))
+    w, g, li, le, al = (np.array(col) for col in zip(*combos, strict=True))
     a, b = collective_ab(al, w, g, [intra[x].alpha_ms for x in li],
                          [intra[x].beta_ms_per_byte for x in li],
                          [inter[x].alpha_ms for x in le],
@@ -102,7 +103,7 @@ def comm_grid(grid: Grid) -> dict[str, np.ndarray]:
             "intra_source": _labels(li, intra), "inter_source": _labels(le, inter)}
 
 
-def _labels(names: np.ndarray, links: dict) -> "pd.Categorical":
+def _labels(names: np.ndarray, links: dict) -> "pd.Categorical[str]":
     """``provenance: source`` of each row's link, as a categorical (few distinct values)."""
     import pandas as pd
 

@@ -63,7 +63,7 @@ class Trace:
             raise bad("layers", "layer named twice", "unique layer names", dup,
                       code="DUPLICATE")
         for name in ("fwd_ms", "bwd_ms"):
-            for layer, value in zip(self.layers, getattr(self, name)):
+            for layer, value in zip(self.layers, getattr(self, name), strict=True):
                 if not (isinstance(value, Real) and math.isfinite(value)
                         and value >= 0):
                     raise bad(name, f"time of layer {layer} must be finite and >= 0", ">= 0",

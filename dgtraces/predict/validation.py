@@ -3,17 +3,17 @@
 Every row with provenance measured or published (training phase) is predicted from its own
 trace: ``trace_run_id`` when set, else the best stored run for its model/device/batch, else a
 trace reconstructed on the fly, all through :func:`.trace.resolve` (so GPU traces get the
-modelled input copy exactly as in ``predict`` and ``sweep``). Measured multi-worker rows use the release's own
-``comm_fits`` for their interconnect (through :func:`.links.links_frame`). Rows predicted from
-a reconstructed trace whose reconstruction was fitted to published throughputs are marked
-``circular`` and kept out of the headline MAPE. Rows that cannot be predicted are listed
+modelled input copy exactly as in ``predict`` and ``sweep``). Measured multi-worker rows use the
+release's own ``comm_fits`` for their interconnect (through :func:`.links.links_frame`). Rows
+predicted from a reconstructed trace whose reconstruction was fitted to published throughputs
+are marked ``circular`` and kept out of the headline MAPE. Rows that cannot be predicted are listed
 with the reason, never dropped silently.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DgtracesError
 from .cluster import DEFAULT_BUCKET_BYTES, POLICY_NAMES, Cluster, Policy
@@ -154,7 +154,7 @@ def cpu_effects(row, trace, runs) -> dict:
       (workers x threads >= cores of the trace's run), gloo's all-reduce work has no core of
       its own, so it cannot overlap with compute.
     """
-    info = {}
+    info: dict[str, Any] = {}
     if runs is not None and trace.run_id is not None:
         match = runs.loc[runs["run_id"] == trace.run_id]
         info = match.iloc[0].to_dict() if len(match) else {}
@@ -214,7 +214,7 @@ def validate(release: str | None = None) -> ValidationResult:
         rows["plain_ms"] = None
     rows["plain_ms"] = pd.to_numeric(rows["plain_ms"], errors="coerce")
     rows["predicted_ms"] = pd.to_numeric(rows["predicted_ms"], errors="coerce")
-    rows["measured_ms"] = pd.to_numeric(rows.get("measured_ms"), errors="coerce")
+    rows["measured_ms"] = pd.to_numeric(rows["measured_ms"], errors="coerce")
     rows["circular"] = rows["circular"].astype(bool)
     rows["ape_pct"] = (rows["predicted_ms"] - rows["measured_ms"]).abs() / rows["measured_ms"] * 100
     rows["signed_error_pct"] = (rows["predicted_ms"] / rows["measured_ms"] - 1) * 100
@@ -247,10 +247,10 @@ def parity_plot(res: ValidationResult, path) -> None:
 
     ok = res.rows[res.rows["predicted_ms"].notna()]
     fig, ax = plt.subplots(figsize=(6.5, 6), dpi=110)
-    markers = dict(zip(POLICY_NAMES, "os^Dvp<>"))
+    markers = dict(zip(POLICY_NAMES, "os^Dvp<>", strict=False))
     for (prov, circ, pol), part in ok.groupby(["provenance", "circular", "policy"]):
         label = f"{prov}{' (circular)' if circ else ''}: {pol}"
-        ax.scatter(part["measured_ms"], part["predicted_ms"], marker=markers.get(pol, "x"),
+        ax.scatter(part["measured_ms"], part["predicted_ms"], marker=markers.get(str(pol), "x"),
                    alpha=0.5 if circ else 0.9, label=label, s=36)
     differs = ok[(ok["plain_ms"] - ok["predicted_ms"]).abs() > 1e-9 * ok["predicted_ms"]]
     if len(differs):

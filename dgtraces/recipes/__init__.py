@@ -15,8 +15,9 @@ elsewhere (``--root``); it never rewrites ``data/releases``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ Heavy dependencies (pandas, torch) are imported inside the functions.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -101,7 +102,7 @@ def cpu_collection(ctx: "Context", models: Sequence[str],
     started = time.time()
     with measure_lock(f"dgtraces recipe {ctx.version}"):
         for model in models:
-            for threads, sizes in zip((1, 2), layer_batches[model]):
+            for threads, sizes in zip((1, 2), layer_batches[model], strict=True):
                 for b in sizes:
                     tr = collect_layers(model, b, repeats=repeats, warmup=warmup,
                                         threads=threads)

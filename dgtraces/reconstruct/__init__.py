@@ -50,13 +50,13 @@ def reconstruct_trace(device: str, model: str, batch_size: int, precision: str =
     Raises UNKNOWN_DEVICE, UNKNOWN_MODEL, BAD_INPUT (batch <= 0, bad precision) and
     NO_CALIBRATION (device without published calibration rows, or no amp figure).
     """
+    from numbers import Integral
+
     import pandas as pd
 
     from ..models import get_spec
     from .calibration import CALIBRATION_SOURCE, DEVICES_SOURCE, calibrate, observation
     from .costmodel import layer_arrays, layer_costs, timings_frame
-
-    from numbers import Integral
 
     if not isinstance(batch_size, Integral) or isinstance(batch_size, bool) or batch_size <= 0:
         raise DgtracesError(f"batch size must be a positive integer, got {batch_size!r}",

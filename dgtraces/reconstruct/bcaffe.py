@@ -76,7 +76,7 @@ def compare(runs: "pd.DataFrame", timings: "pd.DataFrame") -> BcaffeComparison:
     agg["kind"] = [order[name][1] for name in agg["layer"]]
     kernel = {layer.name: layer.kernel for layer in get_spec(MODEL).layers}
     agg["group"] = [f"conv {kernel[n]}x{kernel[n]}" if k == "conv" else k
-                    for n, k in zip(agg["layer"], agg["kind"])]
+                    for n, k in zip(agg["layer"], agg["kind"], strict=True)]
     agg["reconstructed_bwd_ms"] = rec.loc[agg["layer"], "bwd_ms"].to_numpy()
     agg = agg.rename(columns={"mean": "bcaffe_bwd_ms", "min": "bcaffe_min_ms",
                               "max": "bcaffe_max_ms"}).sort_values("layer_idx")

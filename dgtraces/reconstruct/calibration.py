@@ -22,7 +22,7 @@ Which rows are fitted:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 from .. import reference
 from ..errors import DgtracesError
@@ -97,12 +97,15 @@ def fitted_rows(device: str) -> list[CalibrationRow]:
 def observation(r: CalibrationRow, variants: bool = True) -> Observation:
     """The row as a time to fit, on the architecture it ran (``variants``) or, for the
     before/after comparison only, on our Caffe spec of the same name."""
+    if not r.batch_size or not r.img_per_s:
+        raise DgtracesError(f"calibration.csv row {r.row} has no batch size or throughput to "
+                            "fit", code="NO_CALIBRATION")
     arch = architecture(r.framework, r.model) if variants else r.model
     return Observation(arch, r.batch_size, r.phase, 1000.0 * r.batch_size / r.img_per_s,
                        f"calibration.csv row {r.row}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def loo(device: str, variants: bool = True, winograd: bool = False) -> tuple[float, ...]:
     """Leave-one-out: signed error (%) of each fitted row of ``device`` predicted by the
     same fit on the other rows (row order of :func:`fitted_rows`)."""
@@ -139,7 +142,7 @@ class Calibration:
                             code="NO_CALIBRATION")
 
 
-@lru_cache(maxsize=None)
+@cache
 def calibrate(device: str) -> Calibration:
     """Fit ``device`` on its published rows (cached per process)."""
     dev = get_device(device)

@@ -185,7 +185,7 @@ def _direction(la: LayerArrays, p: Params, dev: Device, batch: float, bwd: bool,
     else:
         # training-mode bn reads its input once more for the batch statistics; inference
         # uses running statistics (one pass, one kernel) and dropout is the identity
-        extra = np.where(is_bn, la.in_bytes, 0.0) if training else 0.0
+        extra = np.where(is_bn, la.in_bytes, 0.0) if training else np.zeros_like(la.in_bytes)
         moved = act_scale * (batch * (la.in_bytes + la.act_bytes + extra) + la.grad_bytes)
         work = batch * np.maximum(la.in_bytes, la.act_bytes) / 4
         kernels = la.fwd_kernels

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -56,7 +56,7 @@ def wait_quiet(max_wait_s: float = 600.0, busy_below: float = 0.2) -> float | No
 
 def _best(fn, seconds: float) -> tuple[float, float, int]:
     """Run ``fn`` repeatedly for about ``seconds``; (best, median, count) of its times."""
-    times = []
+    times: list[float] = []
     end = time.perf_counter() + seconds
     while time.perf_counter() < end or len(times) < 3:
         t0 = time.perf_counter()
@@ -177,6 +177,11 @@ def select_runs(runs: "pd.DataFrame", threads: int | None = None
     return sel, threads
 
 
+def _tuples(df: "pd.DataFrame") -> list[Any]:
+    """The rows as namedtuples (fields named by the columns, so typed Any)."""
+    return list(df.itertuples())
+
+
 def validate_cpu(runs: "pd.DataFrame", timings: "pd.DataFrame", device: dict,
                  threads: int | None = None) -> CpuValidation:
     """Fit on AlexNet/ResNet-50 totals, compare per layer (all models) and GoogLeNet totals."""
@@ -189,20 +194,20 @@ def validate_cpu(runs: "pd.DataFrame", timings: "pd.DataFrame", device: dict,
     arrays = {m: subset(layer_arrays(m), names) for m, names in measured_layers.items()}
     obs = [Observation(r.model, int(r.batch_size), phase, float(getattr(r, f"{phase}_ms")),
                        r.run_id)
-           for r in sel.itertuples() if r.model in FITTED_MODELS
+           for r in _tuples(sel) if r.model in FITTED_MODELS
            for phase in ("fwd", "bwd") if pd.notna(getattr(r, f"{phase}_ms"))]
     if not obs:
         raise DgtracesError("no AlexNet/ResNet-50 totals among the measured CPU runs",
                             code="NO_CALIBRATION")
     result = fit(dev, obs, arrays=arrays)
     rows, held = [], []
-    for r in sel.itertuples():
+    for r in _tuples(sel):
         la = arrays[r.model]
         costs = layer_costs(la, result.params, dev, int(r.batch_size))
-        pred = {"fwd": dict(zip(la.layer, costs.fwd_ms)),
-                "bwd": dict(zip(la.layer, costs.bwd_ms))}
-        kind = dict(zip(la.layer, la.kind))
-        for t in timings[timings["run_id"] == r.run_id].itertuples():
+        pred = {"fwd": dict(zip(la.layer, costs.fwd_ms, strict=True)),
+                "bwd": dict(zip(la.layer, costs.bwd_ms, strict=True))}
+        kind = dict(zip(la.layer, la.kind, strict=True))
+        for t in _tuples(timings[timings["run_id"] == r.run_id]):
             for d in ("fwd", "bwd"):
                 meas = getattr(t, f"{d}_ms")
                 if pd.notna(meas):

@@ -54,7 +54,7 @@ class FitResult:
     def errors_pct(self) -> list[float]:
         """Signed error of each fitted observation, percent of the observed time."""
         return [100.0 * (p / o.time_ms - 1.0) for p, o in zip(self.predicted_ms,
-                                                             self.observations)]
+                                                             self.observations, strict=True)]
 
     @property
     def free_parameters(self) -> int:
@@ -96,7 +96,7 @@ def _lm(fun, theta0: np.ndarray, max_iter: int = 200, tol: float = 1e-10):
     cost = float(r @ r)
     lam = 1e-2
     it = 0
-    for it in range(1, max_iter + 1):
+    for it in range(1, max_iter + 1):  # noqa: B007 (returned: iterations used)
         jac = np.empty((r.size, theta.size))
         for j in range(theta.size):
             step = 1e-6 * max(1.0, abs(theta[j]))
@@ -141,11 +141,13 @@ def fit(dev: Device, obs: list[Observation], *, starts=STARTS,
     def fun(theta):
         return residuals(_to_params(theta), dev, obs, arrays)
 
-    best = None
+    best: tuple[np.ndarray, float, int] | None = None
     for start in starts:
         theta, cost, its = _lm(fun, _from_params(start))
         if best is None or cost < best[1]:
             best = (theta, cost, its)
+    if best is None:
+        raise DgtracesError("no starting point to fit from", code="NO_CALIBRATION")
     params = _to_params(best[0])
     pred = [predict_ms(arrays[o.model], params, dev, o.batch_size, o.phase) for o in obs]
     return FitResult(params, list(obs), pred, float(np.sqrt(best[1] / len(obs))), best[2], dev)

@@ -34,12 +34,13 @@ def _fits(rep: MethodReport) -> list[str]:
         out.append("")
         rows = [[o.label, o.model, o.phase, o.batch_size, f"{o.time_ms:.2f}", f"{p:.2f}",
                  f"{e:+.1f}%" + ("" if abs(e) <= WITHIN_PCT else " **miss**")]
-                for o, p, e in zip(r.observations, r.predicted_ms, r.errors_pct)]
+                for o, p, e in zip(r.observations, r.predicted_ms, r.errors_pct, strict=True)]
         out += _table(["row", "model", "phase", "batch", "published ms", "reconstructed ms",
                        "error"], rows)
         out.append("")
         if cal.amp is not None:
             a = cal.amp_fit
+            assert a is not None  # set together with cal.amp
             out.append(f"amp (tensor cores): `eff_tensor` = {cal.amp.eff_tensor:.3f}, set so the "
                        f"{a['model_used']} amp/fp32 training speed-up equals the published "
                        f"resnet50v1.5 ratio {a['target_speedup']:.2f} at an assumed batch of "
@@ -55,7 +56,7 @@ def _fits(rep: MethodReport) -> list[str]:
 def _variants() -> list[str]:
     from .variants import ROW_ARCHITECTURE, TF_RESNET_NOTE, VARIANTS
 
-    used = {}
+    used: dict[str, list[str]] = {}
     for (fw, model), arch in ROW_ARCHITECTURE.items():
         used.setdefault(arch, []).append(f"{fw} {model}")
     rows = [[f"`{v.key}`", ", ".join(used.get(v.key, [])), v.citation, v.confidence, v.notes]

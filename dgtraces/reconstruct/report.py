@@ -40,7 +40,7 @@ class MethodReport:
     def misses(self, device: str) -> list[tuple[str, float]]:
         """Fitted rows whose reconstructed total is off by more than 5%."""
         res = self.calibrations[device].result
-        return [(o.label, e) for o, e in zip(res.observations, res.errors_pct)
+        return [(o.label, e) for o, e in zip(res.observations, res.errors_pct, strict=True)
                 if abs(e) > WITHIN_PCT]
 
     def text(self) -> str:
@@ -53,13 +53,14 @@ class MethodReport:
                        f"{r.rms_log:.3f}; {n_ok}/{len(r.observations)} rows within "
                        f"{WITHIN_PCT:.0f}%")
             out.append("  params: " + r.params.describe())
-            for o, p, e in zip(r.observations, r.predicted_ms, r.errors_pct):
+            for o, p, e in zip(r.observations, r.predicted_ms, r.errors_pct, strict=True):
                 flag = "" if abs(e) <= WITHIN_PCT else "  MISS"
                 out.append(f"  {o.label:<22} {o.model:<9} {o.phase:<9} b{o.batch_size:<4} "
                            f"observed {o.time_ms:9.2f} ms  reconstructed {p:9.2f} ms  "
                            f"{e:+6.1f}%{flag}")
             if cal.amp is not None:
                 a = cal.amp_fit
+                assert a is not None  # set together with cal.amp
                 out.append(f"  amp: eff_tensor={cal.amp.eff_tensor:.3f}; amp/fp32 speed-up "
                            f"target {a['target_speedup']:.2f} (resnet50v1.5 rows), reached "
                            f"{a['reached_speedup']:.2f} at assumed batch "
@@ -137,9 +138,8 @@ def loo_summary(errs) -> dict:
 
 
 def v15_check(cal: Calibration) -> list[dict]:
-    from .costmodel import layer_arrays, predict_ms
-
     from .calibration import AMP_MODEL
+    from .costmodel import layer_arrays, predict_ms
     from .variants import ROW_ARCHITECTURE
 
     la = layer_arrays(ROW_ARCHITECTURE[("pytorch", AMP_MODEL)])
@@ -201,12 +201,12 @@ def build_report(version: str | None = None, *,
         except StoreError:  # no release at all: the report covers the published rows only
             frames = {}
     if frames is None:  # an explicit version that does not exist (or is broken) raises
-        version = store.norm_version(version)
+        version = store.norm_version(str(version))
         frames = store.read_all(version)
     cals = {d: calibrate(d) for d in GPU_DEVICES}
     cpu = cpu_validations(frames, missing)
     runs, lt = frames.get("runs"), frames.get("layer_timings")
-    if runs is None or not (runs["provenance"] == "published").any():
+    if runs is None or lt is None or not (runs["provenance"] == "published").any():
         from ..importers.published import published_tables
 
         pub = published_tables()

@@ -15,7 +15,7 @@ confidence; see also the card fragment.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from ..models import BYTES_FP32, _bias, build_spec
 from ..models.registry import Role, entries
@@ -49,7 +49,7 @@ def get_variant_spec(name: str) -> ModelSpec:
     return build_spec(name)
 
 
-@lru_cache(maxsize=None)
+@cache
 def records(name: str) -> tuple[tuple[dict, ...], int]:
     """The cost-model columns of every layer of architecture ``name`` (a Caffe spec or a
     variant), and its number of learnable blobs (weights and biases)."""

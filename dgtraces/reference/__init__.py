@@ -1,6 +1,6 @@
 """Paths to the shipped copies of the published reference figures (see README.md here)."""
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -8,7 +8,8 @@ BCAFFE = ROOT / "bcaffe"
 
 
 def path(name: str) -> Path:
-    """Path of a reference file, e.g. ``path("calibration.csv")`` or ``path("bcaffe/tmpcomm.log")``."""
+    """Path of a reference file, e.g. ``path("calibration.csv")`` or
+    ``path("bcaffe/tmpcomm.log")``."""
     p = ROOT / name
     if not p.is_file():
         from ..errors import StoreError
@@ -22,7 +23,7 @@ def rows(name: str) -> list[dict[str, str]]:
     return [dict(r) for r in _csv_rows(name)]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _csv_rows(name: str) -> tuple[dict[str, str], ...]:
     import csv
 
