@@ -74,7 +74,7 @@ def test_layers_frame_columns_and_units():
 
 def test_unknown_model_has_code():
     with pytest.raises(UnknownModelError) as exc:
-        get_spec("vgg16")
+        get_spec("vgg19")
     assert exc.value.code == "UNKNOWN_MODEL"
 
 

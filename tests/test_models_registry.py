@@ -70,8 +70,8 @@ def test_every_model_option_is_a_choice_of_the_registry():
 
 def test_cli_refuses_unknown_models_with_a_usage_error():
     runner = CliRunner()
-    for args in (["predict", "--model", "vgg16", "--device", "k80", "--batch-size", "8"],
-                 ["sweep", "--models", "resnet50,vgg16", "--device", "k80"],
+    for args in (["predict", "--model", "vgg19", "--device", "k80", "--batch-size", "8"],
+                 ["sweep", "--models", "resnet50,vgg19", "--device", "k80"],
                  ["reconstruct", "--model", "alexnet-mxnet", "--device", "k80"]):
         res = runner.invoke(main, args)
         assert res.exit_code == 2, (args, res.output)

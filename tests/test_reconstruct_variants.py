@@ -40,7 +40,7 @@ def test_tf_alexnet_is_ungrouped_without_lrn():
 
 def test_resnet_variants_cost_more_than_v1():
     v1 = layer_arrays("resnet50").fwd_flops.sum()
-    for arch in ("resnet50-mxnet", "resnet50-v1.5"):
+    for arch in ("resnet50-mxnet", "resnet50-v1.5-dle"):
         assert 1.04 < layer_arrays(arch).fwd_flops.sum() / v1 < 1.08, arch
     spec = get_variant_spec("resnet50-mxnet")
     # pre-activation: every unit starts with BN on its input

@@ -74,23 +74,25 @@ def make_module(item: InferredLayer, in_c: int, in_numel: int) -> nn.Module:
     layer = item.layer
     kind = layer.kind
     if kind == "conv":
-        return nn.Conv2d(in_c, layer.num_output, layer.kernel, layer.stride, layer.pad,
-                         groups=layer.group, bias=layer.bias)
+        return nn.Conv2d(in_c, layer.num_output, (layer.kernel, layer.kw), layer.stride,
+                         (layer.pad, layer.pw), groups=layer.group, bias=layer.bias)
     if kind == "fc":
         return InnerProduct(in_numel, layer.num_output, bias=layer.bias)
     if kind == "pool":
         if layer.global_pool:
             return nn.AdaptiveMaxPool2d(1) if layer.pool == "max" else nn.AdaptiveAvgPool2d(1)
         if layer.pool == "max":
-            return nn.MaxPool2d(layer.kernel, layer.stride, layer.pad, ceil_mode=True)
-        return nn.AvgPool2d(layer.kernel, layer.stride, layer.pad, ceil_mode=True,
+            return nn.MaxPool2d((layer.kernel, layer.kw), layer.stride, (layer.pad, layer.pw),
+                                ceil_mode=layer.ceil)
+        return nn.AvgPool2d((layer.kernel, layer.kw), layer.stride, (layer.pad, layer.pw),
+                            ceil_mode=layer.ceil,
                             count_include_pad=True)
     if kind == "relu":
         return nn.ReLU()
     if kind == "lrn":
         return nn.LocalResponseNorm(layer.local_size, LRN_ALPHA, LRN_BETA, LRN_K)
     if kind == "bn":
-        return nn.BatchNorm2d(in_c, eps=BN_EPS, affine=False)
+        return nn.BatchNorm2d(in_c, eps=BN_EPS, affine=layer.affine)
     if kind == "scale":
         return Scale(in_c)
     if kind == "concat":

@@ -60,7 +60,7 @@ def _bias(item: InferredLayer) -> int:
     layer = item.layer
     if layer.kind in ("conv", "fc") and layer.bias:
         return layer.num_output
-    if layer.kind == "scale":
+    if layer.kind == "scale" or (layer.kind == "bn" and layer.affine):
         return item.params // 2
     return 0
 

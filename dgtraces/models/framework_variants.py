@@ -81,7 +81,7 @@ def resnet50_v15() -> ModelSpec:
                                                               stride, 1, bias=False)))
             y = _bn(b, f"{u}_c3", b.conv(f"{u}_c3", y, 4 * width, 1, bias=False))
             x = b.relu(f"{u}_relu", b.add(f"{u}_add", "eltwise", (short, y)))
-    return _resnet_head(b, x, "resnet50-v1.5")
+    return _resnet_head(b, x, "resnet50-v1.5-dle")
 
 
 def resnet50_mxnet() -> ModelSpec:

@@ -55,6 +55,22 @@ REGISTRY: tuple[ModelEntry, ...] = (
     ModelEntry("resnet50", "resnet50:build", "ResNet-50", "ResNet-50 (He et al. 2016)",
                "KaimingHe/deep-residual-networks prototxt/ResNet-50-deploy.prototxt (He et "
                "al. 2016)", "resnet50", fitted=True),
+    # torchvision architectures of the published GPU traces (issue #13; docs/gpu-traces.md)
+    ModelEntry("alexnet-owt", "alexnet_owt:build", "AlexNet OWT",
+               "AlexNet, One Weird Trick variant (torchvision)", "torchvision "
+               "models/alexnet.py (AlexNet, Krizhevsky 2014 'One weird trick'); layer names "
+               "from soumith/convnet-benchmarks caffe/imagenet_winners/alexnet.prototxt",
+               "alexnet"),
+    ModelEntry("resnet50-v1.5", "resnet50_v15:build", "ResNet-50 v1.5",
+               "ResNet-50 v1.5 (torchvision)", "torchvision models/resnet.py resnet50 "
+               "(Bottleneck, stride on conv2: v1.5)", "resnet50"),
+    ModelEntry("vgg16", "vgg16:build", "VGG-16", "VGG-16 (torchvision)",
+               "torchvision models/vgg.py vgg16 (cfg 'D', Simonyan and Zisserman 2015)",
+               "vgg16"),
+    ModelEntry("inception-v3", "inception_v3:build", "Inception-v3",
+               "Inception-v3 (torchvision, with AuxLogits)", "torchvision models/inception.py "
+               "inception_v3 (aux_logits=True; Szegedy et al. 2016)", "inception-v3",
+               aux=True),
     # fitting-only: the architectures the published calibration rows ran
     ModelEntry("alexnet-tf", "framework_variants:alexnet_tf", "AlexNet (TensorFlow)",
                "AlexNet, 'one weird trick' layout", "tensorflow/benchmarks "
@@ -79,13 +95,14 @@ REGISTRY: tuple[ModelEntry, ...] = (
                    "pre-activation bottlenecks (BN-ReLU-conv), stride on the 3x3, projection "
                    "shortcut on the first unit of each stage, bn_data on the input, final "
                    "BN-ReLU")),
-    ModelEntry("resnet50-v1.5", "framework_variants:resnet50_v15", "ResNet-50 v1.5",
-               "ResNet-50 v1.5",
+    ModelEntry("resnet50-v1.5-dle", "framework_variants:resnet50_v15", "ResNet-50 v1.5 (DLE)",
+               "ResNet-50 v1.5, Caffe granularity (bn + scale)",
                "NVIDIA/DeepLearningExamples PyTorch/Classification/ConvNets/resnet50v1.5 "
                "README", "resnet50", Role.FITTING, notes=(
                    "v1 with the downsampling stride on the 3x3 instead of the first 1x1 (the "
                    "README states exactly this difference); used for the amp ratio and the "
-                   "fp32 check only, never fitted as a time")),
+                   "fp32 check only, never fitted as a time. The same architecture as the "
+                   "dataset spec resnet50-v1.5, written as the fit was developed on it")),
 )
 
 _BY_KEY = {e.key: e for e in REGISTRY}

@@ -9,7 +9,16 @@ Conventions (documented in the dataset card and tested):
 * Backward FLOPs of conv/fc layers are the weight gradient plus the input gradient; the
   input gradient is skipped for a layer fed directly by the data layer (Caffe sets
   ``propagate_down`` false there).
-* Pooling uses Caffe's ceil rounding of the output size.
+* Pooling uses Caffe's ceil rounding of the output size unless ``ceil=False`` (PyTorch's
+  default floor rounding, used by the torchvision specs).
+* Kernels may be rectangular (``kernel`` x ``kernel_w``, padding ``pad`` x ``pad_w``; ``None``
+  means square), as Inception-v3's 1x7 / 7x1 convolutions.
+* ``bn`` with ``affine=True`` is PyTorch's ``BatchNorm2d`` (normalisation and the learnable
+  per-channel scale and shift in one layer: ``2*C`` parameters); ``affine=False`` is Caffe's
+  BatchNorm, which needs a separate ``scale`` layer. Both keep ``2*C + 1`` buffers (running
+  mean, variance and Caffe's moving-average factor or PyTorch's ``num_batches_tracked``).
+* Average pooling counts one add per window element whether or not padding is included in
+  the divisor (``count_include_pad`` changes the divisor, not the FLOP count).
 """
 
 from __future__ import annotations
@@ -41,6 +50,18 @@ class Layer:
     global_pool: bool = False
     local_size: int = 5
     aux: bool = False
+    kernel_w: int | None = None  # None: square kernel
+    pad_w: int | None = None  # None: same as pad
+    ceil: bool = True  # pooling output rounding (Caffe ceil; PyTorch floor = False)
+    affine: bool = False  # bn only: learnable scale and shift inside the layer (PyTorch)
+
+    @property
+    def kw(self) -> int:
+        return self.kernel if self.kernel_w is None else self.kernel_w
+
+    @property
+    def pw(self) -> int:
+        return self.pad if self.pad_w is None else self.pad_w
 
 
 @dataclass(frozen=True)
@@ -84,7 +105,9 @@ def _conv_out(size: int, kernel: int, stride: int, pad: int) -> int:
     return (size + 2 * pad - kernel) // stride + 1
 
 
-def _pool_out(size: int, kernel: int, stride: int, pad: int) -> int:
+def _pool_out(size: int, kernel: int, stride: int, pad: int, ceil: bool = True) -> int:
+    if not ceil:
+        return (size + 2 * pad - kernel) // stride + 1
     out = int(math.ceil((size + 2 * pad - kernel) / stride)) + 1
     if pad and (out - 1) * stride >= size + pad:  # Caffe clips the last window
         out -= 1
@@ -96,11 +119,13 @@ def _infer_one(layer: Layer, ins: list[Shape], from_data: bool) -> tuple[Shape, 
     first = ins[0]
     if layer.kind == "conv":
         oh = _conv_out(first.h, layer.kernel, layer.stride, layer.pad)
-        ow = _conv_out(first.w, layer.kernel, layer.stride, layer.pad)
+        ow = _conv_out(first.w, layer.kw, layer.stride, layer.pw)
         out = Shape(layer.num_output, oh, ow)
         if first.c % layer.group or layer.num_output % layer.group:
             raise ValueError(f"{layer.name}: channels not divisible by group {layer.group}")
-        k = (first.c // layer.group) * layer.kernel * layer.kernel
+        if oh < 1 or ow < 1:
+            raise ValueError(f"{layer.name}: kernel larger than its padded input {first}")
+        k = (first.c // layer.group) * layer.kernel * layer.kw
         weights = layer.num_output * k
         params = weights + (layer.num_output if layer.bias else 0)
         macs = out.numel * k
@@ -120,9 +145,10 @@ def _infer_one(layer: Layer, ins: list[Shape], from_data: bool) -> tuple[Shape, 
             out = Shape(first.c, 1, 1)
             window = first.h * first.w
         else:
-            out = Shape(first.c, _pool_out(first.h, layer.kernel, layer.stride, layer.pad),
-                        _pool_out(first.w, layer.kernel, layer.stride, layer.pad))
-            window = layer.kernel * layer.kernel
+            out = Shape(first.c,
+                        _pool_out(first.h, layer.kernel, layer.stride, layer.pad, layer.ceil),
+                        _pool_out(first.w, layer.kw, layer.stride, layer.pw, layer.ceil))
+            window = layer.kernel * layer.kw
         return out, 0, 0, out.numel * window, out.numel * window
     if layer.kind == "concat":
         if any((s.h, s.w) != (first.h, first.w) for s in ins):
@@ -143,6 +169,8 @@ def _infer_one(layer: Layer, ins: list[Shape], from_data: bool) -> tuple[Shape, 
         return first, 0, 0, n * (2 * layer.local_size + 3), n * (4 * layer.local_size + 5)
     if layer.kind == "bn":
         # batch statistics (mean, var) then normalise; running stats are buffers
+        if layer.affine:  # PyTorch BatchNorm2d: normalise, then scale and shift
+            return first, 2 * first.c, 2 * first.c + 1, 7 * n, 12 * n
         return first, 0, 2 * first.c + 1, 5 * n, 8 * n
     if layer.kind == "scale":
         return first, 2 * first.c, 0, 2 * n, 4 * n

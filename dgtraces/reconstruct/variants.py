@@ -31,7 +31,7 @@ ROW_ARCHITECTURE = {
     ("tensorflow", "resnet50"): "resnet50",  # tf_cnn_benchmarks resnet_model.py: v1 (medium)
     ("mxnet", "alexnet"): "alexnet-mxnet",
     ("mxnet", "resnet50"): "resnet50-mxnet",
-    ("pytorch", "resnet50v1.5"): "resnet50-v1.5",
+    ("pytorch", "resnet50v1.5"): "resnet50-v1.5-dle",
 }
 TF_RESNET_NOTE = ("tensorflow/benchmarks scripts/tf_cnn_benchmarks/resnet_model.py (2017): v1 "
                   "bottlenecks with the stride on the first 1x1, as our Caffe spec (medium "
