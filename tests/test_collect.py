@@ -67,11 +67,11 @@ def test_alpha_beta_fit_negative_intercept_goes_through_origin():
 
 
 def test_bad_inputs_before_any_measurement():
-    for call, code in ((lambda: collect_layers("vgg16", 1), "UNKNOWN_MODEL"),
+    for call, code in ((lambda: collect_layers("vgg19", 1), "UNKNOWN_MODEL"),
                        (lambda: collect_layers("alexnet", 0), "BAD_INPUT"),
                        (lambda: collect_layers("alexnet", 1, threads=0), "BAD_INPUT"),
                        (lambda: collect_layers("alexnet", 1, warmup=-1), "BAD_INPUT"),
-                       (lambda: collect_ssgd("vgg16"), "UNKNOWN_MODEL"),
+                       (lambda: collect_ssgd("vgg19"), "UNKNOWN_MODEL"),
                        (lambda: collect_ssgd("alexnet", policies=("mgwfbp",)), "BAD_INPUT"),
                        (lambda: collect_ssgd("alexnet", batch_size=0), "BAD_INPUT"),
                        (lambda: collect_ssgd("alexnet", bucket_mb=float("nan")), "BAD_INPUT"),

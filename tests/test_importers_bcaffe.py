@@ -115,7 +115,7 @@ def test_all_zero_and_other_errors(tmp_path):
         import_log(LOG, "alexnet")
     assert exc.value.code == "GRAD_MISMATCH"
     with pytest.raises(DgtracesError) as exc:
-        import_log(LOG, "vgg16")
+        import_log(LOG, "vgg19")
     assert exc.value.code == "UNKNOWN_MODEL"
 
 

@@ -222,7 +222,7 @@ def test_bad_policy_and_trace_errors_name_the_field():
         from_frame(extra, "alexnet", 32)
     assert exc.value.code == "UNKNOWN_LAYER"
     with pytest.raises(DgtracesError) as exc:
-        from_frame(df, "vgg16", 32)
+        from_frame(df, "vgg19", 32)
     assert exc.value.code == "UNKNOWN_MODEL"
     with pytest.raises(DgtracesError) as exc:
         from_frame(df, "alexnet", 0)

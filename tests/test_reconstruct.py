@@ -137,7 +137,7 @@ def test_amp_variant_v100_only():
     (("k80", "alexnet", 16, "fp8"), "BAD_INPUT"),
     (("p100", "alexnet", 16), "NO_CALIBRATION"),
     (("h200", "resnet50", 16), "NO_CALIBRATION"),
-    (("k80", "vgg16", 16), "UNKNOWN_MODEL"),
+    (("k80", "vgg19", 16), "UNKNOWN_MODEL"),
 ])
 def test_bad_input_codes(args, code):
     with pytest.raises(DgtracesError) as e:
