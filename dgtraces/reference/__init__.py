@@ -18,6 +18,24 @@ def path(name: str) -> Path:
     return p
 
 
+DEVICE_FILES = ("devices.csv", "devices_datasheet.csv")
+
+
+def device_rows() -> list[dict[str, str]]:
+    """Every shipped device row: ``devices.csv`` (byte-exact copy of the shared figures)
+    then ``devices_datasheet.csv`` (datasheet rows added here, a source on each row).
+    A key in both files is an error (code INTEGRITY)."""
+    out = [r for name in DEVICE_FILES for r in rows(name)]
+    keys = [r["device"] for r in out]
+    dup = sorted({k for k in keys if keys.count(k) > 1})
+    if dup:
+        from ..errors import DgtracesError
+
+        raise DgtracesError(f"device keys listed twice in {DEVICE_FILES}: {dup}",
+                            code="INTEGRITY")
+    return out
+
+
 def rows(name: str) -> list[dict[str, str]]:
     """Rows of a shipped CSV (``csv.DictReader``), read once per process; fresh dicts."""
     return [dict(r) for r in _csv_rows(name)]
@@ -30,11 +48,3 @@ def _csv_rows(name: str) -> tuple[dict[str, str], ...]:
     with open(path(name), encoding="utf-8", newline="") as fh:
         return tuple(csv.DictReader(fh))
 
-
-DEVICE_FILES = ("devices.csv", "devices_datasheet.csv")
-
-
-def device_rows() -> list[dict[str, str]]:
-    """Every known device: the byte-exact ``devices.csv`` plus ``devices_datasheet.csv``
-    (datasheet rows added by dgtraces, one cited source per row; same columns)."""
-    return [r for name in DEVICE_FILES for r in rows(name)]
