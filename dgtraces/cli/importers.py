@@ -40,7 +40,8 @@ def _write(frames: dict, out: str, force: bool) -> None:
 
 @click.group("import")
 def import_group() -> None:
-    """Import traces recorded elsewhere (PyTorch profiler, B-Caffe, OSU) as table CSVs."""
+    """Import traces recorded elsewhere (PyTorch profiler, B-Caffe, caffe time, PipeDream,
+    OSU) as table CSVs."""
 
 
 @import_group.command("kineto")
@@ -162,3 +163,66 @@ def published(out, force) -> None:
     from ..importers.published import published_tables
 
     _write(published_tables(), out, force)
+
+
+GPU_OPTIONS = (
+    click.option("--model", required=True, help="Model key of the net the file measured."),
+    click.option("--batch-size", default=None, type=int,
+                 help="Default: from the file (echoed prototxt / activation bytes)."),
+    click.option("--device", default=None, help="Device key; required unless a shipped file."),
+    click.option("--run-id", default=None, help="Default: <importer>-<model>-<sha256 prefix>."),
+    click.option("--source", default=None, help="Citation; required unless a shipped file."),
+)
+
+
+def _gpu_options(fn):
+    for option in reversed(GPU_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
+def _unmatched(label: str, items, extra: str = "") -> None:
+    click.echo(f"{label}: {len(items)}" + (": " + ", ".join(items[:20]) if items else "")
+               + (f" ... and {len(items) - 20} more" if len(items) > 20 else "") + extra)
+
+
+@import_group.command("caffe-time")
+@click.argument("log", type=click.Path(dir_okay=False))
+@_gpu_options
+@OUT
+@FORCE
+def caffe_time(log, model, batch_size, device, run_id, source, out, force) -> None:
+    """`caffe time` log -> runs + layer_timings; layers matched to the spec by name.
+
+    Log layers the spec lacks (input, *_split) are listed, never dropped silently.
+    """
+    from ..importers.caffe_time import import_log
+
+    res = import_log(log, model, batch_size=batch_size, device=device, run_id=run_id,
+                     source=source)
+    click.echo(f"{len(res.matched)} layer(s) matched; conv/fc coverage "
+               f"{100 * res.coverage:.1f}%; batch {res.batch_size} ({res.batch_basis})")
+    _unmatched("log layers not in the spec", [f"{n} ({f + b:.3f} ms)" for n, f, b in
+                                              res.unmatched])
+    _unmatched("spec layers without time", list(res.spec_without_time))
+    _write({"runs": res.runs, "layer_timings": res.layer_timings}, out, force)
+
+
+@import_group.command("pipedream")
+@click.argument("graph", type=click.Path(dir_okay=False))
+@_gpu_options
+@OUT
+@FORCE
+def pipedream(graph, model, batch_size, device, run_id, source, out, force) -> None:
+    """PipeDream profile graph.txt -> runs + layer_timings; nodes mapped to spec layers by
+    op type, order and parameter/activation size. A shipped profile's GPU is not stated:
+    device 'gpu-unstated'."""
+    from ..importers.pipedream import import_graph
+
+    res = import_graph(graph, model, batch_size=batch_size, device=device, run_id=run_id,
+                       source=source)
+    click.echo(f"{len(res.mapped)} node(s) mapped; batch {res.batch_size} ({res.batch_basis})")
+    _unmatched("nodes without a spec layer", [f"{n} {op} ({f + b:.3f} ms)" for n, op, f, b in
+                                              res.unmatched])
+    _unmatched("spec layers without time", list(res.spec_without_time))
+    _write({"runs": res.runs, "layer_timings": res.layer_timings}, out, force)
