@@ -47,7 +47,8 @@ def import_group() -> None:
 @import_group.command("kineto")
 @click.argument("trace", type=click.Path(dir_okay=False))
 @model_option(required=True)
-@click.option("--batch-size", required=True, type=int, help="Per-device batch of the trace.")
+@click.option("--batch-size", default=None, type=int,
+              help="Per-device batch (required with scopes; automap reads it from the ops).")
 @click.option("--run-id", default=None,
               help="Default: kineto-<model>-<file stem>-<sha256 prefix>.")
 @click.option("--device", default=None, help="Device key (default cpu; required for GPU).")
@@ -62,8 +63,10 @@ def kineto(trace, model, batch_size, run_id, device, map_path, source, precision
     """PyTorch-profiler Chrome trace (.json or .json.gz) -> runs + layer_timings.
 
     Forward time per layer from scopes named like the layers (record_function) or mapped
-    by --map; backward time from autograd nodes linked by sequence number. Everything that
-    cannot be attributed is listed, never dropped.
+    by --map; backward time from autograd nodes linked by sequence number. A trace with
+    neither (a plain torch.profiler run of a torch model) is mapped by op order, kind and
+    input shapes per ProfilerStep, with GPU kernel time where it has kernels. Everything
+    that cannot be attributed is listed, never dropped.
     """
     from ..importers.kineto import import_trace
 
@@ -74,6 +77,10 @@ def kineto(trace, model, batch_size, run_id, device, map_path, source, precision
                f"{res.mapped_fwd_ms:.3f} ms, bwd {res.mapped_bwd_ms:.3f} ms of "
                f"{res.trace_bwd_ms:.3f} ms traced backward; layer sum ratio "
                f"{run['layer_sum_ratio']:.3f}" + ("  FLAGGED" if run["flagged"] else ""))
+    if res.coverage is not None:
+        share = f"{100 * res.kernel_share:.1f}%" if res.kernel_share is not None else "n/a"
+        click.echo(f"automap ({res.time_basis}): {100 * res.coverage:.1f}% of the spec's "
+                   f"conv/fc/bn layers mapped; mapped share of the steps' kernel time {share}")
     un = res.unmapped
     click.echo(f"unmapped: {un.ops} op(s), {un.time_ms:.3f} ms ({100 * un.share:.1f}% of "
                f"attributed + unmapped time)")

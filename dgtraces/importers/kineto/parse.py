@@ -1,0 +1,102 @@
+"""Kineto stage 1, parse: a (gzipped) Chrome trace -> :class:`Event` list + metadata.
+
+Older traces name categories ``Operator``/``Kernel``/``Runtime``; they are normalised to the
+current names (``cpu_op``, ``kernel``, ``cuda_runtime``) so later stages see one vocabulary.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ...errors import DgtracesError, Failure
+from .. import read_text
+
+EVAL = "autograd::engine::evaluate_function:"
+MODULE = "nn.Module: "
+STEP = re.compile(r"^ProfilerStep#\d+$")
+CATEGORIES = {"operator": "cpu_op", "kernel": "kernel", "runtime": "cuda_runtime",
+              "memset": "gpu_memset", "memcpy": "gpu_memcpy"}
+GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+@dataclass(frozen=True)
+class Event:
+    name: str
+    cat: str
+    tid: tuple
+    ts: float
+    dur: float  # kept as recorded: ts + dur - ts loses precision at trace-clock magnitudes
+    args: dict = field(compare=False, hash=False)
+
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
+
+
+def load_trace(path) -> tuple[list[Event], dict, str]:
+    """Complete ('X') events of a .json or .json.gz Chrome trace, its metadata, sha256."""
+    import hashlib
+
+    path = Path(path)
+    if not path.is_file():
+        raise DgtracesError(f"{path}: no such file", code="NOT_FOUND")
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    try:
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        doc = json.loads(data.decode("utf-8"))
+    except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
+        raise DgtracesError(f"{path}: not a (gzipped) JSON Chrome trace ({exc})",
+                            code="BAD_FILE") from None
+    raw = doc.get("traceEvents") if isinstance(doc, dict) else doc
+    if not isinstance(raw, list):
+        raise DgtracesError(f"{path}: no traceEvents list", code="BAD_FILE")
+    events = []
+    for i, e in enumerate(raw):
+        if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e and "dur" in e:
+            try:
+                ts, dur = float(e["ts"]), float(e["dur"])
+            except (TypeError, ValueError):
+                ts = dur = float("nan")
+            if not (math.isfinite(ts) and math.isfinite(dur) and dur >= 0):
+                raise DgtracesError(f"{path}: event {i} ({str(e.get('name'))[:60]!r}) has no "
+                                    f"usable ts/dur", code="BAD_FILE",
+                                    failures=[Failure("BAD_FILE", "ts/dur not finite numbers",
+                                                      file=str(path), row=i,
+                                                      found=repr((e["ts"], e["dur"]))[:80])])
+            args = e.get("args")
+            cat = str(e.get("cat", ""))
+            events.append(Event(str(e.get("name", "")), CATEGORIES.get(cat.lower(), cat),
+                                (e.get("pid"), e.get("tid")), ts, dur,
+                                args if isinstance(args, dict) else {}))
+    meta = doc if isinstance(doc, dict) else {}
+    return events, {k: v for k, v in meta.items() if k != "traceEvents"}, digest
+
+
+def read_map(path, layers: set[str], model: str) -> dict[str, str]:
+    """MAP CSV (columns scope, layer) -> {scope: layer}; unknown layers are UNKNOWN_LAYER."""
+    text, _ = read_text(path)
+    reader = csv.DictReader(io.StringIO(text))
+    if not reader.fieldnames or not {"scope", "layer"} <= set(reader.fieldnames):
+        raise DgtracesError(f"{path}: need a CSV header 'scope,layer'", code="BAD_FILE")
+    out, failures = {}, []
+    for i, row in enumerate(reader):
+        scope, layer = (row["scope"] or "").strip(), (row["layer"] or "").strip()
+        if layer not in layers:
+            failures.append(Failure("UNKNOWN_LAYER", f"not a layer of {model}", file=str(path),
+                                    row=i, column="layer", found=repr(layer)))
+        out[scope] = layer
+    if failures:
+        raise DgtracesError(f"{path}: {len(failures)} map row(s) name unknown layers",
+                            code="UNKNOWN_LAYER", failures=failures)
+    return out
+
+
