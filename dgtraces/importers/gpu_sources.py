@@ -90,6 +90,37 @@ def shipped(digest: str) -> GpuSource | None:
     return _by_digest().get(digest)
 
 
+def import_source(src: GpuSource):
+    """Import one shipped file with its importer (by the file's folder)."""
+    from .. import reference
+
+    path = reference.path(src.file)
+    if src.file.startswith("gpu/convnet-benchmarks/"):
+        from .caffe_time import import_log
+
+        return import_log(path, src.model)
+    if src.file.startswith("gpu/pipedream/"):
+        from .pipedream import import_graph
+
+        return import_graph(path, src.model)
+    from .kineto import import_trace
+
+    return import_trace(path, src.model, batch_size=None)
+
+
+def gpu_tables() -> dict:
+    """``runs`` + ``layer_timings`` of every shipped GPU file (provenance published),
+    validated together."""
+    import pandas as pd
+
+    from ..checks import validate_tables
+
+    results = [import_source(s) for s in SOURCES]
+    return validate_tables({
+        "runs": pd.concat([r.runs for r in results], ignore_index=True),
+        "layer_timings": pd.concat([r.layer_timings for r in results], ignore_index=True)})
+
+
 def licences() -> dict[str, str]:
     """repository -> licence of every shipped GPU source."""
     return {s.repo: s.licence for s in SOURCES}
