@@ -36,6 +36,7 @@ class MethodReport:
     release: str | None
     missing: list[str] = field(default_factory=list)
     loo: dict[str, dict[str, tuple[float, ...]]] | None = None  # device -> config -> errors
+    gpu_lines: list[str] = field(default_factory=list)  # real GPU layers (reconstruct.gpu)
 
     def misses(self, device: str) -> list[tuple[str, float]]:
         """Fitted rows whose reconstructed total is off by more than 5%."""
@@ -78,6 +79,7 @@ class MethodReport:
                        f"{b.batch_size}, inferred; {len(b.table)} layers, {b.logs} logs): "
                        f"MAPE {b.mape:.1f}%, sum ratio {b.total_ratio:.2f}, Spearman "
                        f"{b.rank_correlation:.2f}")
+        out.extend(self.gpu_lines)
         for dev, configs in (self.loo or {}).items():
             for name, errs in configs.items():
                 s = loo_summary(errs)
@@ -216,5 +218,14 @@ def build_report(version: str | None = None, *,
         bc = compare(runs, lt)
     except DgtracesError as exc:
         missing.append(f"B-Caffe comparison: {exc.message}")
+    gpu: list[str] = []
+    if runs is not None and ((runs["provenance"] == "published")
+                             & (runs["device_kind"] == "gpu") & (runs["device"] != "k80")).any():
+        from .gpu import compare_gpu, lines
+
+        gpu = lines(*compare_gpu(runs, lt))
+    else:
+        missing.append("real GPU layer comparison: the release has no published GPU per-layer "
+                       "runs (v0.4.0+)")
     return MethodReport(cals, v15_check(cals["v100"]), cpu, bc, version, missing,
-                        loo_table() if loo else None)
+                        loo_table() if loo else None, gpu)
