@@ -130,6 +130,9 @@ def _batch(nodes: list[Node], records: list[dict], given: int | None) -> tuple[i
                     if batch >= 1 and batch == int(batch):
                         return int(batch), (f"activation_size of {node.node} / output bytes "
                                             f"per sample of {r['layer']}")
+    if any(OP_KIND.get(n.op) in SIZED for n in nodes):  # sized nodes, none of the spec's
+        raise DgtracesError("no conv/fc node has the parameter size of a layer of this model "
+                            "(a profile of another net?)", code="MODEL_MISMATCH")
     raise DgtracesError("no conv/fc node to infer the batch from; give --batch-size",
                         code="BAD_INPUT")
 
