@@ -68,6 +68,16 @@ TAGS = ("distributed-training", "deep-learning", "performance-modeling", "sgd",
         "layer-wise-traces", "benchmark")
 REQUIRES = re.compile(r"<!--\s*requires provenance:\s*([a-z, ]+?)\s*-->")
 BCAFFE_PATTERN = r"(?i)b-caffe"  # sources of rows derived from the shyhuai/B-Caffe logs
+# third-party sources whose own licence applies to the rows citing them (besides B-Caffe):
+# (source regex, repository, Hub licence id, licence URL)
+THIRD_PARTY = (
+    (r"soumith/convnet-benchmarks", "soumith/convnet-benchmarks", "mit",
+     "https://opensource.org/license/mit"),
+    (r"msr-fiddle/pipedream", "msr-fiddle/pipedream", "mit",
+     "https://opensource.org/license/mit"),
+    (r"pytorch/kineto", "pytorch/kineto", "bsd-3-clause",
+     "https://opensource.org/license/bsd-3-clause"),
+)
 REPO = Path(__file__).resolve().parent.parent
 FRAGMENTS = REPO / "cards" / "fragments"
 
@@ -144,9 +154,9 @@ def provenance_stats(version: str | None = None, root=None) -> dict[str, dict]:
     try:
         for table, entry in sorted(entries.items()):
             cols = set(entry.get("columns") or [])
-            item: dict[str, Any] = {"rows": int(entry["rows"]), "provenance": {}, "sources": [],
-                                    "bcaffe": 0,
-                    "via": None}
+            item: dict[str, Any] = {"rows": int(entry["rows"]), "provenance": {},
+                                    "sources": [], "bcaffe": 0, "via": None,
+                                    "third_party": {}}
             frm = _provenance_from(table, cols, entries)
             if frm is not None:
                 item["via"] = None if frm == f'"{table}"' else "runs"
@@ -158,6 +168,13 @@ def provenance_stats(version: str | None = None, root=None) -> dict[str, dict]:
                 (item["bcaffe"],) = con.execute(
                     f"SELECT count(*) FROM {frm} WHERE regexp_matches(source, ?)",
                     [BCAFFE_PATTERN]).fetchone() or (0,)
+                third: dict[str, int] = {}
+                for pattern, repo, _, _ in THIRD_PARTY:
+                    hit = con.execute(f"SELECT count(*) FROM {frm} WHERE regexp_matches("
+                                      f"source, ?)", [pattern]).fetchone()
+                    if hit and hit[0]:
+                        third[repo] = int(hit[0])
+                item["third_party"] = third
             stats[table] = item
     finally:
         con.close()
@@ -166,10 +183,32 @@ def provenance_stats(version: str | None = None, root=None) -> dict[str, dict]:
 
 def licenses(stats: dict) -> list[tuple[str, str]]:
     """(Hub licence id, URL) of every licence that applies to some row of the release:
-    CC-BY-4.0, plus BSD-2-Clause when B-Caffe-derived rows are present."""
+    CC-BY-4.0, plus BSD-2-Clause when B-Caffe-derived rows are present, plus the licence of
+    each :data:`THIRD_PARTY` source some row cites (MIT, BSD-3-Clause)."""
     out = [(LICENSE, LICENSE_URL)]
     if any(s["bcaffe"] for s in stats.values()):
         out.append((BSD_LICENSE, BSD_LICENSE_URL))
+    present = {repo for s in stats.values() for repo in s.get("third_party", {})}
+    for _, repo, key, url in THIRD_PARTY:
+        if repo in present and (key, url) not in out:
+            out.append((key, url))
+    return out
+
+
+def third_party_lines(stats: dict) -> list[str]:
+    """Card table: rows per third-party source and the licence that applies to them."""
+    counts: dict[str, list[str]] = {}
+    for table, s in stats.items():
+        for repo, n in s.get("third_party", {}).items():
+            counts.setdefault(repo, []).append(f"{n} `{table}`")
+    if not counts:
+        return []
+    out = ["", "Rows citing these repositories (in `source`) are also under the repository's "
+           "own licence; its copyright notice applies to them:", "",
+           "| repository | licence | rows |", "| --- | --- | --- |"]
+    for _, repo, key, url in THIRD_PARTY:
+        if repo in counts:
+            out.append(f"| `{repo}` | [{key}]({url}) | {', '.join(counts[repo])} |")
     return out
 
 
@@ -293,7 +332,8 @@ def render_card(version: str | None = None, root=None, *, data_dir: str = "data"
               f'df = dgtraces.load("{first}", "{version}")   # pandas DataFrame',
               f'con = dgtraces.connect("{version}")           # sandboxed DuckDB, a view per table',
               "```", "", "## Provenance of rows", ""]
-    lines += _provenance_table(stats) + ["", "## License", "", LICENSES, ""]
+    lines += _provenance_table(stats) + ["", "## License", "", LICENSES]
+    lines += third_party_lines(stats) + [""]
     lines += _models_section(models) + ["## Tables", ""]
     for table in sorted(manifest["tables"]):
         lines += _table_section(table, stats[table], manifest["tables"][table])

@@ -117,14 +117,18 @@ def build(version: str | None = None, root=None, data_dir: str = "data",
             "description": desc["description"],
             "field": fields,
         })
+    stats = c.provenance_stats(version, root) if stats is None else stats
     return {
         "@context": CONTEXT,
         "@type": "sc:Dataset",
         "conformsTo": CONFORMS_TO,
         "name": c.DATASET_NAME,
         "description": c.summary(c.release_models(version, root)),
-        "license": [url for _, url in c.licenses(
-            c.provenance_stats(version, root) if stats is None else stats)],
+        "license": [url for _, url in c.licenses(stats)],
+        "isBasedOn": [{"@type": "sc:CreativeWork", "name": repo,
+                       "url": f"https://github.com/{repo}", "license": url}
+                      for _, repo, _, url in c.THIRD_PARTY
+                      if any(repo in s.get("third_party", {}) for s in stats.values())],
         "url": c.HOMEPAGE,
         "version": version,
         "datePublished": manifest.get("created_utc", "")[:10] or None,

@@ -20,7 +20,7 @@ def test_provenance_stats(mini_release_root):
     assert st["layer_timings"]["provenance"] == {"measured": 3, "published": 3}
     assert st["layer_timings"]["via"] == "runs" and st["layer_timings"]["bcaffe"] == 3
     assert st["layers"] == {"rows": 23, "provenance": {}, "sources": [], "bcaffe": 0,
-                            "via": None}
+                            "via": None, "third_party": {}}
     assert ("published", "shyhuai/B-Caffe logdata/allreduce4.log", 2) in st["comm"]["sources"]
     assert sum(s["rows"] for s in st.values()) == 23 + 2 + 6 + 2 + 3 + 1 + 1 + 1
 
@@ -100,3 +100,14 @@ def test_fragments_only_for_releases_with_their_rows(tmp_store, tmp_path):
     names = [n for n, _ in cards.fragments(frag, cards.provenance_stats(root=tmp_store))]
     assert names == ["b.md"]
     assert [t for _, t in cards.fragments(frag)] == ["## A", "## B (always)"]
+
+
+def test_third_party_licences_listed_per_source(mini_release_root):
+    from dgtraces import cards
+
+    st = cards.provenance_stats(root=mini_release_root)
+    assert cards.third_party_lines(st) == []  # no MIT/BSD-3 source in the mini release
+    st["runs"]["third_party"] = {"pytorch/kineto": 2}
+    assert ("bsd-3-clause", "https://opensource.org/license/bsd-3-clause") in cards.licenses(st)
+    assert any("`pytorch/kineto`" in line and "2 `runs`" in line
+               for line in cards.third_party_lines(st))

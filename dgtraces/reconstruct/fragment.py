@@ -304,6 +304,10 @@ def markdown(rep: MethodReport, png: str | None = PNG_LINK) -> str:
     lines += _cpu(rep)
     lines += ["### B-Caffe comparison (published GoogLeNet traces)", ""]
     lines += _bcaffe(rep, png)
+    from .gpu import markdown as gpu_markdown
+
+    lines += ["### Real GPU layers (published Kineto V100 traces)", ""]
+    lines += gpu_markdown(rep.gpu, rep.gpu_skipped)
     lines += [
         "### H200", "",
         H200_NOTE, "",
@@ -313,8 +317,9 @@ def markdown(rep: MethodReport, png: str | None = PNG_LINK) -> str:
         "`devices` rows of its measured peaks per thread count): timings of this machine; "
         "spread in p10/p90; flagged runs say why.",
         "- **published** (`iterations` calibration rows, B-Caffe `runs`/`layer_timings`, "
-        "OSU `comm`, datasheet `devices`): as published; B-Caffe's device and batch are "
-        "inferred.",
+        "OSU `comm`, datasheet `devices`, real GPU per-layer `runs`/`layer_timings` from "
+        "`caffe time`, PipeDream and Kineto): as published; B-Caffe's device and batch are "
+        "inferred, PipeDream's GPU is not stated (`gpu-unstated`).",
         "- **reconstructed** (`collector_version` = "
         f"`{method_id()}`): the fitted architectures (the frameworks' own AlexNet and "
         "ResNet-50, above) track the published rows to the errors above (rms " + ", ".join(

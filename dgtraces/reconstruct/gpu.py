@@ -97,3 +97,28 @@ def lines(comparisons: list[GpuComparison], skipped: list[str]) -> list[str]:
                        f"{k.reconstructed_ms:8.2f} ms ({k.sum_error_pct:+.1f}%)")
     out += [f"  not modelled: {s}" for s in skipped]
     return out
+
+
+def markdown(comparisons: list[GpuComparison], skipped: list[str]) -> list[str]:
+    """The card section: per run, per-layer MAPE, whole-iteration error, per-kind table."""
+    if not comparisons and not skipped:
+        return ["No published GPU per-layer runs in this release.", ""]
+    out = ["Published real GPU per-layer traces (release v0.4.0+) against the reconstruction "
+           "of the same model, batch and device, with the cost model fitted as above (no "
+           "parameter sees these rows). Per layer: forward + backward; Kineto times are GPU "
+           "kernel sums per layer (the eltwise adds have no linked backward and are left "
+           "out). `python -m dgtraces reconstruct --report` prints these figures.", ""]
+    for c in comparisons:
+        out += [f"**{c.model}, batch {c.batch_size}, {c.device}** (`{c.run_id}`, modelled "
+                f"with the `v100` calibration): {len(c.table)} layers, per-layer MAPE "
+                f"**{c.layer_mape:.1f}%**, whole mapped iteration "
+                f"**{c.iteration_error_pct:+.1f}%**.", "",
+                "| kind | layers | MAPE | measured ms | reconstructed ms | sum error |",
+                "| --- | ---: | ---: | ---: | ---: | ---: |"]
+        for k in c.by_kind().itertuples():
+            out.append(f"| {k.kind} | {k.layers} | {k.mape_pct:.1f}% | {k.measured_ms:.2f} | "
+                       f"{k.reconstructed_ms:.2f} | {k.sum_error_pct:+.1f}% |")
+        out.append("")
+    if skipped:
+        out += ["Not modelled:", ""] + [f"- {s}" for s in skipped] + [""]
+    return out
