@@ -62,8 +62,10 @@ def import_auto(path, model: str, events: list[Event], meta: dict, digest: str, 
         device, provenance = device or "cpu", "measured"
     run_id = run_id or default_run_id(model, path, digest)
     rows = layer_rows(run_id, order, res.fwd, res.bwd)
-    per_step_f = [sum(v for (_, i), v in res.fwd.items() if i == s) for s in range(res.steps)]
-    per_step_b = [sum(v for (_, i), v in res.bwd.items() if i == s) for s in range(res.steps)]
+    per_step_f, per_step_b = [0.0] * res.steps, [0.0] * res.steps
+    for times, sums in ((res.fwd, per_step_f), (res.bwd, per_step_b)):
+        for (_, step), ms in times.items():
+            sums[step] += ms
     mapped_ms = sum(res.fwd.values()) + sum(res.bwd.values())
     unmapped = unmapped_summary(res.unmapped, [], mapped_ms)
     share = (sum(res.mapped_kernel_ms) / sum(res.step_kernel_ms)
