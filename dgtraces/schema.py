@@ -40,10 +40,13 @@ class Layers(_Base):
 
     model: Series[str] = F("model name", isin=MODELS)
     layer_idx: Series[int] = F("execution order within the model (0-based)", ge=0)
-    layer: Series[str] = F("Caffe layer name", str_length={"min_value": 1})
+    layer: Series[str] = F("layer name: the Caffe prototxt name, or the torchvision module path "
+                           "for torchvision specs (docs/gpu-traces.md)",
+                           str_length={"min_value": 1})
     kind: Series[str] = F("layer kind", isin=KINDS)
     bottoms: Series[str] = F("comma-separated producing layers ('data' = input)")
-    aux: Series[bool] = F("belongs to an auxiliary classifier (GoogLeNet loss1/loss2)")
+    aux: Series[bool] = F("belongs to an auxiliary classifier (GoogLeNet loss1/loss2, "
+                          "Inception-v3 AuxLogits)")
     out_c: Series[int] = F("output channels", ge=1)
     out_h: Series[int] = F("output height", "px", ge=1)
     out_w: Series[int] = F("output width", "px", ge=1)
