@@ -38,8 +38,8 @@ MIN_COVERAGE = 0.9  # share of the spec's (non-aux) conv/fc layers a log must na
 
 @dataclass
 class CaffeTimeImport:
-    runs: "pd.DataFrame"
-    layer_timings: "pd.DataFrame"
+    runs: pd.DataFrame
+    layer_timings: pd.DataFrame
     matched: tuple[str, ...]
     unmatched: tuple[tuple[str, float, float], ...]  # (log layer, fwd ms, bwd ms)
     spec_without_time: tuple[str, ...]
@@ -147,11 +147,12 @@ def import_log(path, model: str, *, batch_size: int | None = None, device: str |
     layer_sum = sum(r["fwd_ms"] + r["bwd_ms"] for r in rows)
     total = parsed.averages["Forward-Backward"]
     ratio = layer_sum / total if total > 0 else None
+    without = [n for n in order if n not in parsed.layers]
     params = {"file": Path(path).name, "sha256": digest, "batch_basis": basis,
               "iterations": parsed.iterations, "averages_ms": parsed.averages,
               "unmatched_layers": [list(u) for u in unmatched],
               "unmatched_ms": sum(f + b for _, f, b in unmatched),
-              "spec_layers_without_time": [n for n in order if n not in parsed.layers],
+              "spec_layers_without_time": without,
               "conv_fc_coverage": coverage}
     run = run_row(run_id=run_id, model=model, device=device, known=known,
                   framework="caffe (caffe time)", batch_size=batch, source=cited,
@@ -162,5 +163,5 @@ def import_log(path, model: str, *, batch_size: int | None = None, device: str |
                         "*_split) are in params_json and in the whole-pass times")
     return CaffeTimeImport(frame("runs", [run]), frame("layer_timings", rows),
                            tuple(r["layer"] for r in rows), unmatched,
-                           tuple(params["spec_layers_without_time"]), coverage, batch, basis)
+                           tuple(without), coverage, batch, basis)
 

@@ -52,8 +52,8 @@ class Node:
 
 @dataclass
 class PipeDreamImport:
-    runs: "pd.DataFrame"
-    layer_timings: "pd.DataFrame"
+    runs: pd.DataFrame
+    layer_timings: pd.DataFrame
     mapped: dict[str, str]  # node -> spec layer
     unmatched: tuple[tuple[str, str, float, float], ...]  # node, op, fwd, bwd ms
     spec_without_time: tuple[str, ...]

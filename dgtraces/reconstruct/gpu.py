@@ -32,7 +32,7 @@ class GpuComparison:
     device: str
     model: str
     batch_size: int
-    table: "pd.DataFrame"  # layer, kind, measured_ms, reconstructed_ms, ape_pct
+    table: pd.DataFrame  # layer, kind, measured_ms, reconstructed_ms, ape_pct
 
     @property
     def layer_mape(self) -> float:
@@ -43,7 +43,7 @@ class GpuComparison:
         t = self.table
         return float((t["reconstructed_ms"].sum() / t["measured_ms"].sum() - 1) * 100)
 
-    def by_kind(self) -> "pd.DataFrame":
+    def by_kind(self) -> pd.DataFrame:
         g = self.table.groupby("kind")
         out = g.agg(layers=("ape_pct", "size"), mape_pct=("ape_pct", "mean"),
                     measured_ms=("measured_ms", "sum"),
@@ -52,7 +52,7 @@ class GpuComparison:
         return out
 
 
-def compare_gpu(runs: "pd.DataFrame", timings: "pd.DataFrame"
+def compare_gpu(runs: pd.DataFrame, timings: pd.DataFrame
                 ) -> tuple[list[GpuComparison], list[str]]:
     """(comparisons, lines saying which published GPU runs were not modelled and why)."""
     import pandas as pd
@@ -63,30 +63,33 @@ def compare_gpu(runs: "pd.DataFrame", timings: "pd.DataFrame"
 
     pub = runs[(runs["provenance"] == "published") & (runs["device_kind"] == "gpu")]
     out, skipped = [], []
-    for run in pub.itertuples():
-        lt = timings[timings["run_id"] == run.run_id].dropna(subset=["fwd_ms", "bwd_ms"])
-        if run.device not in MODELLED_AS:
-            skipped.append(f"{run.run_id}: {WHY_NOT.get(run.device, 'device not calibrated')}")
+    for run in pub.to_dict("records"):
+        run_id, device, model = str(run["run_id"]), str(run["device"]), str(run["model"])
+        batch = int(run["batch_size"])
+        lt = timings[timings["run_id"] == run_id].dropna(subset=["fwd_ms", "bwd_ms"])
+        if device not in MODELLED_AS:
+            skipped.append(f"{run_id}: {WHY_NOT.get(device, 'device not calibrated')}")
             continue
-        if run.model == "googlenet" and run.device == "k80":
+        if model == "googlenet" and device == "k80":
             continue  # the B-Caffe comparison (backward only) covers these
-        cal = calibrate(MODELLED_AS[run.device])
-        la = layer_arrays(run.model)
-        costs = layer_costs(la, cal.params("fp32"), cal.device, int(run.batch_size))
+        cal = calibrate(MODELLED_AS[device])
+        la = layer_arrays(model)
+        costs = layer_costs(la, cal.params("fp32"), cal.device, batch)
         rec = pd.DataFrame({"layer": la.layer, "reconstructed_ms": costs.fwd_ms + costs.bwd_ms})
-        kinds = {r["layer"]: r["kind"] for r in layer_records(run.model)}
+        kinds = {r["layer"]: r["kind"] for r in layer_records(model)}
         t = lt.assign(measured_ms=lt["fwd_ms"] + lt["bwd_ms"])[["layer", "measured_ms"]]
         t = t.merge(rec, on="layer", how="inner")
         t = t[t["measured_ms"] > 0]
         t["kind"] = t["layer"].map(kinds)
         t["ape_pct"] = (t["reconstructed_ms"] / t["measured_ms"] - 1).abs() * 100
-        out.append(GpuComparison(run.run_id, run.device, run.model, int(run.batch_size),
-                                 t.reset_index(drop=True)))
+        out.append(GpuComparison(run_id, device, model, batch, t.reset_index(drop=True)))
     return out, skipped
 
 
 def lines(comparisons: list[GpuComparison], skipped: list[str]) -> list[str]:
-    out = ["real GPU layers (published runs; cost model unchanged, v100 calibration):"]
+    title = ("real GPU layers (published runs; cost model unchanged, calibration of the same "
+             "GPU part):")
+    out = [title]
     for c in comparisons:
         out.append(f"  {c.run_id} ({c.device}, {c.model}, b{c.batch_size}): "
                    f"{len(c.table)} layers, per-layer MAPE {c.layer_mape:.1f}%, whole "
@@ -103,16 +106,19 @@ def markdown(comparisons: list[GpuComparison], skipped: list[str]) -> list[str]:
     """The card section: per run, per-layer MAPE, whole-iteration error, per-kind table."""
     if not comparisons and not skipped:
         return ["No published GPU per-layer runs in this release.", ""]
-    out = ["Published real GPU per-layer traces (release v0.4.0+) against the reconstruction "
-           "of the same model, batch and device, with the cost model fitted as above (no "
-           "parameter sees these rows). Per layer: forward + backward; Kineto times are GPU "
-           "kernel sums per layer (the eltwise adds have no linked backward and are left "
-           "out). `python -m dgtraces reconstruct --report` prints these figures.", ""]
+    intro = ("Published real GPU per-layer traces (release v0.4.0+) against the "
+             "reconstruction of the same model, batch and device, with the cost model fitted "
+             "as above (no parameter sees these rows). Per layer: forward + backward; Kineto "
+             "times are GPU kernel sums per layer (the eltwise adds have no linked backward "
+             "and are left out). `python -m dgtraces reconstruct --report` prints these "
+             "figures.")
+    out = [intro, ""]
     for c in comparisons:
-        out += [f"**{c.model}, batch {c.batch_size}, {c.device}** (`{c.run_id}`, modelled "
-                f"with the `v100` calibration): {len(c.table)} layers, per-layer MAPE "
-                f"**{c.layer_mape:.1f}%**, whole mapped iteration "
-                f"**{c.iteration_error_pct:+.1f}%**.", "",
+        head = (f"**{c.model}, batch {c.batch_size}, {c.device}** (`{c.run_id}`, modelled "
+                f"with the `{MODELLED_AS[c.device]}` calibration): {len(c.table)} layers, "
+                f"per-layer MAPE **{c.layer_mape:.1f}%**, whole mapped iteration "
+                f"**{c.iteration_error_pct:+.1f}%**.")
+        out += [head, "",
                 "| kind | layers | MAPE | measured ms | reconstructed ms | sum error |",
                 "| --- | ---: | ---: | ---: | ---: | ---: |"]
         for k in c.by_kind().itertuples():

@@ -71,7 +71,7 @@ def spec_layers(model: str) -> list[SpecLayer]:
         layer = item.layer
         src = shapes[layer.bottoms[0]]
         shapes[layer.name] = item.out
-        weight = None
+        weight: tuple[int, ...] | None = None
         if layer.kind == "conv":
             weight = (layer.num_output, src.c // layer.group, layer.kernel, layer.kw)
         elif layer.kind == "fc":
@@ -89,7 +89,8 @@ def _fits(op: Event, layer: SpecLayer, batch: int) -> bool:
         numel = 1
         for d in first:
             numel *= d
-        return numel == layer.weight[1] and len(dims) > 1 and tuple(dims[1]) == layer.weight
+        return (layer.weight is not None and numel == layer.weight[1] and len(dims) > 1
+                and tuple(dims[1]) == layer.weight)
     if first != layer.in_chw:
         return False
     if layer.kind == "conv":
@@ -183,16 +184,17 @@ def automap(events: list[Event], model: str, batch: int) -> AutoMapped:
                   if e.args.get("External id") is not None}
         launch = {e.args.get("correlation"): e.ts for e in events if e.cat == "cuda_runtime"}
         for k in kernels:
-            op = by_ext.get(k.args.get("external id"))
-            at = launch.get(k.args.get("correlation"), op.ts if op else k.ts)
-            i = step_of(at)
-            if i is None:
+            launcher = by_ext.get(k.args.get("external id"))
+            at = step_of(launch.get(k.args.get("correlation"),
+                                    launcher.ts if launcher else k.ts))
+            if at is None:
                 continue
-            step_kernel[i] += k.dur / 1000.0
-            key = owner.get(top[op]) if op is not None else None
-            if key is not None:
-                (bwd if top[op].args.get("Fwd thread id") else fwd)[key] += k.dur / 1000.0
-                mapped_kernel[i] += k.dur / 1000.0
+            step_kernel[at] += k.dur / 1000.0
+            root = top.get(launcher) if launcher is not None else None
+            key = owner.get(root) if root is not None else None
+            if root is not None and key is not None:
+                (bwd if root.args.get("Fwd thread id") else fwd)[key] += k.dur / 1000.0
+                mapped_kernel[at] += k.dur / 1000.0
     else:
         for op, key in owner.items():
             (bwd if op.args.get("Fwd thread id") else fwd)[key] += op.dur / 1000.0

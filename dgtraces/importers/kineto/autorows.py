@@ -82,6 +82,9 @@ def import_auto(path, model: str, events: list[Event], meta: dict, digest: str, 
                            "top": [list(t) for t in unmapped.names[:20]]}}
     if known is not None:
         params.update(stated=known.stated, licence=known.licence)
+    fwd_ms, bwd_ms = _median(per_step_f), _median(per_step_b)
+    whole = (fwd_ms or 0.0) + (bwd_ms or 0.0)
+    ratio = layer_sum / whole if whole > 0 else None
     basis = ("GPU kernel time (sum of the kernels each op launched, by external id)"
              if res.time_basis == "gpu kernels" else "CPU op durations")
     run = {
@@ -90,11 +93,8 @@ def import_auto(path, model: str, events: list[Event], meta: dict, digest: str, 
         "framework": known.framework if known else "pytorch (kineto trace)",
         "precision": precision, "batch_size": int(batch), "provenance": provenance,
         "source": cited, "collector_version": f"dgtraces.importers.kineto {IMPORTER_VERSION}",
-        "timestamp_utc": _timestamp(meta, events), "fwd_ms": _median(per_step_f),
-        "bwd_ms": _median(per_step_b), "iter_ms": _median(res.step_ms),
-        "layer_sum_ratio": layer_sum / (_median(per_step_f) + _median(per_step_b))
-        if per_step_f and per_step_b and (_median(per_step_f) + _median(per_step_b)) > 0
-        else None, "flagged": False, "params_json": json.dumps(params, sort_keys=True),
+        "timestamp_utc": _timestamp(meta, events), "fwd_ms": fwd_ms, "bwd_ms": bwd_ms,
+        "iter_ms": _median(res.step_ms), "layer_sum_ratio": ratio, "flagged": False, "params_json": json.dumps(params, sort_keys=True),
         "notes": f"Kineto trace mapped by op order, kind and input shapes; per-layer times are "
                  f"{basis}, one repetition per ProfilerStep; fwd_ms/bwd_ms are the mapped "
                  f"layers' sums, iter_ms the step's wall time (includes data loading and the "

@@ -59,8 +59,8 @@ class Unmapped:
 
 @dataclass
 class KinetoImport:
-    runs: "pd.DataFrame"
-    layer_timings: "pd.DataFrame"
+    runs: pd.DataFrame
+    layer_timings: pd.DataFrame
     iterations: int
     layers: tuple[str, ...]
     unmapped: Unmapped
@@ -76,16 +76,16 @@ class KinetoImport:
 
 def _timestamp(meta: dict, events: list[Event]) -> str:
     """Wall time of the first event: baseTimeNanoseconds + ts (us); import time if absent."""
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
 
     base = meta.get("baseTimeNanoseconds")
     first = min((e.ts for e in events), default=0.0)
     if base:
-        when = datetime.fromtimestamp(int(base) / 1e9 + first / 1e6, timezone.utc)
+        when = datetime.fromtimestamp(int(base) / 1e9 + first / 1e6, UTC)
     elif first > 1e15:  # older traces: ts are microseconds since the epoch
-        when = datetime.fromtimestamp(first / 1e6, timezone.utc)
+        when = datetime.fromtimestamp(first / 1e6, UTC)
     else:
-        when = datetime.now(timezone.utc)
+        when = datetime.now(UTC)
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
