@@ -167,3 +167,22 @@ def test_release_v040_rows_by_source_and_licences():
     assert len(pairs) >= 5 and {"alexnet-owt", "googlenet", "resnet50-v1.5"} <= set(pub["model"])
     assert {"titanx-maxwell", "v100-dgxs-32gb"} <= set(f["devices"]["device"])
     assert "gpu-unstated" not in set(f["devices"]["device"])
+
+
+def test_cli_gpu_import_commands(tmp_path):
+    from click.testing import CliRunner
+
+    from dgtraces.cli import main
+
+    r = CliRunner().invoke(main, ["import", "caffe-time", str(reference.path(
+        CAFFE.format("alexnet"))), "--model", "alexnet-owt", "--out", str(tmp_path / "c")])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "c" / "layer_timings.csv").read_text().count("\n") == 17
+    r = CliRunner().invoke(main, ["import", "pipedream", str(reference.path(
+        PD.format("vgg16"))), "--model", "vgg16", "--out", str(tmp_path / "p")])
+    assert r.exit_code == 0, r.output
+    assert "gpu-unstated" in (tmp_path / "p" / "runs.csv").read_text()
+    r = CliRunner().invoke(main, ["import", "pipedream", str(reference.path(
+        PD.format("vgg16"))), "--model", "resnet50", "--out", str(tmp_path / "x")])
+    assert isinstance(r.exception, DgtracesError) and r.exception.code == "MODEL_MISMATCH"
+    assert not (tmp_path / "x").exists()

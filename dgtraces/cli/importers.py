@@ -182,10 +182,14 @@ GPU_OPTIONS = (
 )
 
 
-def _gpu_options(fn):
-    for option in reversed(GPU_OPTIONS):
-        fn = option(fn)
-    return fn
+def _gpu_command(name: str, argument: str):
+    """``dgtraces import NAME ARGUMENT`` with the shared GPU-importer options."""
+    def decorate(fn):
+        for option in reversed((click.argument(argument, type=click.Path(dir_okay=False)),
+                                *GPU_OPTIONS, OUT, FORCE)):
+            fn = option(fn)
+        return import_group.command(name)(fn)
+    return decorate
 
 
 def _unmatched(label: str, items, extra: str = "") -> None:
@@ -193,11 +197,7 @@ def _unmatched(label: str, items, extra: str = "") -> None:
                + (f" ... and {len(items) - 20} more" if len(items) > 20 else "") + extra)
 
 
-@import_group.command("caffe-time")
-@click.argument("log", type=click.Path(dir_okay=False))
-@_gpu_options
-@OUT
-@FORCE
+@_gpu_command("caffe-time", "log")
 def caffe_time(log, model, batch_size, device, run_id, source, out, force) -> None:
     """`caffe time` log -> runs + layer_timings; layers matched to the spec by name.
 
@@ -215,11 +215,7 @@ def caffe_time(log, model, batch_size, device, run_id, source, out, force) -> No
     _write({"runs": res.runs, "layer_timings": res.layer_timings}, out, force)
 
 
-@import_group.command("pipedream")
-@click.argument("graph", type=click.Path(dir_okay=False))
-@_gpu_options
-@OUT
-@FORCE
+@_gpu_command("pipedream", "graph")
 def pipedream(graph, model, batch_size, device, run_id, source, out, force) -> None:
     """PipeDream profile graph.txt -> runs + layer_timings; nodes mapped to spec layers by
     op type, order and parameter/activation size. A shipped profile's GPU is not stated:
