@@ -186,3 +186,32 @@ def test_cli_gpu_import_commands(tmp_path):
         PD.format("vgg16"))), "--model", "resnet50", "--out", str(tmp_path / "x")])
     assert isinstance(r.exception, DgtracesError) and r.exception.code == "MODEL_MISMATCH"
     assert not (tmp_path / "x").exists()
+
+
+def test_datasheet_devices_are_read_with_the_shipped_ones():
+    from dgtraces.importers.published import devices_frame
+    from dgtraces.reconstruct.calibration import devices
+
+    keys = [r["device"] for r in reference.device_rows()]
+    assert {"k80", "v100", "titanx-maxwell", "v100-dgxs-32gb"} <= set(keys)
+    assert len(keys) == len(set(keys))
+    df = devices_frame().set_index("device")
+    assert df.loc["titanx-maxwell", "kind"] == "gpu" and df.loc["v100-dgxs-32gb", "memory_gb"] == 32
+    assert all(len(s) > 20 for s in df.loc[["titanx-maxwell", "v100-dgxs-32gb"], "source"])
+    assert "gpu-unstated" not in devices()
+
+
+def test_reconstruction_against_real_gpu_layers():
+    from dgtraces.importers.gpu_sources import gpu_tables
+    from dgtraces.reconstruct.gpu import compare_gpu
+
+    t = gpu_tables()
+    comps, skipped = compare_gpu(t["runs"], t["layer_timings"])
+    assert [c.device for c in comps] == ["v100-dgxs-32gb", "v100-dgxs-32gb"]
+    c = comps[0]
+    assert len(c.table) == 158 and set(c.by_kind()["kind"]) >= {"conv", "bn", "relu"}
+    assert c.layer_mape == pytest.approx(c.table["ape_pct"].mean())
+    total = c.table["reconstructed_ms"].sum() / c.table["measured_ms"].sum() - 1
+    assert c.iteration_error_pct == pytest.approx(100 * total)
+    assert len(skipped) == 6
+    assert sum("Titan X" in s for s in skipped) == 2 and sum("no GPU" in s for s in skipped) == 4
