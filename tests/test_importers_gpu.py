@@ -215,3 +215,48 @@ def test_reconstruction_against_real_gpu_layers():
     assert c.iteration_error_pct == pytest.approx(100 * total)
     assert len(skipped) == 6
     assert sum("Titan X" in s for s in skipped) == 2 and sum("no GPU" in s for s in skipped) == 4
+
+
+def _op(name, ts, dur, tid=1, dims=None, seq=None, fwd_tid=0):
+    args = {"Input Dims": dims or [], "Fwd thread id": fwd_tid}
+    if seq is not None:
+        args["Sequence number"] = seq
+    return {"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": dur, "pid": 1,
+            "tid": tid, "args": args}
+
+
+def test_kineto_automap_cpu_fixture_uses_op_times(tmp_path):
+    """A hand-made CPU trace of alexnet-owt's first three layers, two ProfilerSteps."""
+    import json
+
+    from dgtraces.importers.kineto import import_trace
+
+    events = []
+    for step, t0 in enumerate((0, 1000)):
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}",
+                       "ts": t0, "dur": 900, "pid": 1, "tid": 1, "args": {}})
+        seq = 10 * step
+        events += [
+            _op("aten::conv2d", t0 + 10, 100, dims=[[2, 3, 224, 224], [64, 3, 11, 11], [64]],
+                seq=seq),
+            _op("aten::relu_", t0 + 120, 20, dims=[[2, 64, 55, 55]], seq=seq + 1),
+            _op("aten::max_pool2d", t0 + 150, 30, dims=[[2, 64, 55, 55]], seq=seq + 2),
+            _op("aten::sum", t0 + 190, 5, dims=[[2, 64, 27, 27]], seq=seq + 3),  # the loss
+            _op("MaxPool2DWithIndicesBackward0", t0 + 300, 60, tid=2, seq=seq + 2, fwd_tid=1),
+            _op("ReluBackward0", t0 + 370, 40, tid=2, seq=seq + 1, fwd_tid=1),
+            _op("ConvolutionBackward0", t0 + 420, 200, tid=2, seq=seq, fwd_tid=1),
+        ]
+    p = tmp_path / "cpu.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    res = import_trace(p, "alexnet-owt", batch_size=None, source="hand-made fixture")
+    assert res.time_basis == "cpu ops" and res.iterations == 2
+    lt = res.layer_timings.set_index("layer")
+    assert list(lt.index) == ["conv1", "conv1/relu", "pool1/3x3_s2"]
+    assert lt.loc["conv1", "fwd_ms"] == 0.1 and lt.loc["conv1", "bwd_ms"] == 0.2
+    assert lt.loc["pool1/3x3_s2", "bwd_ms"] == 0.06 and (lt["n"] == 2).all()
+    run = res.runs.iloc[0]
+    assert run["device"] == "cpu" and run["provenance"] == "measured" and run["batch_size"] == 2
+    assert "aten::sum" in [n for n, _, _ in res.unmapped.names]
+    with pytest.raises(DgtracesError) as exc:  # the same ops do not fit another net
+        import_trace(p, "vgg16", batch_size=None, source="s")
+    assert exc.value.code == "EMPTY"
