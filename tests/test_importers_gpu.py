@@ -260,3 +260,15 @@ def test_kineto_automap_cpu_fixture_uses_op_times(tmp_path):
     with pytest.raises(DgtracesError) as exc:  # the same ops do not fit another net
         import_trace(p, "vgg16", batch_size=None, source="s")
     assert exc.value.code == "EMPTY"
+
+
+def test_release_v040_layers_are_every_spec():
+    from dgtraces import store
+    from dgtraces.models import layers_frame
+
+    if "0.4.0" not in store.list_releases():
+        pytest.skip("release v0.4.0 not in this store")
+    got = store.read_table("layers", "0.4.0").sort_values(["model", "layer_idx"])
+    want = layers_frame().sort_values(["model", "layer_idx"])
+    assert len(got) == len(want) == 409 + 554
+    assert list(got["layer"]) == list(want["layer"])

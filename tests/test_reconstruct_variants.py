@@ -61,6 +61,15 @@ def test_rows_map_to_the_architecture_their_framework_ran():
     assert not set(VARIANTS) & set(MODELS)
     assert not set(VARIANTS) & set(layers_frame()["model"])
     assert all(v.confidence in ("high", "medium", "low") and v.citation for v in VARIANTS.values())
+    # the fit's v1.5 (NVIDIA DLE, Caffe granularity bn + scale) is the dataset's torchvision
+    # resnet50-v1.5 architecture: equal parameters and FLOPs
+    from dgtraces.models import build_spec
+    from dgtraces.models.spec import infer
+
+    fit, data = (infer(build_spec(k)) for k in ("resnet50-v1.5-dle", "resnet50-v1.5"))
+    for col in ("params", "fwd_flops", "bwd_flops"):
+        assert sum(getattr(i, col) for i in fit if i.layer.kind != "softmax") == sum(
+            getattr(i, col) for i in data)
 
 
 def test_winograd_only_where_adopted_and_not_under_amp():
