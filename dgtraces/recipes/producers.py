@@ -34,6 +34,21 @@ def published(ctx: "Context") -> Frames:
     return dict(published_tables())
 
 
+def gpu_traces(ctx: "Context") -> Frames:
+    """``runs`` + ``layer_timings`` of every shipped real GPU trace (caffe time, PipeDream,
+    Kineto; provenance published): `dgtraces import caffe-time|pipedream|kineto`."""
+    from ..importers.gpu_sources import gpu_tables
+
+    return dict(gpu_tables())
+
+
+def datasheet_devices(ctx: "Context", files: Sequence[str]) -> Frames:
+    """``devices`` rows of the given reference device CSVs (datasheet figures)."""
+    from ..importers.published import devices_frame
+
+    return {"devices": devices_frame(tuple(files))}
+
+
 def reconstructions(ctx: "Context", devices: Sequence[str],
                     batches: Mapping[str, Sequence[int]]) -> Frames:
     """Reconstructed traces of every device x model x batch (x amp where calibrated)."""

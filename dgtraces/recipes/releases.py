@@ -5,6 +5,9 @@ v0.2.0: + the measured CPU collection (layer timings at threads 1 and 2, gloo lo
         comm sweep with alpha-beta fits, 2-worker S-SGD iterations).
 v0.3.0: + the published reference rows, 42 reconstructed K80/V100 traces, this CPU's
         measured peaks (devices rows); then the reconstruction card fragment.
+v0.4.0: + published real GPU per-layer traces, 4 torchvision architectures' layers, 2
+        datasheet devices (issue #13); then the reconstruction card fragment again (it gains
+        the real-GPU-layer comparison).
 
 Model lists are spelled out (not "every registry model"): a recipe describes one release,
 and models added to the registry later must not change what these recipes build.
@@ -58,4 +61,21 @@ V030 = Recipe(
     after=(P + "reconstruction_fragment",),
 )
 
-RECIPES = (V010, V020, V030)
+V040_MODELS = ("alexnet-owt", "resnet50-v1.5", "vgg16", "inception-v3")
+
+V040 = Recipe(
+    "0.4.0", "0.3.0",
+    "v0.3.0 + published real GPU per-layer traces (caffe time on Titan X Maxwell, PipeDream "
+    "on an unstated GPU, Kineto on V100-DGXS-32GB), the layers of alexnet-owt, "
+    "resnet50-v1.5, vgg16 and inception-v3, and the Titan X / V100-DGXS datasheet devices "
+    "({rows})",
+    (Step(P + "layers", ("layers",), {"models": V040_MODELS},
+          "dgtraces release --add-models " + ",".join(V040_MODELS)),
+     Step(P + "gpu_traces", ("runs", "layer_timings"), {},
+          "dgtraces import caffe-time|pipedream|kineto <shipped file> --model M --out DIR"),
+     Step(P + "datasheet_devices", ("devices",), {"files": ("devices_datasheet.csv",)},
+          "rows of dgtraces/reference/devices_datasheet.csv")),
+    after=(P + "reconstruction_fragment",),
+)
+
+RECIPES = (V010, V020, V030, V040)
