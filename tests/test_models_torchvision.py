@@ -83,3 +83,26 @@ def test_new_spec_keys_are_registered_everywhere():
 
     for name in ("alexnet-owt", "resnet50-v1.5", "vgg16", "inception-v3"):
         assert name in MODELS and get_spec(name).name == name
+
+
+def test_torch_execution_of_the_spec_matches_its_shapes_and_parameters():
+    """Inception-v3 (rectangular kernels, floor pools, affine BN, an aux head) run in torch
+    layer by layer: every output shape and the parameter total equal the spec's."""
+    torch = pytest.importorskip("torch")
+    model = "inception-v3"
+    from dgtraces.collect.net import CaffeNet
+
+    net = CaffeNet(get_spec(model), aux=True)
+    assert sum(p.numel() for p in net.parameters()) == total(model)
+    shape = get_spec(model).input_shape
+    blobs = {"data": torch.randn(1, shape.c, shape.h, shape.w)}
+    labels = torch.tensor([1])
+    for name in net.order:
+        blobs[name] = net.run_layer(name, [blobs[b] for b in net.bottoms[name]], labels)
+    for item in inferred(model):
+        out = blobs[item.layer.name]
+        assert tuple(out.shape[1:]) in ((item.out.c, item.out.h, item.out.w),
+                                        (item.out.c,)), item.layer.name
+    loss = net(blobs["data"], labels)
+    loss.backward()
+    assert loss.item() > 0

@@ -125,13 +125,24 @@ class CaffeNet(nn.Module):
         self.layers = nn.ModuleDict()
         for it in self.items:
             first = shapes[it.layer.bottoms[0]]
-            self.layers[it.layer.name] = make_module(it, first.c, first.numel)
+            self.layers[self.key(it.layer.name)] = make_module(it, first.c, first.numel)
             shapes[it.layer.name] = it.out
         self.loss_weights = {it.layer.name: (AUX_LOSS_WEIGHT if it.layer.aux else 1.0)
                              for it in self.items if it.layer.kind == "softmax"}
+        # torchvision specs end at the classifier (the loss is outside the model): without
+        # softmax layers, cross-entropy on every output no layer consumes (aux weighted)
+        used = {b for it in self.items for b in it.layer.bottoms}
+        self.heads = {} if self.loss_weights else {
+            it.layer.name: (AUX_LOSS_WEIGHT if it.layer.aux else 1.0)
+            for it in self.items if it.layer.name not in used}
+
+    @staticmethod
+    def key(name: str) -> str:
+        """ModuleDict key of a layer: torch refuses '.' (torchvision module paths use it)."""
+        return name.replace(".", "\u00b7")
 
     def run_layer(self, name: str, inputs, labels):
-        module = self.layers[name]
+        module = self.layers[self.key(name)]
         if self.kinds[name] == "softmax":
             return module(inputs[0], labels)
         return module(*inputs)
@@ -140,12 +151,15 @@ class CaffeNet(nn.Module):
         blobs = {"data": x}
         for name in self.order:
             blobs[name] = self.run_layer(name, [blobs[b] for b in self.bottoms[name]], labels)
+        if self.heads:
+            return sum(w * F.cross_entropy(blobs[name].flatten(1), labels)
+                       for name, w in self.heads.items())
         return sum(w * blobs[name] for name, w in self.loss_weights.items())
 
     def layer_params(self) -> dict[str, list]:
         """Layer name -> its learnable parameters (in Caffe blob order: weight, bias)."""
-        return {name: list(self.layers[name].parameters()) for name in self.order
-                if any(True for _ in self.layers[name].parameters())}
+        return {name: list(self.layers[self.key(name)].parameters()) for name in self.order
+                if any(True for _ in self.layers[self.key(name)].parameters())}
 
 
 def build(model: str, aux: bool = False, seed: int = 0) -> CaffeNet:

@@ -11,7 +11,6 @@ profiler sees them.
 from .builder import Builder
 from .spec import ModelSpec, Shape
 
-
 STAGES = ((1, 3, 64, 1), (2, 4, 128, 2), (3, 6, 256, 2), (4, 3, 512, 2))
 
 

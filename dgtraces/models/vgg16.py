@@ -8,7 +8,6 @@ identity at 224 input) is left out.
 from .builder import Builder
 from .spec import ModelSpec, Shape
 
-
 CFG_D = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M",
          512, 512, 512, "M")
 
