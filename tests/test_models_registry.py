@@ -65,7 +65,8 @@ def test_every_model_option_is_a_choice_of_the_registry():
             if "--model" in p.opts:
                 assert isinstance(p.type, click.Choice) and tuple(p.type.choices) == MODELS
                 seen += 1
-    assert seen == 6  # collect layers/ssgd, import kineto/bcaffe, predict, reconstruct
+    # collect layers/ssgd, import kineto/bcaffe/caffe-time/pipedream, predict, reconstruct
+    assert seen == 8
 
 
 def test_cli_refuses_unknown_models_with_a_usage_error():

@@ -173,7 +173,7 @@ def published(out, force) -> None:
 
 
 GPU_OPTIONS = (
-    click.option("--model", required=True, help="Model key of the net the file measured."),
+    model_option(required=True),
     click.option("--batch-size", default=None, type=int,
                  help="Default: from the file (echoed prototxt / activation bytes)."),
     click.option("--device", default=None, help="Device key; required unless a shipped file."),
