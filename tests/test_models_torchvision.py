@@ -95,8 +95,8 @@ def test_torch_execution_of_the_spec_matches_its_shapes_and_parameters():
     net = CaffeNet(get_spec(model), aux=True)
     assert sum(p.numel() for p in net.parameters()) == total(model)
     shape = get_spec(model).input_shape
-    blobs = {"data": torch.randn(1, shape.c, shape.h, shape.w)}
-    labels = torch.tensor([1])
+    blobs = {"data": torch.randn(2, shape.c, shape.h, shape.w)}  # BN on 1x1 needs 2
+    labels = torch.tensor([1, 2])
     for name in net.order:
         blobs[name] = net.run_layer(name, [blobs[b] for b in net.bottoms[name]], labels)
     for item in inferred(model):
