@@ -163,7 +163,7 @@ def test_release_v040_rows_by_source_and_licences():
     lt = f["layer_timings"][f["layer_timings"]["run_id"].isin(pub["run_id"])]
     assert len(lt) == 16 + 137 + 20 + 174 + 38 + 321 + 2 * 174
     assert pub["source"].str.contains("licence (MIT|BSD-3-Clause)").all()
-    pairs = set(zip(pub["device"], pub["model"]))
+    pairs = set(zip(pub["device"], pub["model"], strict=True))
     assert len(pairs) >= 5 and {"alexnet-owt", "googlenet", "resnet50-v1.5"} <= set(pub["model"])
     assert {"titanx-maxwell", "v100-dgxs-32gb"} <= set(f["devices"]["device"])
     assert "gpu-unstated" not in set(f["devices"]["device"])
@@ -195,7 +195,7 @@ def test_datasheet_devices_are_read_with_the_shipped_ones():
     keys = [r["device"] for r in reference.device_rows()]
     assert {"k80", "v100", "titanx-maxwell", "v100-dgxs-32gb"} <= set(keys)
     assert len(keys) == len(set(keys))
-    df = devices_frame().set_index("device")
+    df = devices_frame(reference.DEVICE_FILES).set_index("device")
     assert df.loc["titanx-maxwell", "kind"] == "gpu" and df.loc["v100-dgxs-32gb", "memory_gb"] == 32
     assert all(len(s) > 20 for s in df.loc[["titanx-maxwell", "v100-dgxs-32gb"], "source"])
     assert "gpu-unstated" not in devices()

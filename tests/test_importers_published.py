@@ -97,7 +97,7 @@ def test_comm_csv_agrees_with_logs(tables):
 
 def test_published_tables_valid_together(tables):
     counts = {k: len(v) for k, v in tables.items()}
-    assert counts == {"devices": 6, "iterations": 25, "comm": 798, "comm_fits": 6,
+    assert counts == {"devices": 4, "iterations": 25, "comm": 798, "comm_fits": 6,
                       "runs": 6, "layer_timings": 384}
     validate_tables(tables)
     assert set(tables["runs"]["provenance"]) == {"published"}

@@ -157,6 +157,7 @@ def run_row(*, run_id: str, model: str, device: str, known: GpuSource | None, fr
             "framework": known.framework if known else framework, "precision": "fp32",
             "batch_size": batch_size, "provenance": "published" if known else "measured",
             "source": source, "collector_version": f"dgtraces.importers.{importer} "
-            f"{IMPORTER_VERSION}", "timestamp_utc": ((known.date_utc or COPIED_UTC) if known else utc_now()),
+            f"{IMPORTER_VERSION}",
+            "timestamp_utc": (known.date_utc or COPIED_UTC) if known else utc_now(),
             "flagged": False, "params_json": json.dumps(params, sort_keys=True),
             "notes": notes, **times}

@@ -215,6 +215,7 @@ def import_graph(path, model: str, *, batch_size: int | None = None, device: str
                   notes="PipeDream profile: per-node forward/backward compute ms (synchronised "
                         "per layer; n=1: one averaged figure per node, repetitions not stated); "
                         "fwd_ms/bwd_ms are sums over all nodes incl. unmatched ones except Input "
-                        "(data loading: params_json input_ms); device 'gpu-unstated': the source names no GPU")
+                        "(data loading: params_json input_ms); device 'gpu-unstated': the "
+                        "source names no GPU")
     return PipeDreamImport(frame("runs", [run]), frame("layer_timings", rows), mapped, un,
                            without, batch, basis)

@@ -1,4 +1,4 @@
-"""AlexNet "One Weird Trick" (Krizhevsky 2014): torchvision's AlexNet, convnet-benchmarks' Caffe net.
+"""AlexNet "One Weird Trick" (Krizhevsky 2014): torchvision's and convnet-benchmarks' AlexNet.
 
 Conv widths 64-192-384-256-256, no LRN, no groups, 224 input; 61,100,840 parameters.
 Layer names are those of convnet-benchmarks' ``caffe/imagenet_winners/alexnet.prototxt``

@@ -42,11 +42,17 @@ def gpu_traces(ctx: "Context") -> Frames:
     return dict(gpu_tables())
 
 
-def datasheet_devices(ctx: "Context", files: Sequence[str]) -> Frames:
-    """``devices`` rows of the given reference device CSVs (datasheet figures)."""
+def datasheet_devices(ctx: "Context", devices: Sequence[str]) -> Frames:
+    """``devices`` rows of the named datasheet devices (``reference/devices*.csv``)."""
+    from .. import reference
+    from ..errors import DgtracesError
     from ..importers.published import devices_frame
 
-    return {"devices": devices_frame(tuple(files))}
+    df = devices_frame(reference.DEVICE_FILES)
+    missing = sorted(set(devices) - set(df["device"]))
+    if missing:
+        raise DgtracesError(f"no datasheet row for {missing}", code="UNKNOWN_DEVICE")
+    return {"devices": df[df["device"].isin(list(devices))].reset_index(drop=True)}
 
 
 def reconstructions(ctx: "Context", devices: Sequence[str],

@@ -73,7 +73,8 @@ V040 = Recipe(
           "dgtraces release --add-models " + ",".join(V040_MODELS)),
      Step(P + "gpu_traces", ("runs", "layer_timings"), {},
           "dgtraces import caffe-time|pipedream|kineto <shipped file> --model M --out DIR"),
-     Step(P + "datasheet_devices", ("devices",), {"files": ("devices_datasheet.csv",)},
+     Step(P + "datasheet_devices", ("devices",),
+          {"devices": ("titanx-maxwell", "v100-dgxs-32gb")},
           "rows of dgtraces/reference/devices_datasheet.csv")),
     after=(P + "reconstruction_fragment",),
 )

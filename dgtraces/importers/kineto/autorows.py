@@ -94,7 +94,8 @@ def import_auto(path, model: str, events: list[Event], meta: dict, digest: str, 
         "precision": precision, "batch_size": int(batch), "provenance": provenance,
         "source": cited, "collector_version": f"dgtraces.importers.kineto {IMPORTER_VERSION}",
         "timestamp_utc": _timestamp(meta, events), "fwd_ms": fwd_ms, "bwd_ms": bwd_ms,
-        "iter_ms": _median(res.step_ms), "layer_sum_ratio": ratio, "flagged": False, "params_json": json.dumps(params, sort_keys=True),
+        "iter_ms": _median(res.step_ms), "layer_sum_ratio": ratio, "flagged": False,
+        "params_json": json.dumps(params, sort_keys=True),
         "notes": f"Kineto trace mapped by op order, kind and input shapes; per-layer times are "
                  f"{basis}, one repetition per ProfilerStep; fwd_ms/bwd_ms are the mapped "
                  f"layers' sums, iter_ms the step's wall time (includes data loading and the "

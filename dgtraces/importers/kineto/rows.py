@@ -93,7 +93,7 @@ def layer_rows(run_id: str, order: list[str], fwd: dict, bwd: dict) -> list[dict
     """One row per layer with a forward time: median, p10, p90 over iterations (linear)."""
     groups: dict[str, tuple[list, list]] = {}
     for which, times in ((0, fwd), (1, bwd)):
-        for (layer, it), ms in sorted(times.items(), key=lambda kv: kv[0][1]):
+        for (layer, _), ms in sorted(times.items(), key=lambda kv: kv[0][1]):
             groups.setdefault(layer, ([], []))[which].append(ms)
     rows = []
     for layer in (name for name in order if name in groups and groups[name][0]):
