@@ -37,6 +37,7 @@ CODES = {
     "NO_CALIBRATION": "no calibration rows exist for the requested device",
     "INCOMPLETE_TRACE": "a layer trace lacks timings for layers of its model",
     "NO_LAYER_TIMINGS": "a run has whole-model figures only, no per-layer timings",
+    "QUERY_LIMIT": "a query ran past its time limit or memory limit",
 }
 
 
