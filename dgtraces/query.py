@@ -67,11 +67,10 @@ class Release:
 def resolve(version: str | None = None, root=None) -> Release:
     from . import store
 
-    version = store.latest(root) if version is None else store.norm_version(version)
     path = store.release_path(version, root).resolve()
-    entries = store.read_manifest(version, root)["tables"]  # INTEGRITY if malformed
-    store.table_paths(version, root)  # INTEGRITY if a file is missing
-    return Release(version, path, dict(entries))
+    entries = store.manifest_at(path)["tables"]  # INTEGRITY if missing or malformed
+    store.checked_paths(path, entries)  # INTEGRITY if a file is missing
+    return Release(path.name[1:], path, dict(entries))
 
 
 def _wrap(exc: Exception) -> SqlError:

@@ -193,10 +193,10 @@ def entry_failure(name, entry, where: str) -> Failure | None:
 def read_manifest(version: str | None = None, root=None) -> dict:
     """The manifest of a release; INTEGRITY if it is not JSON or a table's ``file`` entry
     is anything but ``<table>.parquet``."""
-    return _manifest_at(release_path(version, root))
+    return manifest_at(release_path(version, root))
 
 
-def _manifest_at(folder: Path) -> dict:
+def manifest_at(folder: Path) -> dict:
     path = folder / MANIFEST
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
@@ -223,10 +223,10 @@ def table_paths(version: str | None = None, root=None) -> dict[str, Path]:
     """Table name -> Parquet path of a release; INTEGRITY (hint: verify) listing every file
     the manifest names that is missing."""
     folder = release_path(version, root)
-    return _checked_paths(folder, _manifest_at(folder)["tables"])
+    return checked_paths(folder, manifest_at(folder)["tables"])
 
 
-def _checked_paths(folder: Path, entries: Mapping[str, dict]) -> dict[str, Path]:
+def checked_paths(folder: Path, entries: Mapping[str, dict]) -> dict[str, Path]:
     paths = {name: folder / e["file"] for name, e in sorted(entries.items())}
     missing = [Failure("INTEGRITY", f"table {name}: file missing", file=str(p),
                        expected="present", found="absent")
@@ -246,13 +246,13 @@ def read_table(table: str, version: str | None = None, root=None) -> "pd.DataFra
     import pandas as pd
 
     folder = release_path(version, root)
-    entries = _manifest_at(folder)["tables"]
+    entries = manifest_at(folder)["tables"]
     if not isinstance(table, str) or table not in entries:
         raise StoreError(f"table {table!r} not in release {version or latest(root)}; "
                          f"tables: {', '.join(sorted(entries))}", code="NOT_FOUND")
     from .integrity import verify_files
 
-    path = _checked_paths(folder, entries)[table]
+    path = checked_paths(folder, entries)[table]
     verify_files(folder, entries, [table])  # INTEGRITY if the bytes differ from the manifest
     return pd.read_parquet(path)
 
