@@ -60,62 +60,95 @@ def read_file(path: str | os.PathLike) -> "pd.DataFrame":
                               f"{str(exc)[:300]})", code="BAD_FILE") from exc
 
 
-def _schema_failures(table: str, errors, file: str | None) -> list[Failure]:
+def _check_label(check) -> str:
+    """The name pandera gives a check in its failure cases."""
+    if check is None or isinstance(check, str):
+        return str(check)
+    return str(check.error if check.error is not None else
+               check.name if check.name is not None else check)
+
+
+def _column(err):
+    """The column a pandera SchemaError is about (coercion errors name it on the schema)."""
+    name = err.column_name
+    return getattr(err.schema, "name", None) if name is None else name
+
+
+def _cases(err) -> list[tuple[object, object]]:
+    """(index, failure case) pairs of one pandera SchemaError."""
+    import pandas as pd
+
+    fc = err.failure_cases
+    if isinstance(fc, pd.DataFrame):
+        idx = fc["index"] if "index" in fc else pd.Series([None] * len(fc))
+        return list(zip(idx.tolist(), fc["failure_case"].tolist()))
+    return [(None, fc)]
+
+
+def _schema_failures(table: str, errors, file: str | None,
+                     skip: frozenset = frozenset()) -> list[Failure]:
+    """One failure per bad value, classified by pandera's reason codes (never by message
+    text). ``skip`` holds (row, column) cells reported already (strict intake)."""
+    from pandera.errors import SchemaErrorReason as R
+
     from .schema import TABLES
 
-    records = errors.failure_cases.to_dict("records")
+    errs = list(errors.schema_errors)
     # a value that could not be converted, or a missing column, makes later checks on its
-    # column (and frame-wide checks) crash with a TypeError/KeyError; those echoes are
-    # dropped when the failure that causes them is reported
-    structural = any(str(r.get("check")).startswith(("coerce_dtype", "dtype",
-                                                     "column_in_dataframe"))
-                     for r in records)
+    # column (and frame-wide checks) crash (reason CHECK_ERROR); those echoes are dropped
+    structural = any(e.reason_code in (R.DATATYPE_COERCION, R.WRONG_DATATYPE,
+                                       R.COLUMN_NOT_IN_DATAFRAME) for e in errs)
+    coerced = {(idx, _column(e)) for e in errs if e.reason_code == R.DATATYPE_COERCION
+               for idx, _ in _cases(e)}
     model_name = TABLES[table].__name__  # pandera's "column" of frame-wide checks
-    coerced = {(r.get("index"), r.get("column")) for r in records
-               if str(r.get("check")).startswith("coerce_dtype")}
     out = []
-    for rec in records:
-        idx = rec.get("index")
-        row = None if idx is None or idx != idx else int(idx)
-        column = rec.get("column")
-        column = None if column is None or column != column else str(column)
-        check = str(rec.get("check"))
-        found = rec.get("failure_case")
-        if structural and row is None and isinstance(found, str) and found.startswith(
-                ("TypeError(", "ValueError(", "KeyError(")):
+    for err in errs:
+        reason, check = err.reason_code, _check_label(err.check)
+        if reason in (R.COLUMN_NOT_IN_DATAFRAME, R.COLUMN_NOT_IN_SCHEMA):
+            for _, found in _cases(err):
+                out.append(Failure("SCHEMA", f"{table}: column " + (
+                    "missing" if reason == R.COLUMN_NOT_IN_DATAFRAME else
+                    "not in the schema"), file=file, column=str(found)))
             continue
-        if column == model_name:
-            column = None  # a frame-wide check, not a column
-        if check.startswith("dtype") and (idx, rec.get("column")) in coerced:
-            continue  # the same cell's failed conversion is reported already
-        msg = f"{table}: failed {check}"  # Failure.line adds the CSV line to the row
-        if check.startswith(("column_in_dataframe", "column_in_schema")):
-            missing = check.startswith("column_in_dataframe")
-            out.append(Failure("SCHEMA", f"{table}: column " + (
-                "missing" if missing else "not in the schema"), file=file, column=str(found)))
+        if reason == R.CHECK_ERROR and structural:
             continue
-        out.append(Failure("SCHEMA", msg, file=file, row=row, column=column,
-                           expected=check, found=repr(found)))
+        column = _column(err)
+        column = None if column is None or column == model_name else str(column)
+        for idx, found in _cases(err):
+            row = None if idx is None or idx != idx else int(idx)
+            if reason == R.WRONG_DATATYPE and (idx, _column(err)) in coerced:
+                continue  # the same cell's failed conversion is reported already
+            if (row, column) in skip:
+                continue
+            out.append(Failure("SCHEMA", f"{table}: failed {check}", file=file, row=row,
+                               column=column, expected=check, found=repr(found)))
     return out
 
 
 def validate_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
                    ) -> "pd.DataFrame":
     """Validate one table lazily (all failures at once); returns the coerced frame."""
+    import pandas as pd
     import pandera.errors as pe
 
     from .schema import TABLES
+    from .strict import strict_cells
 
     if table not in TABLES:
         raise ValidationError(f"unknown table {table!r}", code="BAD_INPUT")
-    if not df.index.is_unique:  # e.g. a concat; rows are reported by position anyway
-        df = df.reset_index(drop=True)
+    if not df.index.is_unique or not isinstance(df.index, pd.RangeIndex):
+        df = df.reset_index(drop=True)  # rows are reported by position
+    df, failures = strict_cells(table, df, file)  # no guessing of booleans and integers
     try:
-        return TABLES[table].validate(df, lazy=True)
+        out = TABLES[table].validate(df, lazy=True)
     except pe.SchemaErrors as errors:
-        failures = _schema_failures(table, errors, file)
+        skip = frozenset((f.row, f.column) for f in failures)
+        failures += _schema_failures(table, errors, file, skip)
+    if failures:
+        failures.sort(key=lambda f: (f.row is not None, f.row or 0))
         raise ValidationError(f"{file or table}: {len(failures)} schema failure(s)",
                               failures=failures) from None
+    return out
 
 
 @lru_cache(maxsize=1)

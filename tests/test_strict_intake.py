@@ -1,0 +1,71 @@
+"""Booleans and integers are read strictly at intake (issue #14 item 4): ambiguous spellings
+and fractional numbers are SCHEMA failures, one per bad cell, in CSV and Parquet."""
+
+import pandas as pd
+import pytest
+from attack_tally import record
+from conftest import _mini_frames
+
+from dgtraces.checks import read_file, validate_frame
+from dgtraces.errors import ValidationError
+
+
+@pytest.fixture
+def runs():
+    return _mini_frames()["runs"]
+
+
+BAD_BOOL = ["no", "nope", "2", "yes", "", " ", "TRUE!", "t", "-1", 2, 0.5]
+GOOD_BOOL = [("true", True), ("False", False), (" TRUE ", True), ("0", False), ("1", True),
+             (True, True), (0, False), (1.0, True)]
+BAD_INT = [32.9, "32.9", True, "true", "1e3", "3 2", "x", "", float("inf"), "3_2"]
+GOOD_INT = [(32, 32), (32.0, 32), ("32", 32), (" 64", 64), ("+8", 8)]
+
+
+@pytest.mark.parametrize("value", BAD_BOOL, ids=repr)
+def test_ambiguous_booleans_are_schema(runs, value):
+    df = runs.astype({"flagged": object})
+    df.loc[0, "flagged"] = value
+    with pytest.raises(ValidationError) as exc:
+        validate_frame("runs", df, file="runs.csv")
+    ok = exc.value.code == "SCHEMA" and [(f.row, f.column) for f in exc.value.failures] == \
+        [(0, "flagged")]
+    record("ambiguous boolean at intake", ok)
+    assert ok, exc.value.report()
+
+
+@pytest.mark.parametrize("value", BAD_INT, ids=repr)
+def test_fractional_or_boolean_integers_are_schema(runs, value):
+    df = runs.astype({"batch_size": object})
+    df.loc[1, "batch_size"] = value
+    with pytest.raises(ValidationError) as exc:
+        validate_frame("runs", df, file="runs.csv")
+    ok = exc.value.code == "SCHEMA" and [(f.row, f.column) for f in exc.value.failures] == \
+        [(1, "batch_size")]
+    record("non-whole integer at intake", ok)
+    assert ok, exc.value.report()
+
+
+def test_unambiguous_values_are_accepted(runs):
+    for raw, want in GOOD_BOOL:
+        df = runs.astype({"flagged": object})
+        df.loc[0, "flagged"] = raw
+        assert validate_frame("runs", df)["flagged"].tolist()[0] is want, raw
+    for raw, want in GOOD_INT:
+        df = runs.astype({"batch_size": object})
+        df.loc[0, "batch_size"] = raw
+        assert validate_frame("runs", df)["batch_size"].tolist()[0] == want, raw
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_files_with_bad_cells(runs, tmp_path, fmt):
+    df = runs.astype({"flagged": object, "batch_size": object, "threads": object})
+    df["flagged"] = ["no", "false"]
+    df["batch_size"] = ["32.5", "8"]
+    df["threads"] = [None, "2.5"]
+    path = tmp_path / f"runs.{fmt}"
+    df.to_csv(path, index=False) if fmt == "csv" else df.to_parquet(path)
+    with pytest.raises(ValidationError) as exc:
+        validate_frame("runs", read_file(path), file=str(path))
+    cells = sorted((f.row, f.column) for f in exc.value.failures)
+    assert cells == [(0, "batch_size"), (0, "flagged"), (1, "threads")], exc.value.report()
