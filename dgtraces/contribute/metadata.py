@@ -74,7 +74,10 @@ def parse_meta(text: str, problems: list[Failure] | None = None) -> dict:
     anchors and a non-mapping still raise."""
     import yaml
 
+    from ..bounded import check_yaml_depth
+
     try:
+        check_yaml_depth(yaml.parse(text, Loader=yaml.SafeLoader), "contribution.yaml")
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 raise DgtracesError("contribution.yaml: anchors/aliases are not allowed",

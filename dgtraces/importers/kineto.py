@@ -28,7 +28,6 @@ run.
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import json
 import math
@@ -39,6 +38,7 @@ from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..bounded import gunzip, json_loads
 from ..collect.env import RATIO_TOLERANCE, stats
 from ..errors import DgtracesError, Failure
 from . import IMPORTER_VERSION, frame, positive_int, read_text
@@ -101,8 +101,8 @@ def load_trace(path) -> tuple[list[Event], dict, str]:
     digest = hashlib.sha256(data).hexdigest()
     try:
         if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
-        doc = json.loads(data.decode("utf-8"))
+            data = gunzip(data, str(path))  # bounded: BAD_FILE past the size limit
+        doc = json_loads(data.decode("utf-8"), str(path))  # too deep: BAD_FILE
     except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
         raise DgtracesError(f"{path}: not a (gzipped) JSON Chrome trace ({exc})",
                             code="BAD_FILE") from None
