@@ -168,4 +168,12 @@ def read_parquet(path: Path, *, max_rows: int, max_cells: int, max_bytes: int,
                                f"> {decoded}")
     plain = pa.schema([pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type)
                                 else f.type) for f in table.schema])
-    return table.cast(plain).to_pandas()
+    df = table.cast(plain).to_pandas()
+    for f in plain:  # a stored NaN is not a missing value: keep it visible as "NaN" text
+        if pa.types.is_floating(f.type):
+            nan = pc.is_nan(table.column(f.name)).to_numpy(zero_copy_only=False)
+            nan = nan == True  # noqa: E712 (nulls come back as None)
+            if nan.any():
+                df[f.name] = df[f.name].astype(object)
+                df.loc[nan, f.name] = "NaN"
+    return df

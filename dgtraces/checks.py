@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 READABLE = (".csv", ".parquet", ".pq")
+NULL_SPELLINGS = ["", "NA", "N/A", "null", "NULL", "None", "<NA>"]
 
 
 def table_for_path(path: str | os.PathLike) -> str:
@@ -49,8 +50,10 @@ def read_file(path: str | os.PathLike) -> "pd.DataFrame":
                                                 expected="csv | parquet", found=suffix)])
     try:
         if suffix == ".csv":
+            # only these spellings mean "missing": a written NaN/inf stays text and is
+            # refused as non-finite (PLAUSIBILITY) instead of becoming null silently
             return pd.read_csv(path, encoding="utf-8", encoding_errors="strict",
-                               keep_default_na=True)
+                               keep_default_na=False, na_values=NULL_SPELLINGS)
         return pd.read_parquet(path)
     except UnicodeDecodeError as exc:
         raise ValidationError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})",

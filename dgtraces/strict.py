@@ -7,6 +7,11 @@ surrounding spaces ignored), real booleans and the numbers 0 and 1; every intege
 accepts only whole numbers (ints, floats with no fractional part such as a CSV column with
 gaps produces, and digit strings), never booleans. Anything else is one SCHEMA failure for
 that cell; the cell is then set to null so no later check reports it a second time.
+
+The same pass refuses, per cell: a NUL character in any text (SCHEMA); a ``*_json`` column
+value that is not JSON (SCHEMA; ``NaN``/``Infinity`` are not JSON); and a non-finite number
+spelled out in a float column (``NaN``, ``inf``: PLAUSIBILITY, as CONTRIBUTING says; an
+empty cell is the way to say "missing").
 """
 
 from __future__ import annotations
@@ -61,8 +66,12 @@ def to_int(v: object) -> object:
     return _MISSING
 
 
+NON_FINITE = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity",
+              "-infinity"}
+
+
 def _kinds(table: str) -> dict[str, str]:
-    """Column -> "bool" | "int" for the table's boolean and integer columns."""
+    """Column -> "bool" | "int" | "float" | "json" | "str" for the table's columns."""
     from .schema import TABLES
 
     out = {}
@@ -72,7 +81,60 @@ def _kinds(table: str) -> dict[str, str]:
             out[name] = "bool"
         elif dtype.startswith(("int", "uint")):
             out[name] = "int"
+        elif dtype.startswith("float"):
+            out[name] = "float"
+        elif name.endswith("_json"):
+            out[name] = "json"
+        else:
+            out[name] = "str"
     return out
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _text_problem(kind: str, v: object) -> tuple[str, str, str] | None:
+    """(code, message, expected) for a bad text/float/JSON cell, else None."""
+    import json
+
+    if isinstance(v, str) and "\0" in v:
+        return "SCHEMA", "text contains a NUL character", "text without NUL"
+    if kind == "float" and isinstance(v, str) and v.strip().lower() in NON_FINITE:
+        return "PLAUSIBILITY", "value must be a finite number", "finite (empty = missing)"
+    if kind == "json" and isinstance(v, str):
+        try:
+            json.loads(v, parse_constant=_reject_constant)
+        except (ValueError, RecursionError):
+            return "SCHEMA", "not valid JSON", "JSON text"
+    return None
+
+
+def _text_cells(table: str, df: "pd.DataFrame", kinds: dict[str, str], file: str | None
+                ) -> tuple["pd.DataFrame", list[Failure]]:
+    """NUL characters, invalid JSON and spelled-out non-finite numbers (module doc)."""
+    failures: list[Failure] = []
+    out = df
+    for column, kind in kinds.items():
+        if kind not in ("float", "json", "str") or column not in df.columns or not (
+                df[column].dtype == object or str(df[column].dtype).startswith("str")):
+            continue
+        values = df[column].to_numpy(dtype=object)
+        bad = []
+        for r, v in enumerate(values):
+            problem = _text_problem(kind, v)
+            if problem is not None:
+                code, message, expected = problem
+                failures.append(Failure(code, f"{table}: {message}", file=file, row=r,
+                                        column=column, expected=expected,
+                                        found=repr(v)[:120]))
+                bad.append(r)
+        if bad:
+            if out is df:
+                out = df.copy()
+            out[column] = out[column].astype(object)
+            out.iloc[bad, out.columns.get_loc(column)] = None
+    return out, failures
 
 
 def strict_cells(table: str, df: "pd.DataFrame", file: str | None = None
@@ -82,10 +144,11 @@ def strict_cells(table: str, df: "pd.DataFrame", file: str | None = None
     import numpy as np
     import pandas as pd
 
-    failures: list[Failure] = []
+    kinds = _kinds(table)
+    df, failures = _text_cells(table, df, kinds, file)
     out = df
-    for column, kind in _kinds(table).items():
-        if column not in df.columns:
+    for column, kind in kinds.items():
+        if column not in df.columns or kind not in ("bool", "int"):
             continue
         series = df[column]
         if kind == "int" and pd.api.types.is_integer_dtype(series.dtype):

@@ -69,3 +69,35 @@ def test_files_with_bad_cells(runs, tmp_path, fmt):
         validate_frame("runs", read_file(path), file=str(path))
     cells = sorted((f.row, f.column) for f in exc.value.failures)
     assert cells == [(0, "batch_size"), (0, "flagged"), (1, "threads")], exc.value.report()
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_nul_json_and_written_nan(runs, tmp_path, fmt):
+    """NUL in text and non-JSON params_json are SCHEMA; a written NaN in a float column is
+    PLAUSIBILITY (CONTRIBUTING), while an empty cell stays a missing value."""
+    df = runs.copy()
+    df["notes"] = ["a\0b", None]
+    df["params_json"] = ["{not json", '{"a": NaN}'] if fmt == "csv" else ["{not json", "[1]"]
+    df["fwd_ms"] = [float("nan"), None] if fmt == "parquet" else ["NaN", None]
+    path = tmp_path / f"runs.{fmt}"
+    if fmt == "csv":
+        df.to_csv(path, index=False)
+    else:  # pandas would store NaN as null; Arrow keeps a real NaN apart from null
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pandas(df.drop(columns="fwd_ms"), preserve_index=False)
+        pq.write_table(table.append_column("fwd_ms", pa.array([float("nan"), None])), path)
+    with pytest.raises(ValidationError) as exc:
+        validate_frame("runs", read_file(path) if fmt == "csv" else
+                       __import__("dgtraces.bounded", fromlist=["x"]).read_parquet(
+                           path, max_rows=10, max_cells=1000, max_bytes=1 << 20,
+                           max_field_chars=1000), file=str(path))
+    got = sorted((f.code, f.row, f.column) for f in exc.value.failures)
+    want = [("PLAUSIBILITY", 0, "fwd_ms"), ("SCHEMA", 0, "notes"), ("SCHEMA", 0, "params_json")]
+    if fmt == "csv":
+        want.append(("SCHEMA", 1, "params_json"))
+    assert got == sorted(want), exc.value.report()
+    for code, _, col in got:
+        record({"notes": "NUL byte in text", "params_json": "params_json not JSON",
+                "fwd_ms": "written NaN in a float column"}[col], True)
