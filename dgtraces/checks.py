@@ -267,6 +267,12 @@ def check_tables(frames: Mapping[str, "pd.DataFrame"], *,
 def validate_files(paths, table: str | None = None, *, use_store: bool = True,
                    root=None) -> dict[str, int]:
     """Validate files (never modifies them). Returns table -> rows; raises with a report."""
+    from .schema import TABLES
+
+    if table is not None and table not in TABLES:
+        raise ValidationError(f"unknown table {table!r}", code="BAD_INPUT",
+                              failures=[Failure("BAD_INPUT", "unknown table", column="--table",
+                                                expected=" | ".join(TABLES), found=repr(table))])
     frames: dict[str, "pd.DataFrame"] = {}
     files: dict[str, str] = {}
     failures: list[Failure] = []
