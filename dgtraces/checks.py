@@ -103,29 +103,37 @@ def _schema_failures(table: str, errors, file: str | None,
                                        R.COLUMN_NOT_IN_DATAFRAME) for e in errs)
     coerced = {(idx, _column(e)) for e in errs if e.reason_code == R.DATATYPE_COERCION
                for idx, _ in _cases(e)}
-    model_name = TABLES[table].__name__  # pandera's "column" of frame-wide checks
-    out = []
+    columns = set(TABLES[table].to_schema().columns)
+    cells, frame_wide, seen_frame = [], [], set()
     for err in errs:
         reason, check = err.reason_code, _check_label(err.check)
         if reason in (R.COLUMN_NOT_IN_DATAFRAME, R.COLUMN_NOT_IN_SCHEMA):
             for _, found in _cases(err):
-                out.append(Failure("SCHEMA", f"{table}: column " + (
+                cells.append(Failure("SCHEMA", f"{table}: column " + (
                     "missing" if reason == R.COLUMN_NOT_IN_DATAFRAME else
                     "not in the schema"), file=file, column=str(found)))
             continue
         if reason == R.CHECK_ERROR and structural:
             continue
         column = _column(err)
-        column = None if column is None or column == model_name else str(column)
+        whole_row = column is None or str(column) not in columns  # a frame-wide check
         for idx, found in _cases(err):
             row = None if idx is None or idx != idx else int(idx)
-            if reason == R.WRONG_DATATYPE and (idx, _column(err)) in coerced:
+            if reason == R.WRONG_DATATYPE and (idx, column) in coerced:
                 continue  # the same cell's failed conversion is reported already
-            if (row, column) in skip:
+            if whole_row:  # pandera lists every cell of a failing row: one line per row
+                if (check, row) not in seen_frame:
+                    seen_frame.add((check, row))
+                    frame_wide.append(Failure("SCHEMA", f"{table}: failed {check}", file=file,
+                                              row=row, expected=check))
                 continue
-            out.append(Failure("SCHEMA", f"{table}: failed {check}", file=file, row=row,
-                               column=column, expected=check, found=repr(found)))
-    return out
+            if (row, str(column)) in skip:
+                continue
+            cells.append(Failure("SCHEMA", f"{table}: failed {check}", file=file, row=row,
+                                 column=str(column), expected=check, found=repr(found)))
+    # a row with a bad cell fails frame-wide checks because of it: one bad value, one line
+    bad_rows = {f.row for f in cells if f.row is not None} | {r for r, _ in skip}
+    return cells + [f for f in frame_wide if f.row is None or f.row not in bad_rows]
 
 
 def validate_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
@@ -260,7 +268,10 @@ def check_tables(frames: Mapping[str, "pd.DataFrame"], *,
                 raise
             failures.extend(exc.failures)
             out[name] = df
-    failures.extend(cross_failures(out, files=files, known_runs=known_runs))
+    # a cell that failed its schema is not reported again by the key checks
+    bad_cells = {(f.file, f.row, f.column) for f in failures if f.row is not None}
+    failures.extend(f for f in cross_failures(out, files=files, known_runs=known_runs)
+                    if (f.file, f.row, f.column) not in bad_cells)
     return out, failures
 
 
