@@ -78,3 +78,20 @@ def test_validate_unknown_table_is_an_error(tmp_path, table):
     with pytest.raises(DgtracesError) as exc:
         validate_files([path], table)
     assert exc.value.code == "BAD_INPUT" and exc.value.failures
+
+
+def test_contributed_devices_reach_the_devices_table(store, tmp_path):
+    """v0.1.0 has no devices table: the release gains one with the declared device, and a
+    second contribution declaring the same key adds no duplicate."""
+    from dgtraces import store as st
+
+    for rid, scale in (("d1", 1.0), ("d2", 1.2)):
+        runs, lt = variant(rid, scale=scale)
+        contribute(write_contrib(tmp_path / f"c-{rid}", runs, lt), root=store)
+    build_release("0.2.0", root=store)
+    dev = st.read_table("devices", "0.2.0", store)
+    assert dev["device"].tolist() == ["example-gpu"]
+    row = dev.iloc[0]
+    assert row["kind"] == "gpu" and row["provenance"] == "measured"
+    assert row["peak_fp32_tflops"] != row["peak_fp32_tflops"]  # null: no datasheet figure
+    assert "contribution" in row["source"]

@@ -190,6 +190,24 @@ def _recover(root, notes: list[str]) -> dict | None:
     return None
 
 
+def device_rows(entry_id: str, meta: dict, known: set[str]) -> list[dict]:
+    """``devices`` rows for the devices a contribution declares in contribution.yaml and
+    the store lacks: key, name and kind as the contributor reported them, no datasheet
+    figures (null), provenance ``measured``, the contribution as source."""
+    rows = []
+    for dev in meta.get("devices") or []:
+        if dev["device"] in known:
+            continue
+        known.add(dev["device"])
+        rows.append({"device": dev["device"], "name": str(dev["name"]), "kind": dev["kind"],
+                     "peak_fp32_tflops": None, "peak_fp16_tensor_tflops": None,
+                     "mem_bandwidth_gb_s": None, "memory_gb": None, "provenance": "measured",
+                     "source": f"contribution {entry_id} by {meta['contributor']} "
+                               "(contribution.yaml devices)",
+                     "notes": "declared by the contributor; no datasheet figures"})
+    return rows
+
+
 def model_layers(models, frames: dict) -> "tuple[pd.DataFrame | None, list[dict]]":
     """The ``layers`` rows of registry ``models`` (UNKNOWN_MODEL for a name that is not a
     dataset model) and their changelog facts; DUPLICATE for a model already in ``frames``."""
@@ -211,14 +229,20 @@ def model_layers(models, frames: dict) -> "tuple[pd.DataFrame | None, list[dict]
 
 def _combine(parent: str | None, entries, root, models=()
              ) -> tuple[dict, dict[str, int], list[dict]]:
+    import pandas as pd
+
     frames = store.read_all(parent, root) if parent else {}
     added: dict[str, int] = {}
+    known = set(frames["devices"]["device"]) if "devices" in frames else set()
     layers, model_info = model_layers(models, frames)
     if layers is not None:
         frames = store.merge_frames(frames, {"layers": layers})
         added["layers"] = len(layers)
     for entry in entries:
-        staged = entry.frames()
+        staged = dict(entry.frames())
+        devices = device_rows(entry.id, entry.info["meta"], known)
+        if devices:
+            staged["devices"] = pd.DataFrame(devices)
         frames = store.merge_frames(frames, staged)
         for name, df in staged.items():
             added[name] = added.get(name, 0) + len(df)
