@@ -79,7 +79,7 @@ def cards_path(root=None) -> Path:
     return Path(env) if env else sidecar_dir(root) / "cards"
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&])")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#|<>~&])")  # mid-line: - . + ! are inert
 
 
 def md_inline(text: object) -> str:
