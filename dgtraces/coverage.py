@@ -88,14 +88,15 @@ def throughput_failures(runs: "pd.DataFrame", timings: "pd.DataFrame",
     per_run = t.groupby("run_id")[["f", "ms"]].sum()
     out = []
     r = runs.reset_index(drop=True)
-    for row, run in r.iterrows():
+    ms, fl = per_run["ms"].to_dict(), per_run["f"].to_dict()
+    for row, run in enumerate(r.to_dict("records")):
         rid = str(run["run_id"])
-        if run["model"] not in MODELS or rid not in per_run.index:
+        if run["model"] not in MODELS or rid not in ms:
             continue
-        total_ms = per_run.at[rid, "ms"]
+        total_ms = float(ms[rid])
         if not total_ms > 0:
             continue  # layer_sum checks report it
-        implied = per_run.at[rid, "f"] * int(run["batch_size"]) / (total_ms / 1e3)
+        implied = float(fl[rid]) * int(run["batch_size"]) / (total_ms / 1e3)
         peak = peaks.get(str(run["device"]))
         if peak is not None and math.isfinite(peak) and peak > 0:
             low, high, basis = peak / BELOW_PEAK, peak * ABOVE_PEAK, \
@@ -107,7 +108,7 @@ def throughput_failures(runs: "pd.DataFrame", timings: "pd.DataFrame",
             out.append(Failure("PLAUSIBILITY", f"implied throughput {implied:.3g} FLOP/s is "
                                f"{'above' if implied > high else 'far below'} what the device "
                                f"can do ({basis}); a unit error (us vs ms, s vs ms)?",
-                               file=file, row=int(row), column="run_id",
+                               file=file, row=row, column="run_id",
                                expected=f"{low:.3g} .. {high:.3g} FLOP/s",
                                found=f"{implied:.3g} FLOP/s"))
     return out

@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
 PRIVATE_COPY_MAX_BYTES = 256 << 20
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MEMORY_LIMIT_MIB = 2048
-STARTUP_CONFIG = {
+STARTUP_CONFIG: dict[str, str | bool | int | float | list[str]] = {
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": False,
     "allow_community_extensions": False,
@@ -58,7 +58,7 @@ def check_limits(timeout_s: object, memory_limit_mib: object) -> tuple[float, in
         raise DgtracesError(f"timeout_s must be a number of seconds in (0, 604800], got "
                             f"{timeout_s!r}", code="BAD_INPUT")
     if isinstance(memory_limit_mib, bool) or not isinstance(memory_limit_mib, Integral) or \
-            not 64 <= memory_limit_mib <= 1 << 30:
+            not 64 <= int(memory_limit_mib) <= 1 << 30:
         raise DgtracesError(f"memory_limit_mib must be a whole number of MiB >= 64, got "
                             f"{memory_limit_mib!r}", code="BAD_INPUT")
     return float(timeout_s), int(memory_limit_mib)

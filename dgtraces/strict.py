@@ -133,7 +133,7 @@ def _text_cells(table: str, df: "pd.DataFrame", kinds: dict[str, str], file: str
             if out is df:
                 out = df.copy()
             out[column] = out[column].astype(object)
-            out.iloc[bad, out.columns.get_loc(column)] = None
+            out.loc[out.index[bad], column] = None
     return out, failures
 
 

@@ -1,7 +1,6 @@
 """Booleans and integers are read strictly at intake (issue #14 item 4): ambiguous spellings
 and fractional numbers are SCHEMA failures, one per bad cell, in CSV and Parquet."""
 
-import pandas as pd
 import pytest
 from attack_tally import record
 from conftest import _mini_frames
