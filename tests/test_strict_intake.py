@@ -21,27 +21,20 @@ BAD_INT = [32.9, "32.9", True, "true", "1e3", "3 2", "x", "", float("inf"), "3_2
 GOOD_INT = [(32, 32), (32.0, 32), ("32", 32), (" 64", 64), ("+8", 8)]
 
 
-@pytest.mark.parametrize("value", BAD_BOOL, ids=repr)
-def test_ambiguous_booleans_are_schema(runs, value):
-    df = runs.astype({"flagged": object})
-    df.loc[0, "flagged"] = value
+CASES = [("flagged", 0, v, "ambiguous boolean at intake") for v in BAD_BOOL] + \
+    [("batch_size", 1, v, "non-whole integer at intake") for v in BAD_INT]
+
+
+@pytest.mark.parametrize("column,row,value,cls", CASES,
+                         ids=[f"{c}={v!r}" for c, _, v, _ in CASES])
+def test_ambiguous_booleans_and_non_whole_integers_are_schema(runs, column, row, value, cls):
+    df = runs.astype({column: object})
+    df.loc[row, column] = value
     with pytest.raises(ValidationError) as exc:
         validate_frame("runs", df, file="runs.csv")
     ok = exc.value.code == "SCHEMA" and [(f.row, f.column) for f in exc.value.failures] == \
-        [(0, "flagged")]
-    record("ambiguous boolean at intake", ok)
-    assert ok, exc.value.report()
-
-
-@pytest.mark.parametrize("value", BAD_INT, ids=repr)
-def test_fractional_or_boolean_integers_are_schema(runs, value):
-    df = runs.astype({"batch_size": object})
-    df.loc[1, "batch_size"] = value
-    with pytest.raises(ValidationError) as exc:
-        validate_frame("runs", df, file="runs.csv")
-    ok = exc.value.code == "SCHEMA" and [(f.row, f.column) for f in exc.value.failures] == \
-        [(1, "batch_size")]
-    record("non-whole integer at intake", ok)
+        [(row, column)]
+    record(cls, ok)
     assert ok, exc.value.report()
 
 
