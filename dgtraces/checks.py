@@ -77,15 +77,17 @@ def _column(err):
     return getattr(err.schema, "name", None) if name is None else name
 
 
-def _cases(err) -> list[tuple[object, object]]:
-    """(index, failure case) pairs of one pandera SchemaError."""
+def _cases(err) -> list[tuple[object, object, object]]:
+    """(index, failure case, column of the case if pandera names one) of a SchemaError."""
     import pandas as pd
 
     fc = err.failure_cases
     if isinstance(fc, pd.DataFrame):
-        idx = fc["index"] if "index" in fc else pd.Series([None] * len(fc))
-        return list(zip(idx.tolist(), fc["failure_case"].tolist()))
-    return [(None, fc)]
+        n = len(fc)
+        idx = fc["index"].tolist() if "index" in fc else [None] * n
+        col = fc["column"].tolist() if "column" in fc else [None] * n
+        return list(zip(idx, fc["failure_case"].tolist(), col))
+    return [(None, fc, None)]
 
 
 def _schema_failures(table: str, errors, file: str | None,
@@ -102,23 +104,26 @@ def _schema_failures(table: str, errors, file: str | None,
     structural = any(e.reason_code in (R.DATATYPE_COERCION, R.WRONG_DATATYPE,
                                        R.COLUMN_NOT_IN_DATAFRAME) for e in errs)
     coerced = {(idx, _column(e)) for e in errs if e.reason_code == R.DATATYPE_COERCION
-               for idx, _ in _cases(e)}
+               for idx, _, _ in _cases(e)}
     columns = set(TABLES[table].to_schema().columns)
     cells, frame_wide, seen_frame = [], [], set()
     for err in errs:
         reason, check = err.reason_code, _check_label(err.check)
         if reason in (R.COLUMN_NOT_IN_DATAFRAME, R.COLUMN_NOT_IN_SCHEMA):
-            for _, found in _cases(err):
+            for _, found, _ in _cases(err):
                 cells.append(Failure("SCHEMA", f"{table}: column " + (
                     "missing" if reason == R.COLUMN_NOT_IN_DATAFRAME else
                     "not in the schema"), file=file, column=str(found)))
             continue
         if reason == R.CHECK_ERROR and structural:
             continue
-        column = _column(err)
-        whole_row = column is None or str(column) not in columns  # a frame-wide check
-        for idx, found in _cases(err):
+        for idx, found, case_column in _cases(err):
             row = None if idx is None or idx != idx else int(idx)
+            column = _column(err)
+            if reason in (R.DUPLICATES, R.SERIES_CONTAINS_DUPLICATES) and \
+                    case_column in columns:
+                column = case_column  # a multi-column uniqueness check names each cell
+            whole_row = column is None or str(column) not in columns  # a frame-wide check
             if reason == R.WRONG_DATATYPE and (idx, column) in coerced:
                 continue  # the same cell's failed conversion is reported already
             if whole_row:  # pandera lists every cell of a failing row: one line per row
