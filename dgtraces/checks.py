@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import Failure, ValidationError
 
@@ -77,7 +77,7 @@ def _column(err):
     return getattr(err.schema, "name", None) if name is None else name
 
 
-def _cases(err) -> list[tuple[object, object, object]]:
+def _cases(err) -> list[tuple[Any, Any, Any]]:
     """(index, failure case, column of the case if pandera names one) of a SchemaError."""
     import pandas as pd
 
@@ -86,7 +86,7 @@ def _cases(err) -> list[tuple[object, object, object]]:
         n = len(fc)
         idx = fc["index"].tolist() if "index" in fc else [None] * n
         col = fc["column"].tolist() if "column" in fc else [None] * n
-        return list(zip(idx, fc["failure_case"].tolist(), col))
+        return list(zip(idx, fc["failure_case"].tolist(), col, strict=False))
     return [(None, fc, None)]
 
 

@@ -1,9 +1,10 @@
 """Whether a layer trace is complete, and whether its times are physically plausible.
 
 * **Complete**: a run's ``layer_timings`` name every layer of its model, except that the
-  layers of GoogLeNet's auxiliary classifiers may be left out (the predictor drops them). Contributions lacking layers
-  are refused with ``INCOMPLETE_TRACE`` unless ``contribution.yaml`` says ``partial: true``,
-  and the predictor never picks an incomplete run by default (:func:`incomplete_runs`).
+  layers of GoogLeNet's auxiliary classifiers may be left out (the predictor drops them).
+  Contributions lacking layers are refused with ``INCOMPLETE_TRACE`` unless
+  ``contribution.yaml`` says ``partial: true``, and the predictor never picks an
+  incomplete run by default (:func:`incomplete_runs`).
 * **Throughput**: the FLOPs of one iteration (``layers.fwd_flops + bwd_flops`` per sample x
   ``batch_size``) divided by the sum of the layer times is the implied FLOP/s. A consistent
   unit error (microseconds entered as milliseconds, seconds as milliseconds) moves it by
@@ -15,7 +16,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from .errors import DgtracesError, Failure
 
@@ -45,7 +47,7 @@ def incomplete_runs(runs: "pd.DataFrame", timings: "pd.DataFrame") -> dict[str, 
 
     per_run = timings.groupby("run_id", sort=False)["layer"].agg(list)
     out = {}
-    for run_id, model in zip(runs["run_id"].astype(str), runs["model"].astype(str)):
+    for run_id, model in zip(runs["run_id"].astype(str), runs["model"].astype(str), strict=False):
         if model not in MODELS:
             continue
         missing = missing_layers(model, per_run.get(run_id, []))
@@ -60,7 +62,7 @@ def incomplete_failures(runs: "pd.DataFrame", timings: "pd.DataFrame",
     bad = incomplete_runs(runs, timings)
     r = runs.reset_index(drop=True)
     out = []
-    for row, (run_id, model) in enumerate(zip(r["run_id"].astype(str), r["model"])):
+    for row, (run_id, model) in enumerate(zip(r["run_id"].astype(str), r["model"], strict=False)):
         if run_id in bad:
             names = bad[run_id]
             shown = ", ".join(names[:SHOWN_MISSING]) + (" ..." if len(names) > SHOWN_MISSING

@@ -17,8 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping
 
 from .errors import Failure, IntegrityError
 from .store import VERIFY_HINT

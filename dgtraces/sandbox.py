@@ -27,8 +27,9 @@ from __future__ import annotations
 import os
 import sys
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from .errors import DgtracesError, Failure
 

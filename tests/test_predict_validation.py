@@ -306,8 +306,9 @@ def test_resolve_with_preloaded_tables_reads_no_table_again(release, monkeypatch
 
 
 def test_sweep_guard_is_sized_by_measured_memory(empty_store):
-    """3M configurations (750 x 5 x 200 x 4 default policies, under the old 10M limit) exceed the 2 GiB budget at the
-    measured bytes per configuration (benchmarks/sweep_memory.py): refused before running."""
+    """3M configurations (750 x 5 x 200 x 4 default policies, under the old 10M limit)
+    exceed the 2 GiB budget at the measured bytes per configuration
+    (benchmarks/sweep_memory.py): refused before running."""
     from dgtraces.cli.predict import SWEEP_BYTES_PER_CONFIG, SWEEP_MEMORY_MIB, max_sweep
 
     assert max_sweep() * SWEEP_BYTES_PER_CONFIG <= SWEEP_MEMORY_MIB * 2**20 < 10_000_000 * 700

@@ -35,8 +35,9 @@ def test_contributor_text_cannot_break_the_changelog(store, tmp_path, who):
     build_release("0.2.0", root=store)
     lines = (tmp_path / "CHANGELOG.md").read_text().splitlines()
     headings = [ln for ln in lines if ln.startswith("#")]
-    ok = headings == ["# Changelog", "## Dataset releases", "### [v0.2.0] - " +
-                      headings[2][len("### [v0.2.0] - "):], "#### Added", "### [v0.1.0] - 2026-12-02"]
+    ok = len(headings) == 5 and headings[2].startswith("### [v0.2.0] - ") and \
+        [headings[i] for i in (0, 1, 3, 4)] == ["# Changelog", "## Dataset releases",
+                                                "#### Added", "### [v0.1.0] - 2026-12-02"]
     entry = [ln for ln in lines if ln.startswith("- Contribution")]
     ok = ok and len(entry) == 1 and not re.search(r"(?<!\\)[<\[]", entry[0].split("` by ")[1])
     record("CHANGELOG injection via contributor text", ok)

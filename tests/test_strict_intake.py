@@ -90,6 +90,6 @@ def test_nul_json_and_written_nan(runs, tmp_path, fmt):
     if fmt == "csv":
         want.append(("SCHEMA", 1, "params_json"))
     assert got == sorted(want), exc.value.report()
-    for code, _, col in got:
+    for _code, _, col in got:
         record({"notes": "NUL byte in text", "params_json": "params_json not JSON",
                 "fwd_ms": "written NaN in a float column"}[col], True)
