@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import Failure, ValidationError
 
@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 READABLE = (".csv", ".parquet", ".pq")
+NULL_SPELLINGS = ["", "NA", "N/A", "null", "NULL", "None", "<NA>"]
 
 
 def table_for_path(path: str | os.PathLike) -> str:
@@ -49,8 +50,10 @@ def read_file(path: str | os.PathLike) -> "pd.DataFrame":
                                                 expected="csv | parquet", found=suffix)])
     try:
         if suffix == ".csv":
+            # only these spellings mean "missing": a written NaN/inf stays text and is
+            # refused as non-finite (PLAUSIBILITY) instead of becoming null silently
             return pd.read_csv(path, encoding="utf-8", encoding_errors="strict",
-                               keep_default_na=True)
+                               keep_default_na=False, na_values=NULL_SPELLINGS)
         return pd.read_parquet(path)
     except UnicodeDecodeError as exc:
         raise ValidationError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})",
@@ -60,62 +63,108 @@ def read_file(path: str | os.PathLike) -> "pd.DataFrame":
                               f"{str(exc)[:300]})", code="BAD_FILE") from exc
 
 
-def _schema_failures(table: str, errors, file: str | None) -> list[Failure]:
+def _check_label(check) -> str:
+    """The name pandera gives a check in its failure cases."""
+    if check is None or isinstance(check, str):
+        return str(check)
+    return str(check.error if check.error is not None else
+               check.name if check.name is not None else check)
+
+
+def _column(err):
+    """The column a pandera SchemaError is about (coercion errors name it on the schema)."""
+    name = err.column_name
+    return getattr(err.schema, "name", None) if name is None else name
+
+
+def _cases(err) -> list[tuple[Any, Any, Any]]:
+    """(index, failure case, column of the case if pandera names one) of a SchemaError."""
+    import pandas as pd
+
+    fc = err.failure_cases
+    if isinstance(fc, pd.DataFrame):
+        n = len(fc)
+        idx = fc["index"].tolist() if "index" in fc else [None] * n
+        col = fc["column"].tolist() if "column" in fc else [None] * n
+        return list(zip(idx, fc["failure_case"].tolist(), col, strict=False))
+    return [(None, fc, None)]
+
+
+def _schema_failures(table: str, errors, file: str | None,
+                     skip: frozenset = frozenset()) -> list[Failure]:
+    """One failure per bad value, classified by pandera's reason codes (never by message
+    text). ``skip`` holds (row, column) cells reported already (strict intake)."""
+    from pandera.errors import SchemaErrorReason as R
+
     from .schema import TABLES
 
-    records = errors.failure_cases.to_dict("records")
+    errs = list(errors.schema_errors)
     # a value that could not be converted, or a missing column, makes later checks on its
-    # column (and frame-wide checks) crash with a TypeError/KeyError; those echoes are
-    # dropped when the failure that causes them is reported
-    structural = any(str(r.get("check")).startswith(("coerce_dtype", "dtype",
-                                                     "column_in_dataframe"))
-                     for r in records)
-    model_name = TABLES[table].__name__  # pandera's "column" of frame-wide checks
-    coerced = {(r.get("index"), r.get("column")) for r in records
-               if str(r.get("check")).startswith("coerce_dtype")}
-    out = []
-    for rec in records:
-        idx = rec.get("index")
-        row = None if idx is None or idx != idx else int(idx)
-        column = rec.get("column")
-        column = None if column is None or column != column else str(column)
-        check = str(rec.get("check"))
-        found = rec.get("failure_case")
-        if structural and row is None and isinstance(found, str) and found.startswith(
-                ("TypeError(", "ValueError(", "KeyError(")):
+    # column (and frame-wide checks) crash (reason CHECK_ERROR); those echoes are dropped
+    structural = any(e.reason_code in (R.DATATYPE_COERCION, R.WRONG_DATATYPE,
+                                       R.COLUMN_NOT_IN_DATAFRAME) for e in errs)
+    coerced = {(idx, _column(e)) for e in errs if e.reason_code == R.DATATYPE_COERCION
+               for idx, _, _ in _cases(e)}
+    columns = set(TABLES[table].to_schema().columns)
+    cells, frame_wide, seen_frame = [], [], set()
+    for err in errs:
+        reason, check = err.reason_code, _check_label(err.check)
+        if reason in (R.COLUMN_NOT_IN_DATAFRAME, R.COLUMN_NOT_IN_SCHEMA):
+            for _, found, _ in _cases(err):
+                cells.append(Failure("SCHEMA", f"{table}: column " + (
+                    "missing" if reason == R.COLUMN_NOT_IN_DATAFRAME else
+                    "not in the schema"), file=file, column=str(found)))
             continue
-        if column == model_name:
-            column = None  # a frame-wide check, not a column
-        if check.startswith("dtype") and (idx, rec.get("column")) in coerced:
-            continue  # the same cell's failed conversion is reported already
-        msg = f"{table}: failed {check}"  # Failure.line adds the CSV line to the row
-        if check.startswith(("column_in_dataframe", "column_in_schema")):
-            missing = check.startswith("column_in_dataframe")
-            out.append(Failure("SCHEMA", f"{table}: column " + (
-                "missing" if missing else "not in the schema"), file=file, column=str(found)))
+        if reason == R.CHECK_ERROR and structural:
             continue
-        out.append(Failure("SCHEMA", msg, file=file, row=row, column=column,
-                           expected=check, found=repr(found)))
-    return out
+        for idx, found, case_column in _cases(err):
+            row = None if idx is None or idx != idx else int(idx)
+            column = _column(err)
+            if reason in (R.DUPLICATES, R.SERIES_CONTAINS_DUPLICATES) and \
+                    case_column in columns:
+                column = case_column  # a multi-column uniqueness check names each cell
+            whole_row = column is None or str(column) not in columns  # a frame-wide check
+            if reason == R.WRONG_DATATYPE and (idx, column) in coerced:
+                continue  # the same cell's failed conversion is reported already
+            if whole_row:  # pandera lists every cell of a failing row: one line per row
+                if (check, row) not in seen_frame:
+                    seen_frame.add((check, row))
+                    frame_wide.append(Failure("SCHEMA", f"{table}: failed {check}", file=file,
+                                              row=row, expected=check))
+                continue
+            if (row, str(column)) in skip:
+                continue
+            cells.append(Failure("SCHEMA", f"{table}: failed {check}", file=file, row=row,
+                                 column=str(column), expected=check, found=repr(found)))
+    # a row with a bad cell fails frame-wide checks because of it: one bad value, one line
+    bad_rows = {f.row for f in cells if f.row is not None} | {r for r, _ in skip}
+    return cells + [f for f in frame_wide if f.row is None or f.row not in bad_rows]
 
 
 def validate_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
                    ) -> "pd.DataFrame":
     """Validate one table lazily (all failures at once); returns the coerced frame."""
+    import pandas as pd
     import pandera.errors as pe
 
     from .schema import TABLES
+    from .strict import strict_cells
 
     if table not in TABLES:
         raise ValidationError(f"unknown table {table!r}", code="BAD_INPUT")
-    if not df.index.is_unique:  # e.g. a concat; rows are reported by position anyway
-        df = df.reset_index(drop=True)
+    if not df.index.is_unique or not isinstance(df.index, pd.RangeIndex):
+        df = df.reset_index(drop=True)  # rows are reported by position
+    df, failures = strict_cells(table, df, file)  # no guessing of booleans and integers
     try:
-        return TABLES[table].validate(df, lazy=True)
+        out = TABLES[table].validate(df, lazy=True)
     except pe.SchemaErrors as errors:
-        failures = _schema_failures(table, errors, file)
+        skip = frozenset((f.row, f.column) for f in failures)
+        failures += _schema_failures(table, errors, file, skip)
+    if failures:
+        failures.sort(key=lambda f: (f.row is not None, f.row or 0))
         raise ValidationError(f"{file or table}: {len(failures)} schema failure(s)",
                               failures=failures) from None
+    return out
 
 
 @lru_cache(maxsize=1)
@@ -224,13 +273,22 @@ def check_tables(frames: Mapping[str, "pd.DataFrame"], *,
                 raise
             failures.extend(exc.failures)
             out[name] = df
-    failures.extend(cross_failures(out, files=files, known_runs=known_runs))
+    # a cell that failed its schema is not reported again by the key checks
+    bad_cells = {(f.file, f.row, f.column) for f in failures if f.row is not None}
+    failures.extend(f for f in cross_failures(out, files=files, known_runs=known_runs)
+                    if (f.file, f.row, f.column) not in bad_cells)
     return out, failures
 
 
 def validate_files(paths, table: str | None = None, *, use_store: bool = True,
                    root=None) -> dict[str, int]:
     """Validate files (never modifies them). Returns table -> rows; raises with a report."""
+    from .schema import TABLES
+
+    if table is not None and table not in TABLES:
+        raise ValidationError(f"unknown table {table!r}", code="BAD_INPUT",
+                              failures=[Failure("BAD_INPUT", "unknown table", column="--table",
+                                                expected=" | ".join(TABLES), found=repr(table))])
     frames: dict[str, "pd.DataFrame"] = {}
     files: dict[str, str] = {}
     failures: list[Failure] = []

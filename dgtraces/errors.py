@@ -38,6 +38,7 @@ CODES = {
     "INCOMPLETE_TRACE": "a layer trace lacks timings for layers of its model",
     "NO_LAYER_TIMINGS": "a run has whole-model figures only, no per-layer timings",
     "MODEL_MISMATCH": "an imported log or trace is of another network than the model named",
+    "QUERY_LIMIT": "a query ran past its time limit or memory limit",
 }
 
 

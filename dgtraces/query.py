@@ -1,57 +1,54 @@
-"""Sandboxed, read-only DuckDB SQL over one release's Parquet files.
+"""Sandboxed, read-only DuckDB SQL over one release's Parquet files, with limits.
 
 Design:
 
 * **Out-of-core views.** Each table of the release is a *view* over its Parquet file, so
-  DuckDB scans only the columns and row groups a query needs and nothing is loaded up front;
-  the same code serves a 1 MB release and a 100 GB one. Materialising tables instead would
-  copy the release into memory on every connect.
-* **File sandbox.** Before any user SQL runs we set ``allowed_paths`` to exactly the
-  release's Parquet files, then ``enable_external_access=false`` (no other file, no other
-  release, no URL, no ``COPY ... TO``, ``EXPORT``, ``ATTACH``, ``INSTALL``/``LOAD``), then
-  ``lock_configuration=true`` (no ``SET``/``RESET``/``PRAGMA x=`` can undo any of this).
-  Extension auto-install/auto-load are off from start-up. DuckDB's ``allowed_paths``
-  grants write as well as read access to those files (there is no read-only variant), so
-  what keeps ``COPY ... TO`` a release file out of :class:`Query` is the statement guard
-  below, which also looks inside ``EXPLAIN [ANALYZE]`` (that runs what it explains).
-* **Read-only statements.** The catalog is a private in-memory database: a read-only
-  file-backed catalog (write views to a temp DuckDB file, reopen it ``read_only``) was
-  measured at 20-40 ms extra per connect on our 2-core machine, which alone would break the
-  cold-start budget of ``dgtraces sql``. So :class:`Query` (``dgtraces sql``, :func:`sql`)
-  accepts only reading statement types (:data:`READ_STATEMENTS`) and refuses the rest before
-  DuckDB sees them. A raw :func:`connect` connection has no statement guard: it is for SQL
-  you wrote yourself. It can ``CREATE``/``DROP`` objects in its own in-memory catalog
-  (invisible to anyone else, gone on close) and, through ``COPY ... TO`` or a relation's
-  ``write_*``, overwrite the release's own files (no other file); ``dgtraces verify``
-  detects any such change. Run SQL you did not write through :class:`Query` /
-  ``dgtraces sql``.
+  DuckDB scans only the columns and row groups a query needs.
+* **The connection** (:mod:`dgtraces.sandbox`): the only readable paths are the release's
+  table files, checked against the manifest's sha256 (INTEGRITY otherwise), served from
+  sealed private copies that nothing can write (Linux, releases up to 256 MiB); no other
+  file, temp directory, URL, extension or secret; a memory limit; locked configuration.
+* **The statement guard** (:func:`check_read_only`): an allow-list of DuckDB statement
+  types (``st.type.name``) that can only read: ``SELECT`` (also ``FROM``, ``VALUES``,
+  ``WITH``, ``DESCRIBE``, ``SHOW``, ``SUMMARIZE``, ``UNPIVOT``), ``MULTI`` (what DuckDB makes
+  of ``PIVOT``: an in-memory enum type plus a ``SELECT``) and ``EXPLAIN`` of those (``EXPLAIN
+  ANALYZE`` runs what it explains, so that is checked too). Everything else is refused
+  before DuckDB runs it, whatever DuckDB calls it: ``PRAGMA`` (DuckDB files ``IMPORT
+  DATABASE`` and ``COPY FROM DATABASE`` there), ``CALL``, ``COPY``, ``EXPORT``, ``ATTACH``,
+  ``SET``, ``LOAD``/``INSTALL``, ``CREATE`` (macros, secrets, tables), ``PREPARE``, and any
+  statement type this DuckDB version cannot name.
+* **Limits** (:class:`Query`): a statement time limit (a timer thread calls DuckDB's
+  ``interrupt``) and the memory limit; hitting either is :class:`SqlError` with code
+  ``QUERY_LIMIT``. Ctrl-C interrupts DuckDB and re-raises ``KeyboardInterrupt``.
 
-Every DuckDB failure becomes :class:`SqlError` (code ``SQL``) carrying DuckDB's own message,
-which includes the ``LINE n:`` excerpt and caret for parse and binder errors. Nothing here
-prints; results are returned as :class:`SqlResult` or streamed as Arrow batches.
+A raw :func:`connect` connection has the same file sandbox and memory limit but no statement
+guard and no time limit: it is for SQL you wrote yourself. Every DuckDB failure becomes
+:class:`SqlError` (code ``SQL``) carrying DuckDB's own message, which includes the ``LINE n:``
+excerpt and caret for parse and binder errors. Nothing here prints.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import DgtracesError
+from .sandbox import DEFAULT_MEMORY_LIMIT_MIB, DEFAULT_TIMEOUT_S, check_limits, open_connection
 
 if TYPE_CHECKING:  # pragma: no cover
     import duckdb
 
-STARTUP_CONFIG = {
-    "autoinstall_known_extensions": False,
-    "autoload_known_extensions": False,
-    "allow_community_extensions": False,
-}
-# SELECT covers DESCRIBE/SHOW/SUMMARIZE/VALUES/FROM; MULTI is PIVOT; PRAGMA without "=".
-READ_STATEMENTS = frozenset({"SELECT", "EXPLAIN", "PRAGMA", "CALL", "MULTI"})
-SANDBOX_HINT = ("queries may only read the release's tables; write results with "
+# DuckDB statement types (``st.type.name``) that only read. An allow-list: a type added by a
+# later DuckDB version is refused until someone checks it and adds it here.
+READ_STATEMENTS = frozenset({"SELECT", "EXPLAIN", "MULTI"})
+SANDBOX_HINT = ("queries may only read the release's tables (SELECT, EXPLAIN, PIVOT; "
+                "pragma_* functions instead of PRAGMA); write results with "
                 "`dgtraces sql ... --format csv|json|parquet --out FILE`")
+LIMIT_HINT = "raise the limits: `dgtraces sql --timeout-s S --memory-limit-mib M`, " \
+    "or Query(..., timeout_s=, memory_limit_mib=)"
 
 
 class SqlError(DgtracesError):
@@ -60,80 +57,72 @@ class SqlError(DgtracesError):
 
 @dataclass
 class Release:
-    """A resolved release: its version, folder and table name -> Parquet path."""
+    """A resolved release: its version, folder and manifest table entries."""
 
     version: str
     path: Path
-    files: dict[str, Path] = field(default_factory=dict)
+    entries: dict[str, dict] = field(default_factory=dict)
 
 
 def resolve(version: str | None = None, root=None) -> Release:
     from . import store
 
-    version = store.latest(root) if version is None else store.norm_version(version)
     path = store.release_path(version, root).resolve()
-    files = store.table_paths(version, root)  # INTEGRITY if the manifest or a file is bad
-    return Release(version, path, {name: path / p.name for name, p in files.items()})
-
-
-def _quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _quote_str(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+    entries = store.manifest_at(path)["tables"]  # INTEGRITY if missing or malformed
+    store.checked_paths(path, entries)  # INTEGRITY if a file is missing
+    return Release(path.name[1:], path, dict(entries))
 
 
 def _wrap(exc: Exception) -> SqlError:
     import duckdb
 
     text = str(exc)
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        return SqlError(f"the query needs more than its memory limit: {text}",
+                        code="QUERY_LIMIT", hint=LIMIT_HINT)
     refused = isinstance(exc, duckdb.PermissionException) or "configuration has been locked" \
         in text
     msg = ("refused by the sandbox: " if refused else "query failed: ") + text
     return SqlError(msg, hint=SANDBOX_HINT if refused else None)
 
 
-def connect(version: str | None = None, root=None) -> "duckdb.DuckDBPyConnection":
-    """A read-only, sandboxed DuckDB connection with one view per table of a release.
+def connect(version: str | None = None, root=None,
+            memory_limit_mib: int = DEFAULT_MEMORY_LIMIT_MIB) -> "duckdb.DuckDBPyConnection":
+    """A sandboxed DuckDB connection with one view per table of a release (default latest).
 
-    ``version`` defaults to the latest release. The connection can read only that release's
-    Parquet files. It has no statement guard (SQL you wrote yourself; for anyone else's use
-    :class:`Query`): see the module docstring for what is refused and what is not.
-    """
-    return _connect_release(resolve(version, root))
+    It can read only that release's table files (checked against the manifest) and has a
+    memory limit, but no statement guard and no time limit (SQL you wrote yourself; for
+    anyone else's use :class:`Query`)."""
+    check_limits(DEFAULT_TIMEOUT_S, memory_limit_mib)
+    rel = resolve(version, root)
+    return open_connection(rel.path, rel.entries, memory_limit_mib)
 
 
-def _connect_release(rel: Release) -> "duckdb.DuckDBPyConnection":
+def _statements(con: "duckdb.DuckDBPyConnection", sql: str) -> list:
     import duckdb
 
-    con = duckdb.connect(":memory:", config=dict(STARTUP_CONFIG))
     try:
-        for name, file in rel.files.items():
-            con.execute(f"CREATE VIEW {_quote_ident(name)} AS SELECT * FROM "
-                        f"read_parquet({_quote_str(str(file))})")
-        allowed = ", ".join(_quote_str(str(f)) for f in rel.files.values())
-        con.execute(f"SET allowed_paths = [{allowed}]")
-        con.execute("SET enable_external_access = false")
-        con.execute("SET lock_configuration = true")
-    except BaseException:
-        con.close()
-        raise
-    return con
+        return con.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise _wrap(exc) from None
+
+
+def _kind(st: Any) -> str:
+    """A statement's DuckDB type name; refused if this duckdb's Python enum cannot name it."""
+    try:
+        return st.type.name
+    except ValueError:
+        raise SqlError("refused by the sandbox: a statement of a type this DuckDB version "
+                       "cannot name", hint=SANDBOX_HINT) from None
 
 
 def check_read_only(con: "duckdb.DuckDBPyConnection", sql: str) -> None:
     """Raise :class:`SqlError` unless every statement of ``sql`` only reads."""
-    import duckdb
-
-    try:
-        statements = con.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise _wrap(exc) from None
+    statements = _statements(con, sql)
     if not statements:
         raise SqlError("empty query", code="BAD_INPUT")
     for st in statements:
-        kind = str(st.type).rsplit(".", 1)[-1]
+        kind = _kind(st)
         if kind not in READ_STATEMENTS:
             raise SqlError(f"refused by the sandbox: {kind} statements are not allowed; the "
                            f"connection is read-only (allowed: "
@@ -165,11 +154,13 @@ def _check_explained(con: "duckdb.DuckDBPyConnection", text: str) -> None:
     checked = 0
     for start in starts:
         try:
-            inner = con.extract_statements(text[start:])
-        except duckdb.Error:
+            inner = _statements(con, text[start:])
+        except SqlError as exc:
+            if exc.hint == SANDBOX_HINT:
+                raise
             continue
         for st in inner:
-            kind = str(st.type).rsplit(".", 1)[-1]
+            kind = _kind(st)
             if kind not in READ_STATEMENTS:
                 raise SqlError(f"refused by the sandbox: EXPLAIN of a {kind} statement (EXPLAIN "
                                f"ANALYZE runs it)", hint=SANDBOX_HINT)
@@ -193,18 +184,23 @@ class SqlResult:
 
 
 class Query:
-    """One user query on a sandboxed connection. It runs when rows are asked for: as row
-    tuples (:meth:`fetch`, DuckDB's cursor, no pyarrow) or streamed as Arrow batches
-    (:meth:`arrow_batches`, :meth:`batches`) for writing files of any size."""
+    """One user query on a sandboxed connection, under a time and a memory limit. It runs
+    when rows are asked for: as row tuples (:meth:`fetch`, DuckDB's cursor, no pyarrow) or
+    streamed as Arrow batches (:meth:`arrow_batches`, :meth:`batches`) for writing files of
+    any size; the time limit covers the whole run, streaming included."""
 
-    def __init__(self, sql: str, version: str | None = None, root=None) -> None:
+    def __init__(self, sql: str, version: str | None = None, root=None, *,
+                 timeout_s: float = DEFAULT_TIMEOUT_S,
+                 memory_limit_mib: int = DEFAULT_MEMORY_LIMIT_MIB) -> None:
         if not isinstance(sql, str) or not sql.strip():
             raise SqlError("empty query" if isinstance(sql, str) or sql is None else
                            f"a query is text, got {type(sql).__name__}", code="BAD_INPUT")
+        self.timeout_s, self.memory_limit_mib = check_limits(timeout_s, memory_limit_mib)
         self.sql = sql
         self.release = resolve(version, root)
         self.version = self.release.version
-        self.con = _connect_release(self.release)
+        self.con = open_connection(self.release.path, self.release.entries,
+                                   self.memory_limit_mib)
         try:
             check_read_only(self.con, sql)
         except SqlError:
@@ -212,19 +208,59 @@ class Query:
             raise
         self.columns: list[str] = []
         self.types: list[str] = []
+        self._timer: threading.Timer | None = None
+        self._expired = False
+
+    def _start_clock(self) -> None:
+        def expire() -> None:
+            self._expired = True
+            self.con.interrupt()
+
+        self._timer = threading.Timer(self.timeout_s, expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _stop_clock(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _translate(self, exc: BaseException) -> BaseException:
+        """The error to raise for a DuckDB failure: QUERY_LIMIT for the time or memory
+        limit, KeyboardInterrupt for an interrupt that was not the timer's."""
+        import duckdb
+
+        if isinstance(exc, duckdb.InterruptException):
+            if self._expired:
+                return SqlError(f"the query ran past its time limit of {self.timeout_s:g} s "
+                                f"and was stopped", code="QUERY_LIMIT", hint=LIMIT_HINT)
+            return KeyboardInterrupt()
+        return _wrap(exc) if isinstance(exc, duckdb.Error) else exc
+
+    def _timed(self, fn: Callable[[], Any]) -> Any:
+        import duckdb
+
+        self._start_clock()
+        try:
+            return fn()
+        except duckdb.Error as exc:
+            raise self._translate(exc) from None
+        except KeyboardInterrupt:
+            self.con.interrupt()
+            raise
+        finally:
+            self._stop_clock()
 
     def fetch(self, limit: int | None = None) -> SqlResult:
         """At most ``limit`` rows (all when None); ``truncated`` says whether more exist."""
-        import duckdb
-
         if limit is not None:
             limit = _count("limit", limit, 0)
-        try:
+
+        def run():
             cur = self.con.execute(self.sql)
             desc = cur.description or []
-            rows = cur.fetchall() if limit is None else cur.fetchmany(limit + 1)
-        except duckdb.Error as exc:
-            raise _wrap(exc) from None
+            return desc, cur.fetchall() if limit is None else cur.fetchmany(limit + 1)
+
+        desc, rows = self._timed(run)
         self.columns = [d[0] for d in desc]
         self.types = [str(d[1]) for d in desc]
         truncated = limit is not None and len(rows) > limit
@@ -236,6 +272,7 @@ class Query:
         import duckdb
 
         size = _count("size", size, 1)
+        self._start_clock()
         try:
             rel = self.con.sql(self.sql)
             if rel is None:
@@ -244,13 +281,26 @@ class Query:
             self.types = [str(t) for t in rel.types]
             reader = rel.to_arrow_reader(size)
         except duckdb.Error as exc:
-            raise _wrap(exc) from None
+            self._stop_clock()
+            raise self._translate(exc) from None
+        except BaseException:
+            self._stop_clock()
+            raise
 
         def gen():
             try:
                 yield from reader
             except duckdb.Error as exc:
-                raise _wrap(exc) from None
+                raise self._translate(exc) from None
+            except OSError as exc:  # pyarrow's reader wraps DuckDB's errors
+                if self._expired:
+                    raise self._translate(duckdb.InterruptException(str(exc))) from None
+                raise _wrap(duckdb.Error(str(exc))) from None
+            except KeyboardInterrupt:
+                self.con.interrupt()
+                raise
+            finally:
+                self._stop_clock()
 
         return reader.schema, gen()
 
@@ -261,6 +311,7 @@ class Query:
         return (list(zip(*(col.to_pylist() for col in b.columns), strict=True)) for b in batches)
 
     def close(self) -> None:
+        self._stop_clock()
         self.con.close()
 
     def __enter__(self) -> "Query":
@@ -281,8 +332,11 @@ def _count(name: str, value, least: int) -> int:
     return int(value)
 
 
-def sql(query: str, version: str | None = None, root=None,
-        limit: int | None = None) -> SqlResult:
-    """Run ``query`` against a release in the sandbox and return its rows (at most ``limit``)."""
-    with Query(query, version, root) as q:
+def sql(query: str, version: str | None = None, root=None, limit: int | None = None, *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        memory_limit_mib: int = DEFAULT_MEMORY_LIMIT_MIB) -> SqlResult:
+    """Run ``query`` against a release in the sandbox and return its rows (at most
+    ``limit``), within the time and memory limits (``QUERY_LIMIT`` when hit)."""
+    with Query(query, version, root, timeout_s=timeout_s,
+               memory_limit_mib=memory_limit_mib) as q:
         return q.fetch(limit)

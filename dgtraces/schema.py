@@ -218,10 +218,14 @@ class Devices(_Base):
     device: Series[str] = F("device key", unique=True, str_matches=ID)
     name: Series[str] = F("full device name")
     kind: Series[str] = F("cpu or gpu", isin=("cpu", "gpu"))
-    peak_fp32_tflops: Series[float] = F("peak fp32 throughput", "TFLOP/s", gt=0)
+    peak_fp32_tflops: Series[float] = F("peak fp32 throughput (null: a contributed device "
+                                        "declared without datasheet figures)", "TFLOP/s",
+                                        nullable=True, gt=0)
     peak_fp16_tensor_tflops: Series[float] = F("peak fp16 tensor-core throughput (dense)",
                                                "TFLOP/s", nullable=True, gt=0)
-    mem_bandwidth_gb_s: Series[float] = F("peak memory bandwidth", "GB/s", gt=0)
+    mem_bandwidth_gb_s: Series[float] = F("peak memory bandwidth (null: a contributed device "
+                                          "declared without datasheet figures)", "GB/s",
+                                          nullable=True, gt=0)
     memory_gb: Series[float] = F("memory size", "GB", nullable=True, gt=0)
     provenance: Series[str] = F("measured | reconstructed | published", isin=PROVENANCE)
     source: Series[str] = F("citation", str_length={"min_value": 3})

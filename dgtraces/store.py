@@ -67,13 +67,15 @@ def norm_version(version: str) -> str:
 
 
 def list_releases(root=None) -> list[str]:
-    """Complete releases (folders with a manifest), oldest first."""
+    """Release folders, oldest first. A folder whose manifest is missing is listed too (and
+    is INTEGRITY when read): a deleted manifest never makes readers fall back to an older
+    release."""
     rdir = releases_dir(root)
     if not rdir.is_dir():
         return []
     found = []
     for p in rdir.iterdir():
-        if is_release_folder(p) and (p / MANIFEST).is_file():
+        if is_release_folder(p):
             found.append(norm_version(p.name))
     return sorted(found, key=parse_version)
 
@@ -94,7 +96,13 @@ def latest_or_none(root=None) -> str | None:
 def release_path(version: str | None = None, root=None) -> Path:
     version = latest(root) if version is None else norm_version(version)
     path = releases_dir(root) / f"v{version}"
-    if not (is_release_folder(path) and (path / MANIFEST).is_file()):
+    if is_release_folder(path) and not (path / MANIFEST).is_file():
+        raise IntegrityError(f"release {version}: {path / MANIFEST} is missing; its files "
+                             "cannot be checked, so nothing of this release is served (no "
+                             "fallback to an older release)", hint=VERIFY_HINT,
+                             failures=[Failure("INTEGRITY", "manifest missing",
+                                               file=str(path / MANIFEST))])
+    if not is_release_folder(path):
         raise StoreError(f"release {version} not found; available: "
                          f"{', '.join(list_releases(root)) or 'none'}")
     return path
@@ -185,10 +193,10 @@ def entry_failure(name, entry, where: str) -> Failure | None:
 def read_manifest(version: str | None = None, root=None) -> dict:
     """The manifest of a release; INTEGRITY if it is not JSON or a table's ``file`` entry
     is anything but ``<table>.parquet``."""
-    return _manifest_at(release_path(version, root))
+    return manifest_at(release_path(version, root))
 
 
-def _manifest_at(folder: Path) -> dict:
+def manifest_at(folder: Path) -> dict:
     path = folder / MANIFEST
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
@@ -205,6 +213,9 @@ def _manifest_at(folder: Path) -> dict:
     if bad:
         raise IntegrityError(f"{path}: {len(bad)} bad file entr(y/ies)", failures=bad,
                              hint=VERIFY_HINT)
+    if manifest.get("digest") != _digest(manifest):
+        raise IntegrityError(f"{path}: manifest digest mismatch (the manifest was edited)",
+                             hint=VERIFY_HINT)
     return manifest
 
 
@@ -212,10 +223,10 @@ def table_paths(version: str | None = None, root=None) -> dict[str, Path]:
     """Table name -> Parquet path of a release; INTEGRITY (hint: verify) listing every file
     the manifest names that is missing."""
     folder = release_path(version, root)
-    return _checked_paths(folder, _manifest_at(folder)["tables"])
+    return checked_paths(folder, manifest_at(folder)["tables"])
 
 
-def _checked_paths(folder: Path, entries: Mapping[str, dict]) -> dict[str, Path]:
+def checked_paths(folder: Path, entries: Mapping[str, dict]) -> dict[str, Path]:
     paths = {name: folder / e["file"] for name, e in sorted(entries.items())}
     missing = [Failure("INTEGRITY", f"table {name}: file missing", file=str(p),
                        expected="present", found="absent")
@@ -235,11 +246,15 @@ def read_table(table: str, version: str | None = None, root=None) -> "pd.DataFra
     import pandas as pd
 
     folder = release_path(version, root)
-    entries = _manifest_at(folder)["tables"]
+    entries = manifest_at(folder)["tables"]
     if not isinstance(table, str) or table not in entries:
         raise StoreError(f"table {table!r} not in release {version or latest(root)}; "
-                         f"tables: {', '.join(sorted(entries))}")
-    return pd.read_parquet(_checked_paths(folder, entries)[table])
+                         f"tables: {', '.join(sorted(entries))}", code="NOT_FOUND")
+    from .integrity import verify_files
+
+    path = checked_paths(folder, entries)[table]
+    verify_files(folder, entries, [table])  # INTEGRITY if the bytes differ from the manifest
+    return pd.read_parquet(path)
 
 
 def read_all(version: str | None = None, root=None) -> dict[str, "pd.DataFrame"]:

@@ -154,3 +154,18 @@ def no_timings_store(tmp_path, monkeypatch):
     store.write_release("0.9.0", frames, root=root, notes="run without layer timings")
     monkeypatch.setenv("DGTRACES_DATA", str(root))
     return root
+
+
+# --- hardening (issue #14): a private integrity cache per test, and the attack tally --------
+@pytest.fixture(autouse=True)
+def _private_integrity_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("DGTRACES_CACHE", str(tmp_path_factory.mktemp("cache")))
+
+
+def pytest_terminal_summary(terminalreporter):
+    from attack_tally import lines
+
+    if lines():
+        terminalreporter.write_sep("-", "attack classes (tried, refused)")
+        for line in lines():
+            terminalreporter.write_line(line)

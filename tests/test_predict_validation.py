@@ -303,3 +303,18 @@ def test_resolve_with_preloaded_tables_reads_no_table_again(release, monkeypatch
     monkeypatch.setattr(store, "read_table", no_read)
     again = resolve("alexnet", "cpu-test", 8, release="9.0.0", runs=runs, timings=timings)
     assert again == plain and again.run_id == RUN
+
+
+def test_sweep_guard_is_sized_by_measured_memory(empty_store):
+    """3M configurations (750 x 5 x 200 x 4 default policies, under the old 10M limit)
+    exceed the 2 GiB budget at the measured bytes per configuration
+    (benchmarks/sweep_memory.py): refused before running."""
+    from dgtraces.cli.predict import SWEEP_BYTES_PER_CONFIG, SWEEP_MEMORY_MIB, max_sweep
+
+    assert max_sweep() * SWEEP_BYTES_PER_CONFIG <= SWEEP_MEMORY_MIB * 2**20 < 10_000_000 * 700
+    res = CliRunner().invoke(main, ["sweep", "--device", "k80", "--workers", "1-750",
+                                    "--gpus-per-node", "1,2,4,8,16", "--batch-sizes",
+                                    ",".join(str(b) for b in range(1, 201))])
+    assert isinstance(res.exception, DgtracesError), res.output
+    assert res.exception.code == "BAD_INPUT"
+    assert int(res.exception.failures[0].found) > max_sweep()

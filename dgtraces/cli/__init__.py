@@ -161,8 +161,8 @@ def run() -> None:
         click.echo(DgtracesError(f"{where}{exc.strerror or exc}", code="IO_ERROR").report(),
                    err=True)
         sys.exit(1)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("interrupted (Ctrl-C)", err=True)
         sys.exit(130)
     except click.ClickException as exc:
         exc.show()

@@ -288,11 +288,13 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
     if out:
         _suffix(out, "--out", (".parquet", ".csv"))
     console = Console(stderr=True)
-    if grid.size() > MAX_SWEEP:
+    if grid.size() > max_sweep():
         from ..predict.cluster import bad
 
-        raise bad("sweep", f"{grid.size():,} configurations; the limit is {MAX_SWEEP:,} (about "
-                  "2 GB of rows): split the sweep", f"<= {MAX_SWEEP:,}", grid.size())
+        raise bad("sweep", f"{grid.size():,} configurations; the limit is {max_sweep():,} "
+                  f"(about {SWEEP_MEMORY_MIB} MiB at the measured {SWEEP_BYTES_PER_CONFIG} "
+                  "bytes per configuration): split the sweep", f"<= {max_sweep():,}",
+                  grid.size())
     console.print(f"{grid.size():,} configurations")
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("sweep", total=grid.size())
@@ -312,7 +314,15 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
                      "efficiency"]].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
 
 
-MAX_SWEEP = 10_000_000
+# Peak memory per configuration of run_sweep (x2: the printed top-10 sorts a copy), measured by
+# benchmarks/sweep_memory.py (ResNet-50, 100k and 400k configurations); the guard keeps a
+# sweep within SWEEP_MEMORY_MIB.
+SWEEP_BYTES_PER_CONFIG = 850  # run_sweep ~410 (200k: 413, 800k: 380); the top-10 sort copies it
+SWEEP_MEMORY_MIB = 2048
+
+
+def max_sweep() -> int:
+    return SWEEP_MEMORY_MIB * 2**20 // SWEEP_BYTES_PER_CONFIG
 
 
 def _sweep_loader(device, release, h2d_link, calibrate_img_s, grid):

@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from ..sandbox import DEFAULT_MEMORY_LIMIT_MIB, DEFAULT_TIMEOUT_S
 from . import OutPath
 from .options import release_option
 
@@ -167,11 +168,18 @@ def _print_vertical(console, columns: list[str], cells: list[list[str]]) -> None
               help="Write the result to this file instead of stdout.")
 @click.option("--max-rows", default=1000, show_default=True, type=click.IntRange(1),
               help="Rows shown by --format table.")
-def sql(query, version, fmt, out, max_rows) -> None:
+@click.option("--timeout-s", default=DEFAULT_TIMEOUT_S, show_default=True,
+              type=click.FloatRange(0, 7 * 86400, min_open=True),
+              help="Stop the query after this many seconds (QUERY_LIMIT).")
+@click.option("--memory-limit-mib", default=DEFAULT_MEMORY_LIMIT_MIB, show_default=True,
+              type=click.IntRange(64), help="DuckDB memory limit; nothing spills to disk.")
+def sql(query, version, fmt, out, max_rows, timeout_s, memory_limit_mib) -> None:
     """Run a read-only SQL QUERY on a release; every table is a view of the same name.
 
-    The sandbox allows reading only the release's Parquet files: other files, URLs,
-    COPY/EXPORT, ATTACH, INSTALL/LOAD and SET are refused (exit 1).
+    Only reading statements run (SELECT, DESCRIBE/SHOW/SUMMARIZE, PIVOT, EXPLAIN of those);
+    the connection reads only the release's Parquet files, checked against the manifest.
+    Everything else (other files, URLs, COPY/IMPORT/EXPORT, ATTACH, INSTALL/LOAD,
+    SET/PRAGMA/CALL, CREATE) is refused (exit 1). See docs/security.md.
 
     \b
     dgtraces sql "SELECT model, count(*) FROM layers GROUP BY model"
@@ -180,7 +188,7 @@ def sql(query, version, fmt, out, max_rows) -> None:
 
     if fmt == "parquet" and out is None:
         raise click.UsageError("--format parquet needs --out FILE")
-    with Query(query, version) as q:
+    with Query(query, version, timeout_s=timeout_s, memory_limit_mib=memory_limit_mib) as q:
         if fmt == "table" and out is None:
             _print_table(q, max_rows)
             return

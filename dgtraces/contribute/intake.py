@@ -43,6 +43,7 @@ class Limits:
     max_rows: int = 5_000_000        # rows per table
     max_field_chars: int = 65_536    # one text cell
     max_meta_bytes: int = 64 << 10   # contribution.yaml
+    max_cells: int = 20_000_000      # rows x columns per table (memory: ~1-2 GB worst case)
 
 
 DEFAULT_LIMITS = Limits()
@@ -243,23 +244,20 @@ def _table_files(folder: Path) -> dict[str, Path]:
 
 
 def _read_table(path: Path, limits: Limits) -> "pd.DataFrame":
+    from .. import bounded
     from ..checks import read_file
 
-    if path.suffix.lower() == ".parquet":
-        import pyarrow.parquet as pq
-
+    if path.suffix.lower() == ".parquet":  # sizes checked from the footer and dictionaries
+        df = bounded.read_parquet(path, max_rows=limits.max_rows, max_cells=limits.max_cells,
+                                  max_bytes=limits.max_file_bytes,
+                                  max_field_chars=limits.max_field_chars)
+    else:
+        bounded.check_csv(path, limits.max_rows, limits.max_cells)
         try:
-            rows = pq.ParquetFile(path).metadata.num_rows
-        except Exception as exc:  # truncated / not Parquet: pyarrow raises various types
-            raise _bad_file(f"not a readable Parquet file ({type(exc).__name__})",
-                            path.name) from exc
-        if rows > limits.max_rows:
-            raise _bad_file("too many rows", path.name, limits.max_rows, rows)
-    try:
-        df = read_file(path)
-    except ValidationError as exc:
-        exc.failures = exc.failures or [Failure(exc.code, exc.message, file=path.name)]
-        raise
+            df = read_file(path)
+        except ValidationError as exc:
+            exc.failures = exc.failures or [Failure(exc.code, exc.message, file=path.name)]
+            raise
     if len(df) > limits.max_rows:
         raise _bad_file("too many rows", path.name, limits.max_rows, len(df))
     for col in df.columns:

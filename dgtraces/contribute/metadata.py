@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import DgtracesError, Failure
 
 REQUIRED = ("contributor", "license", "hardware", "software", "collection")
-OPTIONAL = ("devices", "notes", "email")
+OPTIONAL = ("devices", "notes", "email", "partial")
 LICENSES = ("CC-BY-4.0", "CC0-1.0", "ODC-By-1.0", "PDDL-1.0")
 MAX_TEXT = 4000
 DEVICE_KEYS = ("device", "kind", "name")
@@ -74,7 +74,10 @@ def parse_meta(text: str, problems: list[Failure] | None = None) -> dict:
     anchors and a non-mapping still raise."""
     import yaml
 
+    from ..bounded import check_yaml_depth
+
     try:
+        check_yaml_depth(yaml.parse(text, Loader=yaml.SafeLoader), "contribution.yaml")
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 raise DgtracesError("contribution.yaml: anchors/aliases are not allowed",
@@ -106,6 +109,9 @@ def parse_meta(text: str, problems: list[Failure] | None = None) -> dict:
     if "license" in meta and meta["license"] not in LICENSES:
         _fail(failures, "license", "license not accepted", " | ".join(LICENSES),
               repr(meta["license"])[:80])
+    if "partial" in meta and not isinstance(meta["partial"], bool):
+        _fail(failures, "partial", "must be true or false (true: traces lack layers on "
+              "purpose)", "true | false", repr(meta["partial"])[:80])
     for key in ("notes", "email"):
         if key in meta and not _text_ok(meta[key]):
             _fail(failures, key, "must be text", f"<= {MAX_TEXT} chars", repr(meta[key])[:80])

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import time
@@ -78,6 +79,17 @@ def cards_path(root=None) -> Path:
     return Path(env) if env else sidecar_dir(root) / "cards"
 
 
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#|<>~&])")  # mid-line: - . + ! are inert
+
+
+def md_inline(text: object) -> str:
+    """Contributor text as one inert Markdown line: control characters and line breaks
+    become spaces and every Markdown/HTML special character is backslash-escaped, so no
+    text can start a heading, a link, HTML or end the list item."""
+    flat = " ".join("".join(c if c.isprintable() else " " for c in str(text)).split())
+    return _MD_SPECIAL.sub(r"\\\1", flat)
+
+
 def changelog_entry(version: str, entries: list[dict], day: str,
                     models: list[dict] | tuple = ()) -> str:
     lines = [f"### [v{version}] - {day}", "#### Added"]
@@ -87,15 +99,17 @@ def changelog_entry(version: str, entries: list[dict], day: str,
     for info in entries:
         meta = info["meta"]
         rows = ", ".join(f"{n} {t} rows" for t, n in sorted(info["rows"].items()))
-        lines.append(f"- Contribution `{info['id']}` by {meta['contributor']} "
-                     f"({meta['license']}): {rows}.")
+        lines.append(f"- Contribution `{md_inline(info['id'])}` by "
+                     f"{md_inline(meta['contributor'])} ({md_inline(meta['license'])}): "
+                     f"{rows}.")
     return "\n".join(lines) + "\n"
 
 
 def add_changelog_entry(path: Path, version: str, text: str) -> bool:
-    """Insert ``text`` right under the "Dataset releases" heading; False if present."""
+    """Insert ``text`` right under the "Dataset releases" heading; False if that release's
+    heading line is present already."""
     old = path.read_text("utf-8") if path.is_file() else "# Changelog\n"
-    if f"### [v{version}]" in old:
+    if re.search(rf"^### \[v{re.escape(version)}\]", old, re.MULTILINE):
         return False
     if RELEASES_HEADING in old:
         head, tail = old.split(RELEASES_HEADING, 1)
@@ -138,6 +152,16 @@ def _finish(journal: dict, root, notes: list[str]) -> None:
     _checkpoint("done")
 
 
+def _clean_stale_temps(root) -> None:
+    """Remove temp files of the journal and the CHANGELOG left by a killed run (their
+    writers hold the store lock, which the caller holds now)."""
+    for folder, name in ((store.data_root(root), JOURNAL),
+                         (changelog_path(root).parent, changelog_path(root).name)):
+        if folder.is_dir():
+            for p in folder.glob(f"{store.TMP_PREFIX}{name}.*"):
+                p.unlink(missing_ok=True)
+
+
 def _recover(root, notes: list[str]) -> dict | None:
     """Finish (committed) or discard (not committed) a pending journal; return it if
     it was finished."""
@@ -166,6 +190,24 @@ def _recover(root, notes: list[str]) -> dict | None:
     return None
 
 
+def device_rows(entry_id: str, meta: dict, known: set[str]) -> list[dict]:
+    """``devices`` rows for the devices a contribution declares in contribution.yaml and
+    the store lacks: key, name and kind as the contributor reported them, no datasheet
+    figures (null), provenance ``measured``, the contribution as source."""
+    rows = []
+    for dev in meta.get("devices") or []:
+        if dev["device"] in known:
+            continue
+        known.add(dev["device"])
+        rows.append({"device": dev["device"], "name": str(dev["name"]), "kind": dev["kind"],
+                     "peak_fp32_tflops": None, "peak_fp16_tensor_tflops": None,
+                     "mem_bandwidth_gb_s": None, "memory_gb": None, "provenance": "measured",
+                     "source": f"contribution {entry_id} by {meta['contributor']} "
+                               "(contribution.yaml devices)",
+                     "notes": "declared by the contributor; no datasheet figures"})
+    return rows
+
+
 def model_layers(models, frames: dict) -> "tuple[pd.DataFrame | None, list[dict]]":
     """The ``layers`` rows of registry ``models`` (UNKNOWN_MODEL for a name that is not a
     dataset model) and their changelog facts; DUPLICATE for a model already in ``frames``."""
@@ -187,14 +229,20 @@ def model_layers(models, frames: dict) -> "tuple[pd.DataFrame | None, list[dict]
 
 def _combine(parent: str | None, entries, root, models=()
              ) -> tuple[dict, dict[str, int], list[dict]]:
+    import pandas as pd
+
     frames = store.read_all(parent, root) if parent else {}
     added: dict[str, int] = {}
+    known = set(frames["devices"]["device"]) if "devices" in frames else set()
     layers, model_info = model_layers(models, frames)
     if layers is not None:
         frames = store.merge_frames(frames, {"layers": layers})
         added["layers"] = len(layers)
     for entry in entries:
-        staged = entry.frames()
+        staged = dict(entry.frames())
+        devices = device_rows(entry.id, entry.info["meta"], known)
+        if devices:
+            staged["devices"] = pd.DataFrame(devices)
         frames = store.merge_frames(frames, staged)
         for name, df in staged.items():
             added[name] = added.get(name, 0) + len(df)
@@ -208,6 +256,7 @@ def build_release(version: str, *, root=None, timeout: float = staging.LOCK_TIME
     version = store.norm_version(version)
     notes: list[str] = []
     with staging.store_lock(root, timeout):
+        _clean_stale_temps(root)
         done = _recover(root, notes)
         if staging.staging_dir(root).is_dir():  # half-deleted entries of a killed run
             staging.clean_temps(staging.staging_dir(root))
@@ -216,6 +265,11 @@ def build_release(version: str, *, root=None, timeout: float = staging.LOCK_TIME
                                  [e["id"] for e in done["entries"]], notes=notes, resumed=True)
         _checkpoint("start")
         releases = store.list_releases(root)
+        if releases and releases[-1] == version and not staging.list_staged(root):
+            notes.append(f"release {version} is complete already; nothing staged since")
+            manifest = store.read_manifest(version, root)
+            return ReleaseResult(version, store.release_path(version, root),
+                                 manifest.get("parent"), [], notes=notes, resumed=True)
         parent = releases[-1] if releases else None
         if version in releases or (parent and store.parse_version(version)
                                    <= store.parse_version(parent)):

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..coverage import device_peaks, incomplete_failures, reference_peaks, throughput_failures
 from ..errors import Failure, ValidationError
 from . import plausibility as pl
 from .intake import DEFAULT_LIMITS, Contribution, Limits, read_contribution
@@ -45,6 +46,7 @@ class Known:
     comm_keys: set = field(default_factory=set)
     digests: set = field(default_factory=set)
     devices: dict = field(default_factory=dict)  # device key -> kind (cpu | gpu)
+    peaks: dict = field(default_factory=dict)  # device key -> datasheet peak FLOP/s
 
     def update(self, other: "Known") -> "Known":
         for name in self.__dataclass_fields__:
@@ -134,6 +136,7 @@ def store_known(root=None) -> Known:
     from .. import store
 
     known = Known()
+    known.peaks.update(reference_peaks())
     version = store.latest_or_none(root)
     if version is None:
         return known
@@ -157,6 +160,7 @@ def store_known(root=None) -> Known:
     if devices is not None:
         known.devices.update(zip(devices["device"].astype(str), devices["kind"].astype(str),
                                  strict=True))
+    known.peaks.update(device_peaks(devices))
     return known
 
 
@@ -234,6 +238,9 @@ def check(contrib: Contribution, known: Known) -> Checked:
     if grads is not None:
         failures += pl.grad_failures(lt, grads, runs, files.get("layer_timings"))
     failures += pl.layer_sum_failures(runs, lt, files)
+    if contrib.meta.get("partial") is not True:
+        failures += incomplete_failures(runs, lt, files.get("runs"))
+    failures += throughput_failures(runs, lt, known.peaks, files.get("runs"))
     failures += pl.device_failures(frames, files, {**known.devices, **device_keys(contrib.meta)})
     fingerprints = run_fingerprints(runs, lt)
     failures += _duplicates(frames, files, fingerprints, known)

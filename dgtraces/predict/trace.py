@@ -231,10 +231,13 @@ def from_run(run_id: str, release: str | None = None, *, runs: "pd.DataFrame | N
 
 
 def find_run(model: str, device: str, batch_size: int, precision: str = "fp32",
-             release: str | None = None, *, runs: "pd.DataFrame | None" = None) -> str | None:
+             release: str | None = None, *, runs: "pd.DataFrame | None" = None,
+             timings: "pd.DataFrame | None" = None) -> str | None:
     """Best stored run for a setup (measured > reconstructed > published, unflagged first);
-    ``runs`` is the preloaded runs table of ``release``."""
+    a run whose layer timings lack layers of its model is never picked (ask for it by run
+    id). ``runs``/``timings`` are the preloaded tables of ``release``."""
     from .. import store
+    from ..coverage import incomplete_runs
 
     if runs is None:
         try:
@@ -243,6 +246,12 @@ def find_run(model: str, device: str, batch_size: int, precision: str = "fp32",
             return None
     m = runs[(runs["model"] == model) & (runs["device"] == device)
              & (runs["batch_size"] == batch_size) & (runs["precision"] == precision)]
+    if m.empty:
+        return None
+    if timings is None:
+        timings = store.read_table("layer_timings", release)
+    m = m[~m["run_id"].astype(str).isin(set(incomplete_runs(
+        m, timings[timings["run_id"].isin(set(m["run_id"]))])))]
     if m.empty:
         return None
     rank = m["provenance"].map({p: i for i, p in enumerate(PREFERENCE)}).fillna(9)
@@ -279,7 +288,8 @@ def _resolve(model, device, batch_size, precision, run_id, release, whole, runs,
         for name, value in (("model", model), ("device", device), ("batch_size", batch_size)):
             if value is None:
                 raise bad(name, "needed unless a run id is given", "a value", None)
-        run_id = find_run(model, device, batch_size, precision, release, runs=runs)
+        run_id = find_run(model, device, batch_size, precision, release, runs=runs,
+                          timings=timings)
     if run_id is not None:
         return from_run(run_id, release, runs=runs, timings=timings, whole=whole)
     from .devices import no_run_at_batch, shape_trace

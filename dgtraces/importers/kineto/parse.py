@@ -7,14 +7,13 @@ current names (``cpu_op``, ``kernel``, ``cuda_runtime``) so later stages see one
 from __future__ import annotations
 
 import csv
-import gzip
 import io
-import json
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...bounded import gunzip, json_loads
 from ...errors import DgtracesError, Failure
 from .. import read_text
 
@@ -51,8 +50,8 @@ def load_trace(path) -> tuple[list[Event], dict, str]:
     digest = hashlib.sha256(data).hexdigest()
     try:
         if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
-        doc = json.loads(data.decode("utf-8"))
+            data = gunzip(data, str(path))  # bounded: BAD_FILE past the size limit
+        doc = json_loads(data.decode("utf-8"), str(path))  # too deep: BAD_FILE
     except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
         raise DgtracesError(f"{path}: not a (gzipped) JSON Chrome trace ({exc})",
                             code="BAD_FILE") from None

@@ -1,0 +1,179 @@
+"""Reading untrusted files within stated bounds: sizes and nesting are checked before
+anything is materialised, and every overrun is BAD_FILE (never a MemoryError, a
+RecursionError or a machine brought to its knees).
+
+* Parquet: rows, rows x columns and the declared uncompressed size come from the footer;
+  nested column types are refused; text columns are read *as dictionaries* (memory of the
+  encoded data), and the size they would decode to (the dictionary-bomb case: one long
+  string referenced by every row) and their longest value are computed from the dictionary
+  and its indices before any plain string is built.
+* CSV: lines and header columns are counted in one streaming pass (bytes, no parsing)
+  before pandas parses the file, so memory stays proportional to the cell limit.
+* gzip: decompressed in chunks, stopping at a byte limit.
+* JSON / YAML: nesting deeper than :data:`MAX_DEPTH` is refused (YAML by its events before
+  it is composed; JSON by the parser's own recursion limit).
+"""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .errors import DgtracesError, Failure
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+MAX_DEPTH = 64
+MAX_GUNZIP_BYTES = 1 << 30
+
+
+def bad_file(name: str, message: str, expected: object = None, found: object = None
+             ) -> DgtracesError:
+    return DgtracesError(f"{name}: {message}", code="BAD_FILE",
+                         failures=[Failure("BAD_FILE", message, file=name,
+                                           expected=None if expected is None else str(expected),
+                                           found=None if found is None else str(found))])
+
+
+def gunzip(data: bytes, name: str, max_bytes: int | None = None) -> bytes:
+    """Decompress (possibly multi-member) gzip ``data``; BAD_FILE past ``max_bytes``
+    (default :data:`MAX_GUNZIP_BYTES`)."""
+    max_bytes = MAX_GUNZIP_BYTES if max_bytes is None else max_bytes
+    out, total = [], 0
+    while data:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        chunk = d.decompress(data, 1 << 20)
+        while True:
+            total += len(chunk)
+            if total > max_bytes:
+                raise bad_file(name, "decompresses beyond the size limit (gzip bomb?)",
+                               f"<= {max_bytes} bytes", f"> {max_bytes} bytes")
+            out.append(chunk)
+            if d.eof or not d.unconsumed_tail:
+                break
+            chunk = d.decompress(d.unconsumed_tail, 1 << 20)
+        if not d.eof:
+            raise bad_file(name, "truncated gzip stream")
+        data = d.unused_data.lstrip(b"\0")
+    return b"".join(out)
+
+
+def json_loads(text: str | bytes, name: str):
+    """``json.loads`` with nesting beyond the interpreter's recursion limit as BAD_FILE."""
+    import json
+
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise bad_file(name, "JSON nested too deeply") from None
+
+
+def check_yaml_depth(events, name: str, max_depth: int = MAX_DEPTH) -> None:
+    """Walk YAML parser events (no composition); BAD_FILE past ``max_depth`` levels."""
+    import yaml
+
+    depth = 0
+    for event in events:
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > max_depth:
+                raise bad_file(name, "YAML nested too deeply", f"<= {max_depth} levels")
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+
+
+def csv_shape(path: Path) -> tuple[int, int]:
+    """(lines after the header, header columns) in one streaming pass; an upper bound on
+    the rows (a quoted value spanning lines counts once per line)."""
+    import csv
+    import io
+
+    lines, last = 0, b"\n"
+    with open(path, "rb") as fh:
+        head = fh.readline(1 << 20)
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+    lines += last != b"\n"
+    try:
+        cols = len(next(csv.reader(io.StringIO(head.decode("utf-8", "replace")))))
+    except StopIteration:
+        cols = 0
+    return lines, cols
+
+
+def check_csv(path: Path, max_rows: int, max_cells: int) -> None:
+    rows, cols = csv_shape(path)
+    if rows > max_rows:
+        raise bad_file(path.name, "too many rows", f"<= {max_rows}", rows)
+    if rows * max(cols, 1) > max_cells:
+        raise bad_file(path.name, "too many cells (rows x columns)", f"<= {max_cells}",
+                       rows * cols)
+
+
+def read_parquet(path: Path, *, max_rows: int, max_cells: int, max_bytes: int,
+                 max_field_chars: int) -> "pd.DataFrame":
+    """A Parquet file as a DataFrame, its sizes checked before materialising (module doc)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    name = path.name
+    try:
+        pf = pq.ParquetFile(path)
+        md, schema = pf.metadata, pf.schema_arrow
+    except Exception as exc:  # truncated / not Parquet: pyarrow raises various types
+        raise bad_file(name, f"not a readable Parquet file ({type(exc).__name__})") from exc
+    if md.num_rows > max_rows:
+        raise bad_file(name, "too many rows", f"<= {max_rows}", md.num_rows)
+    if md.num_rows * max(md.num_columns, 1) > max_cells:
+        raise bad_file(name, "too many cells (rows x columns)", f"<= {max_cells}",
+                       md.num_rows * md.num_columns)
+    nested = [f.name for f in schema if pa.types.is_nested(f.type)]
+    if nested:
+        raise bad_file(name, "nested column types are not table columns", "flat columns",
+                       ", ".join(nested)[:200])
+    declared = sum(md.row_group(i).column(j).total_uncompressed_size
+                   for i in range(md.num_row_groups) for j in range(md.num_columns))
+    if declared > max_bytes:
+        raise bad_file(name, "uncompressed size too large", f"<= {max_bytes} bytes", declared)
+    def is_text(t) -> bool:
+        if pa.types.is_dictionary(t):
+            t = t.value_type
+        return pa.types.is_string(t) or pa.types.is_binary(t) or \
+            pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+
+    text = [f.name for f in schema if is_text(f.type)]
+    try:
+        table = pq.ParquetFile(path, read_dictionary=text).read()
+    except Exception as exc:
+        raise bad_file(name, f"cannot read Parquet data ({type(exc).__name__}: "
+                             f"{str(exc)[:200]})") from exc
+    decoded = 0
+    for col in text:
+        for chunk in table.column(col).chunks:
+            if not pa.types.is_dictionary(chunk.type) or len(chunk.dictionary) == 0:
+                continue
+            lengths = pc.binary_length(chunk.dictionary)
+            longest = pc.max(lengths).as_py() or 0
+            if longest > max_field_chars:
+                raise bad_file(name, f"huge field in column {col!r}",
+                               f"<= {max_field_chars} chars", longest)
+            decoded += pc.sum(pc.take(lengths, chunk.indices)).as_py() or 0
+            if decoded > max_bytes:
+                raise bad_file(name, "text columns decode beyond the size limit "
+                                     "(dictionary bomb?)", f"<= {max_bytes} bytes",
+                               f"> {decoded}")
+    plain = pa.schema([pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type)
+                                else f.type) for f in table.schema])
+    df = table.cast(plain).to_pandas()
+    for f in plain:  # a stored NaN is not a missing value: keep it visible as "NaN" text
+        if pa.types.is_floating(f.type):
+            nan = pc.is_nan(table.column(f.name)).to_numpy(zero_copy_only=False)
+            nan = nan == True  # noqa: E712 (nulls come back as None)
+            if nan.any():
+                df[f.name] = df[f.name].astype(object)
+                df.loc[nan, f.name] = "NaN"
+    return df

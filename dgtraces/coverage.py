@@ -1,0 +1,144 @@
+"""Whether a layer trace is complete, and whether its times are physically plausible.
+
+* **Complete**: a run's ``layer_timings`` name every layer of its model, except that the
+  layers of GoogLeNet's auxiliary classifiers may be left out (the predictor drops them).
+  Contributions lacking layers are refused with ``INCOMPLETE_TRACE`` unless
+  ``contribution.yaml`` says ``partial: true``, and the predictor never picks an
+  incomplete run by default (:func:`incomplete_runs`).
+* **Throughput**: the FLOPs of one iteration (``layers.fwd_flops + bwd_flops`` per sample x
+  ``batch_size``) divided by the sum of the layer times is the implied FLOP/s. A consistent
+  unit error (microseconds entered as milliseconds, seconds as milliseconds) moves it by
+  1000x. Bounds, not tuned to any data set: above :data:`ABOVE_PEAK` x the device's
+  datasheet peak (Winograd/FFT convolutions can beat the counted FLOPs by up to ~2.25x), or
+  below the peak / :data:`BELOW_PEAK`; for a device without datasheet figures, the generic
+  per-kind range :data:`GENERIC_FLOPS`. Both are PLAUSIBILITY with the implied FLOP/s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from .errors import DgtracesError, Failure
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+ABOVE_PEAK = 2.5
+BELOW_PEAK = 5000.0
+GENERIC_FLOPS = {"cpu": (1e8, 5e13), "gpu": (1e9, 2.5e15)}  # FLOP/s, per device
+SHOWN_MISSING = 5
+
+
+def missing_layers(model: str, timed) -> list[str]:
+    """Layers of ``model`` without a timing row (empty when only all aux layers lack one)."""
+    from .models import layers_frame
+
+    structure = layers_frame(model)
+    missing = structure.loc[~structure["layer"].isin(set(timed))]
+    if len(missing) and missing["aux"].all():
+        return []
+    return list(missing["layer"])
+
+
+def incomplete_runs(runs: "pd.DataFrame", timings: "pd.DataFrame") -> dict[str, list[str]]:
+    """run_id -> missing layers, for every run of a known model that lacks layers."""
+    from .models import MODELS
+
+    per_run = timings.groupby("run_id", sort=False)["layer"].agg(list)
+    out = {}
+    for run_id, model in zip(runs["run_id"].astype(str), runs["model"].astype(str), strict=False):
+        if model not in MODELS:
+            continue
+        missing = missing_layers(model, per_run.get(run_id, []))
+        if missing:
+            out[run_id] = missing
+    return out
+
+
+def incomplete_failures(runs: "pd.DataFrame", timings: "pd.DataFrame",
+                        file: str | None) -> list[Failure]:
+    """One INCOMPLETE_TRACE failure per run that lacks layers of its model."""
+    bad = incomplete_runs(runs, timings)
+    r = runs.reset_index(drop=True)
+    out = []
+    for row, (run_id, model) in enumerate(zip(r["run_id"].astype(str), r["model"], strict=False)):
+        if run_id in bad:
+            names = bad[run_id]
+            shown = ", ".join(names[:SHOWN_MISSING]) + (" ..." if len(names) > SHOWN_MISSING
+                                                         else "")
+            out.append(Failure("INCOMPLETE_TRACE", f"run lacks {len(names)} layer(s) of "
+                               f"{model} (declare `partial: true` in contribution.yaml if "
+                               "on purpose)", file=file, row=row, column="run_id",
+                               expected="a timing row for every layer", found=shown))
+    return out
+
+
+def throughput_failures(runs: "pd.DataFrame", timings: "pd.DataFrame",
+                        peaks: Mapping[str, float], file: str | None) -> list[Failure]:
+    """PLAUSIBILITY for runs whose implied FLOP/s lies outside the bounds (module doc).
+    ``peaks``: device -> datasheet peak FLOP/s (the higher of fp32 and fp16 tensor)."""
+    import math
+
+    from .models import MODELS, layers_frame
+
+    flops = layers_frame()[["model", "layer", "fwd_flops", "bwd_flops"]]
+    t = timings[["run_id", "layer", "fwd_ms", "bwd_ms"]].merge(
+        runs[["run_id", "model"]], on="run_id").merge(flops, on=["model", "layer"])
+    t = t.assign(f=t["fwd_flops"].astype(float) + t["bwd_flops"].astype(float),
+                 ms=t["fwd_ms"].astype(float).fillna(0) + t["bwd_ms"].astype(float).fillna(0))
+    per_run = t.groupby("run_id")[["f", "ms"]].sum()
+    out = []
+    r = runs.reset_index(drop=True)
+    ms, fl = per_run["ms"].to_dict(), per_run["f"].to_dict()
+    for row, run in enumerate(r.to_dict("records")):
+        rid = str(run["run_id"])
+        if run["model"] not in MODELS or rid not in ms:
+            continue
+        total_ms = float(ms[rid])
+        if not total_ms > 0:
+            continue  # layer_sum checks report it
+        implied = float(fl[rid]) * int(run["batch_size"]) / (total_ms / 1e3)
+        peak = peaks.get(str(run["device"]))
+        if peak is not None and math.isfinite(peak) and peak > 0:
+            low, high, basis = peak / BELOW_PEAK, peak * ABOVE_PEAK, \
+                f"datasheet peak {peak:.3g} FLOP/s"
+        else:
+            low, high = GENERIC_FLOPS.get(str(run.get("device_kind")), GENERIC_FLOPS["gpu"])
+            basis = f"no datasheet peak; generic {run.get('device_kind')} range"
+        if not low <= implied <= high:
+            out.append(Failure("PLAUSIBILITY", f"implied throughput {implied:.3g} FLOP/s is "
+                               f"{'above' if implied > high else 'far below'} what the device "
+                               f"can do ({basis}); a unit error (us vs ms, s vs ms)?",
+                               file=file, row=row, column="run_id",
+                               expected=f"{low:.3g} .. {high:.3g} FLOP/s",
+                               found=f"{implied:.3g} FLOP/s"))
+    return out
+
+
+def device_peaks(devices: "pd.DataFrame | None") -> dict[str, float]:
+    """device -> peak FLOP/s from a devices table (fp32 or fp16 tensor, the higher)."""
+    if devices is None:
+        return {}
+    out = {}
+    for _, d in devices.iterrows():
+        values = [float(v) for v in (d.get("peak_fp32_tflops"), d.get("peak_fp16_tensor_tflops"))
+                  if v is not None and v == v]
+        if values:
+            out[str(d["device"])] = max(values) * 1e12
+    return out
+
+
+def reference_peaks() -> dict[str, float]:
+    """device -> peak FLOP/s of the shipped datasheet figures (``dgtraces/reference``)."""
+    import pandas as pd
+
+    from . import reference
+
+    rows = list(reference.rows("devices.csv"))
+    try:
+        rows += list(reference.rows("devices_datasheet.csv"))
+    except DgtracesError:  # not shipped (yet)
+        pass
+    frame = pd.DataFrame(rows).replace("", None) if rows else None
+    return device_peaks(frame)

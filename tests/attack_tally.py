@@ -1,0 +1,15 @@
+"""Tally of the attack classes the hardening tests try (issue #14): class -> [tried, refused].
+
+Tests call :func:`record` once per attempt; conftest prints the table at the end of a run."""
+
+TALLY: dict[str, list[int]] = {}
+
+
+def record(attack_class: str, refused: bool) -> None:
+    row = TALLY.setdefault(attack_class, [0, 0])
+    row[0] += 1
+    row[1] += bool(refused)
+
+
+def lines() -> list[str]:
+    return [f"{name:<34} tried {t:3d}  refused {r:3d}" for name, (t, r) in sorted(TALLY.items())]
