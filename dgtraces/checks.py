@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -119,13 +120,99 @@ def validate_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
 
 
 @lru_cache(maxsize=1)
-def _layer_index() -> "pd.MultiIndex":
-    """(model, layer) pairs of every shipped model (built once per process)."""
-    import pandas as pd
-
+def _catalog(parent: str) -> "pd.DataFrame":
+    """Rows of a parent table the package itself defines (``schema.CATALOG_PARENTS``):
+    ``layers`` = every layer of every shipped model (built once per process)."""
     from .models import layers_frame
 
-    return pd.MultiIndex.from_frame(layers_frame()[["model", "layer"]].astype(object))
+    if parent != "layers":  # pragma: no cover - a new catalog parent needs its source here
+        raise ValidationError(f"no catalog for table {parent!r}", code="BAD_INPUT")
+    return layers_frame()
+
+
+def _parent_rows(fk, frames: Mapping[str, "pd.DataFrame"],
+                 known: Mapping[str, "pd.DataFrame"]) -> "pd.DataFrame | None":
+    """The parent rows a key may reference: the package's catalog, or the checked frame
+    plus the store's rows (later rows win on a duplicate key)."""
+    import pandas as pd
+
+    from .schema import CATALOG_PARENTS
+
+    if fk.parent in CATALOG_PARENTS:
+        return _catalog(fk.parent)
+    parts = [f for f in (known.get(fk.parent), frames.get(fk.parent))
+             if f is not None and set(fk.parent_columns) <= set(f.columns)]
+    if not parts:
+        return None
+    return pd.concat(parts, ignore_index=True)
+
+
+def _key_index(df: "pd.DataFrame", cols) -> "pd.MultiIndex":
+    """Key tuples as object values (plain Python equality; no arrow casts of odd keys)."""
+    import pandas as pd
+
+    return pd.MultiIndex.from_arrays([df[c].astype(object).to_numpy() for c in cols],
+                                     names=list(cols))
+
+
+def _child_keys(fk, child: "pd.DataFrame", frames, known) -> "pd.DataFrame | None":
+    """The child's key columns (``via`` ones looked up in their parent; NaN when the
+    referenced row does not exist), or None when the child lacks a column (its schema
+    failure reports that)."""
+    import pandas as pd
+
+    out = pd.DataFrame(index=child.index)
+    derived = {v[0]: v for v in fk.via}
+    for col in fk.columns:
+        if col in derived:
+            _, own, parent, parent_key = derived[col]
+            if own not in child:
+                return None
+            rows = _parent_rows(replace(fk, parent=parent, parent_columns=(parent_key,)),
+                                frames, known)
+            if rows is None or col not in rows:
+                out[col] = float("nan")
+                continue
+            rows = rows.drop_duplicates(parent_key, keep="last")
+            lookup = pd.Series(rows[col].to_numpy(), index=rows[parent_key].astype(object))
+            out[col] = child[own].astype(object).map(lookup)
+        elif col in child:
+            out[col] = child[col].astype(object)
+        else:
+            return None
+    return out
+
+
+def _fk_failures(fk, frames, known, file) -> list[tuple[int, Failure]]:
+    import numpy as np
+
+    from .schema import CATALOG_PARENTS
+
+    child = frames[fk.table].reset_index(drop=True)
+    keys = _child_keys(fk, child, frames, known)
+    if keys is None:
+        return []
+    parents = _parent_rows(fk, frames, known)
+    present = keys.notna().all(axis=1).to_numpy(copy=True)
+    if fk.parent in CATALOG_PARENTS and parents is not None:
+        # a value of the leading column the catalog does not know is a schema failure
+        present &= keys[fk.columns[0]].isin(parents[fk.parent_columns[0]]).to_numpy()
+    parent_index = (_key_index(parents, fk.parent_columns) if parents is not None
+                    else _key_index(keys.iloc[:0], fk.columns))
+    bad = present & ~np.asarray(_key_index(keys, fk.columns).isin(parent_index))
+    column = fk.columns[-1]
+    values = keys[column].to_numpy()
+    context = keys[list(fk.columns[:-1])].to_numpy()
+    where = (lambda r: ", ".join(f"{c}={v}" for c, v in zip(fk.columns[:-1], context[r])))
+
+    def make(r: int, v) -> Failure:
+        scope = where(r)
+        return Failure(fk.code, fk.label + (f" for {scope}" if scope else ""), file=file,
+                       row=r, column=column,
+                       expected=f"a {fk.parent}.{fk.parent_columns[-1]}"
+                       + (f" of {scope}" if scope else ""), found=repr(v))
+
+    return _row_failures(bad, values, make)
 
 
 def _row_failures(mask, values, make) -> list[tuple[int, Failure]]:
@@ -138,68 +225,37 @@ def _row_failures(mask, values, make) -> list[tuple[int, Failure]]:
 
 def cross_failures(frames: Mapping[str, "pd.DataFrame"], *,
                    files: Mapping[str, str] | None = None,
-                   known_runs: "pd.DataFrame | None" = None) -> list[Failure]:
-    """Cross-table keys: timing runs exist, timing layers exist for the run's model,
-    iterations' trace runs exist. ``known_runs`` adds runs from the store.
+                   known_runs: "pd.DataFrame | None" = None,
+                   known: Mapping[str, "pd.DataFrame"] | None = None) -> list[Failure]:
+    """Every foreign key declared in ``schema.FOREIGN_KEYS`` whose table is among ``frames``.
 
+    ``known`` adds parent rows from the store (``known_runs`` is ``known={"runs": ...}``).
     Vectorised (membership via pandas indexes); tables missing a key column are skipped
-    (their schema failure already reports it). Failures come in row order per table.
+    (their schema failure already reports it); null keys are not references. Failures come
+    per table in row order (tables in declaration order).
     """
-    import pandas as pd
-
-    from .models import MODELS
+    from .schema import FOREIGN_KEYS
 
     files = dict(files or {})
-    out: list[Failure] = []
-    runs_parts = [f[["run_id", "model"]] for f in (frames.get("runs"), known_runs)
-                  if f is not None and {"run_id", "model"} <= set(f.columns)]
-    run_model = (pd.concat(runs_parts, ignore_index=True).drop_duplicates("run_id", keep="last")
-                 .set_index("run_id")["model"] if runs_parts else pd.Series(dtype=object))
-    # object dtype: plain Python equality, as dict lookups had (no arrow casts of odd keys)
-    run_model.index = run_model.index.astype(object)
-    valid = _layer_index()
-
-    def layer_check(model: "pd.Series", layer: "pd.Series", known: "pd.Series", f):
-        bad = known & model.astype(object).isin(MODELS) & ~pd.MultiIndex.from_arrays(
-            [model.astype(object), layer.astype(object)]).isin(valid)
-        models, layers = model.to_numpy(), layer.to_numpy()
-        return _row_failures(bad, layers, lambda r, v: Failure(
-            "UNKNOWN_LAYER", f"layer not in model {models[r]}", file=f, row=r, column="layer",
-            expected=f"a layer of {models[r]}", found=repr(v)))
-
-    lt = frames.get("layer_timings")
-    if lt is not None and {"run_id", "layer"} <= set(lt.columns):
-        f = files.get("layer_timings")
-        rid = lt["run_id"].reset_index(drop=True).astype(object)
-        known = rid.isin(run_model.index)
-        model = rid.map(run_model).where(known)
-        found = _row_failures(~known, rid.to_numpy(), lambda r, v: Failure(
-            "CROSS_TABLE", "run_id not in runs", file=f, row=r, column="run_id",
-            expected="a runs.run_id", found=repr(v)))
-        found += layer_check(model, lt["layer"].reset_index(drop=True), known, f)
-        out += [fail for _, fail in sorted(found, key=lambda x: x[0])]
-    it = frames.get("iterations")
-    if it is not None and "trace_run_id" in it:
-        f = files.get("iterations")
-        rid = it["trace_run_id"].reset_index(drop=True).astype(object)
-        bad = rid.map(lambda v: isinstance(v, str)).astype(bool) & ~rid.isin(run_model.index)
-        out += [fail for _, fail in _row_failures(bad, rid.to_numpy(), lambda r, v: Failure(
-            "CROSS_TABLE", "trace_run_id not in runs", file=f, row=r, column="trace_run_id",
-            expected="a runs.run_id", found=repr(v)))]
-    lay = frames.get("layers")
-    if lay is not None and {"model", "layer"} <= set(lay.columns):
-        model = lay["model"].reset_index(drop=True)
-        out += [fail for _, fail in layer_check(model, lay["layer"].reset_index(drop=True),
-                                                pd.Series(True, index=model.index),
-                                                files.get("layers"))]
-    return out
+    known = dict(known or {})
+    if known_runs is not None:
+        known.setdefault("runs", known_runs)
+    per_table: dict[str, list[tuple[int, Failure]]] = {}
+    for fk in FOREIGN_KEYS:
+        if frames.get(fk.table) is not None:
+            per_table.setdefault(fk.table, []).extend(
+                _fk_failures(fk, frames, known, files.get(fk.table)))
+    return [fail for found in per_table.values()
+            for _, fail in sorted(found, key=lambda x: x[0])]
 
 
 def validate_tables(frames: Mapping[str, "pd.DataFrame"], *,
                     files: Mapping[str, str] | None = None,
-                    known_runs: "pd.DataFrame | None" = None) -> dict[str, "pd.DataFrame"]:
+                    known_runs: "pd.DataFrame | None" = None,
+                    known: Mapping[str, "pd.DataFrame"] | None = None
+                    ) -> dict[str, "pd.DataFrame"]:
     """Validate several tables and their keys together; raise one error listing everything."""
-    out, failures = check_tables(frames, files=files, known_runs=known_runs)
+    out, failures = check_tables(frames, files=files, known_runs=known_runs, known=known)
     if failures:
         code = "SCHEMA" if any(f.code == "SCHEMA" for f in failures) else failures[0].code
         raise ValidationError(f"{len(failures)} validation failure(s)", code=code,
@@ -209,7 +265,8 @@ def validate_tables(frames: Mapping[str, "pd.DataFrame"], *,
 
 def check_tables(frames: Mapping[str, "pd.DataFrame"], *,
                  files: Mapping[str, str] | None = None,
-                 known_runs: "pd.DataFrame | None" = None
+                 known_runs: "pd.DataFrame | None" = None,
+                 known: Mapping[str, "pd.DataFrame"] | None = None
                  ) -> tuple[dict[str, "pd.DataFrame"], list[Failure]]:
     """:func:`validate_tables` without raising: (frames, failures). A table that fails its
     schema comes back as given (untyped); the others are coerced."""
@@ -224,8 +281,34 @@ def check_tables(frames: Mapping[str, "pd.DataFrame"], *,
                 raise
             failures.extend(exc.failures)
             out[name] = df
-    failures.extend(cross_failures(out, files=files, known_runs=known_runs))
+    failures.extend(cross_failures(out, files=files, known_runs=known_runs, known=known))
     return out, failures
+
+
+def needed_parents(tables) -> set[str]:
+    """Parent tables (not catalogs) that the declared foreign keys of ``tables`` reference
+    and that are not among ``tables`` themselves."""
+    from .schema import CATALOG_PARENTS, FOREIGN_KEYS
+
+    tables = set(tables)
+    parents = {p for fk in FOREIGN_KEYS if fk.table in tables
+               for p in (fk.parent, *(v[2] for v in fk.via))}
+    return parents - tables - set(CATALOG_PARENTS)
+
+
+def _store_parents(frames: Mapping[str, "pd.DataFrame"], root=None
+                   ) -> dict[str, "pd.DataFrame"]:
+    """The latest release's rows of each parent table the frames reference but lack."""
+    from . import store
+    from .errors import StoreError
+
+    known = {}
+    for parent in sorted(needed_parents(frames)):
+        try:
+            known[parent] = store.read_table(parent, root=root)
+        except StoreError:
+            continue
+    return known
 
 
 def validate_files(paths, table: str | None = None, *, use_store: bool = True,
@@ -243,18 +326,9 @@ def validate_files(paths, table: str | None = None, *, use_store: bool = True,
                                   code="BAD_INPUT")
         frames[name] = read_file(path)
         files[name] = str(path)
-    known_runs = None
-    needs_runs = ("layer_timings" in frames or "iterations" in frames) and "runs" not in frames
-    if use_store and needs_runs:
-        from . import store
-        from .errors import StoreError
-
-        try:
-            known_runs = store.read_table("runs", root=root)
-        except StoreError:
-            known_runs = None
+    known = _store_parents(frames, root) if use_store else {}
     try:
-        validate_tables(frames, files=files, known_runs=known_runs)
+        validate_tables(frames, files=files, known=known)
     except ValidationError as exc:
         failures.extend(exc.failures)
         raise ValidationError(f"{len(failures)} validation failure(s) in "
