@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import Failure, ValidationError
+from .errors import BadFileError, DgtracesError, Failure, MissingFileError, ValidationError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -28,7 +28,7 @@ def table_for_path(path: str | os.PathLike) -> str:
 
     stem = Path(path).name.split(".")[0]
     if stem not in TABLES:
-        raise ValidationError(
+        raise DgtracesError(
             f"{path}: cannot tell which table this is; name the file after a table or pass "
             f"--table", code="BAD_INPUT",
             failures=[Failure("BAD_INPUT", "unknown table", file=str(path),
@@ -43,22 +43,22 @@ def read_file(path: str | os.PathLike) -> "pd.DataFrame":
     path = Path(path)
     suffix = path.suffix.lower()
     if not path.is_file():
-        raise ValidationError(f"{path}: no such file", code="NOT_FOUND")
+        raise MissingFileError(f"{path}: no such file")
     if suffix not in READABLE:
-        raise ValidationError(f"{path}: unsupported file type {suffix!r}", code="BAD_FILE",
-                              failures=[Failure("BAD_FILE", "unsupported type", file=str(path),
-                                                expected="csv | parquet", found=suffix)])
+        raise BadFileError(f"{path}: unsupported file type {suffix!r}",
+                           failures=[Failure("BAD_FILE", "unsupported type", file=str(path),
+                                             expected="csv | parquet", found=suffix)])
     try:
         if suffix == ".csv":
             return pd.read_csv(path, encoding="utf-8", encoding_errors="strict",
                                keep_default_na=True)
         return pd.read_parquet(path)
     except UnicodeDecodeError as exc:
-        raise ValidationError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})",
-                              code="BAD_FILE") from exc
+        raise BadFileError(f"{path}: not UTF-8 text ({exc.reason} at byte "
+                           f"{exc.start})") from exc
     except Exception as exc:  # pyarrow / pandas parser errors vary by version
-        raise ValidationError(f"{path}: cannot read {suffix[1:]} ({type(exc).__name__}: "
-                              f"{str(exc)[:300]})", code="BAD_FILE") from exc
+        raise BadFileError(f"{path}: cannot read {suffix[1:]} ({type(exc).__name__}: "
+                           f"{str(exc)[:300]})") from exc
 
 
 def _schema_failures(table: str, errors, file: str | None) -> list[Failure]:
@@ -108,7 +108,7 @@ def validate_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
     from .schema import TABLES
 
     if table not in TABLES:
-        raise ValidationError(f"unknown table {table!r}", code="BAD_INPUT")
+        raise DgtracesError(f"unknown table {table!r}", code="BAD_INPUT")
     if not df.index.is_unique:  # e.g. a concat; rows are reported by position anyway
         df = df.reset_index(drop=True)
     try:
@@ -126,7 +126,7 @@ def _catalog(parent: str) -> "pd.DataFrame":
     from .models import layers_frame
 
     if parent != "layers":  # pragma: no cover - a new catalog parent needs its source here
-        raise ValidationError(f"no catalog for table {parent!r}", code="BAD_INPUT")
+        raise DgtracesError(f"no catalog for table {parent!r}", code="BAD_INPUT")
     return layers_frame()
 
 
@@ -319,11 +319,11 @@ def validate_files(paths, table: str | None = None, *, use_store: bool = True,
     failures: list[Failure] = []
     for path in paths:
         if not Path(path).is_file():  # before guessing a table from a name that isn't there
-            raise ValidationError(f"{path}: no such file", code="NOT_FOUND")
+            raise MissingFileError(f"{path}: no such file")
         name = table or table_for_path(path)
         if name in frames:
-            raise ValidationError(f"two files for table {name!r}: {files[name]} and {path}",
-                                  code="BAD_INPUT")
+            raise DgtracesError(f"two files for table {name!r}: {files[name]} and {path}",
+                                code="BAD_INPUT")
         frames[name] = read_file(path)
         files[name] = str(path)
     known = _store_parents(frames, root) if use_store else {}

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import DgtracesError
+from .errors import Code, DgtracesError
 
 if TYPE_CHECKING:  # pragma: no cover
     import duckdb
@@ -55,7 +55,7 @@ SANDBOX_HINT = ("queries may only read the release's tables; write results with 
 
 
 class SqlError(DgtracesError):
-    code = "SQL"
+    code = Code.SQL
 
 
 @dataclass
@@ -131,7 +131,7 @@ def check_read_only(con: "duckdb.DuckDBPyConnection", sql: str) -> None:
     except duckdb.Error as exc:
         raise _wrap(exc) from None
     if not statements:
-        raise SqlError("empty query", code="BAD_INPUT")
+        raise DgtracesError("empty query", code=Code.BAD_INPUT)
     for st in statements:
         kind = str(st.type).rsplit(".", 1)[-1]
         if kind not in READ_STATEMENTS:
@@ -199,15 +199,16 @@ class Query:
 
     def __init__(self, sql: str, version: str | None = None, root=None) -> None:
         if not isinstance(sql, str) or not sql.strip():
-            raise SqlError("empty query" if isinstance(sql, str) or sql is None else
-                           f"a query is text, got {type(sql).__name__}", code="BAD_INPUT")
+            raise DgtracesError("empty query" if isinstance(sql, str) or sql is None else
+                                f"a query is text, got {type(sql).__name__}",
+                                code=Code.BAD_INPUT)
         self.sql = sql
         self.release = resolve(version, root)
         self.version = self.release.version
         self.con = _connect_release(self.release)
         try:
             check_read_only(self.con, sql)
-        except SqlError:
+        except DgtracesError:
             self.con.close()
             raise
         self.columns: list[str] = []
@@ -239,7 +240,8 @@ class Query:
         try:
             rel = self.con.sql(self.sql)
             if rel is None:
-                raise SqlError("the statement returns no rows to write", code="EMPTY")
+                raise DgtracesError("the statement returns no rows to write",
+                                    code=Code.EMPTY)
             self.columns = list(rel.columns)
             self.types = [str(t) for t in rel.types]
             reader = rel.to_arrow_reader(size)
@@ -272,13 +274,9 @@ class Query:
 
 def _count(name: str, value, least: int) -> int:
     """``value`` as a whole number >= ``least`` (BAD_INPUT otherwise)."""
-    from numbers import Integral
+    from .values import whole_number
 
-    if isinstance(value, bool) or not isinstance(value, Integral) or not \
-            least <= int(value) <= 2 ** 62:
-        raise DgtracesError(f"{name} must be a whole number >= {least}, got {value!r}",
-                            code="BAD_INPUT")
-    return int(value)
+    return whole_number(name, value, least=least)
 
 
 def sql(query: str, version: str | None = None, root=None,

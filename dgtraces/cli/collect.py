@@ -44,6 +44,10 @@ def _aux_only_with_aux(model: str, aux: bool) -> None:
                             f"{model}", code="BAD_INPUT")
 
 
+def _fmt(csv: bool) -> str:
+    return "csv" if csv else "parquet"
+
+
 @collect.command()
 @model_option(required=True)
 @click.option("--batch-size", type=int, required=True)
@@ -56,20 +60,21 @@ def _aux_only_with_aux(model: str, aux: bool) -> None:
 @click.option("--csv", is_flag=True, help="Write CSV instead of Parquet.")
 def layers(model, batch_size, repeats, warmup, threads, aux, out, csv) -> None:
     """Caffe-time-style per-layer forward/backward timing plus the whole iteration."""
-    from ..collect.env import check_out, check_positive, write_tables
     from ..collect.layers import collect_layers
+    from ..tables_io import check_out, write_tables
+    from ..values import positive_int
     from ..models import get_spec
 
     _aux_only_with_aux(model, aux)
     get_spec(model)
-    check_positive("batch size", batch_size)
+    positive_int("batch size", batch_size)
     check_out(out)  # before measuring: a used --out must not cost the measurement
     bar, update = _progress(f"{model} b{batch_size} t{threads}")
     with bar:
         trace = collect_layers(model, batch_size, repeats=repeats, warmup=warmup,
                                threads=threads, aux=aux, progress=update)
     run = trace.runs.iloc[0]
-    _written(write_tables(out, trace.frames(), csv=csv))
+    _written(write_tables(out, trace.frames(), fmt=_fmt(csv)))
     click.echo(f"run {run.run_id}: fwd {run.fwd_ms:.1f} ms, bwd {run.bwd_ms:.1f} ms, "
                f"update {run.update_ms:.1f} ms, layer_sum_ratio {run.layer_sum_ratio:.3f}")
     if run.flagged:
@@ -92,7 +97,7 @@ def layers(model, batch_size, repeats, warmup, threads, aux, out, csv) -> None:
 def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv) -> None:
     """Time collectives across message sizes on 127.0.0.1; fit alpha-beta with R^2."""
     from ..collect.comm import collect_comm, parse_sizes
-    from ..collect.env import check_out, write_tables
+    from ..tables_io import check_out, write_tables
 
     collectives = split_list(collectives)
     parsed = parse_sizes(sizes, factor)
@@ -100,7 +105,7 @@ def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv
     click.echo(f"{len(parsed)} sizes x {len(collectives)} collective(s), {workers} workers")
     frames = collect_comm(workers=workers, sizes=parsed, repeats=repeats, warmup=warmup,
                           backend=backend, collectives=tuple(collectives))
-    _written(write_tables(out, frames, csv=csv))
+    _written(write_tables(out, frames, fmt=_fmt(csv)))
     fitted = set()
     if "comm_fits" in frames:
         for fit in frames["comm_fits"].itertuples():
@@ -134,8 +139,8 @@ def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv
 def ssgd(model, workers, threads_per_worker, policies, bucket_mib, iters, warmup, batch_size,
          aux, trace, out, csv) -> None:
     """Real synchronous data-parallel SGD (gloo, localhost) -> iterations rows."""
-    from ..collect.env import check_out, write_tables
     from ..collect.ssgd import collect_ssgd
+    from ..tables_io import check_out, write_tables
 
     _aux_only_with_aux(model, aux)
     policies = _policies(policies)
@@ -148,7 +153,8 @@ def ssgd(model, workers, threads_per_worker, policies, bucket_mib, iters, warmup
     df = collect_ssgd(model, workers=workers, threads_per_worker=threads_per_worker,
                       policies=policies, bucket_mb=bucket_mib, iters=iters, warmup=warmup,
                       batch_size=batch_size, aux=aux, trace_run_id=trace_id)
-    _written(write_tables(out, {"iterations": df}, known_runs=runs, csv=csv))
+    _written(write_tables(out, {"iterations": df}, fmt=_fmt(csv),
+                          known={"runs": runs} if runs is not None else None))
     for row in df.itertuples():
         click.echo(f"{row.policy}: {row.iter_ms:.1f} ms/iter "
                    f"(p10 {row.iter_p10_ms:.1f}, p90 {row.iter_p90_ms:.1f}, n {row.n})")

@@ -6,7 +6,6 @@ Each subcommand writes ``<table>.csv`` files into ``--out`` (named after their t
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import click
 
@@ -20,22 +19,19 @@ FORCE = click.option("--force", is_flag=True, help="Overwrite existing table fil
 def _write(frames: dict, out: str, force: bool) -> None:
     from ..errors import DgtracesError
     from ..schema import KEYS
-    from ..store import atomic_write_bytes
+    from ..tables_io import write_tables
 
     for name, df in frames.items():  # e.g. the same log given twice
         key = [c for c in KEYS.get(name, ()) if c in df.columns]
         if key and df.duplicated(subset=key).any():
             raise DgtracesError(f"{name}: the inputs repeat rows (same {', '.join(key)}); give "
                                 "each log once", code="DUPLICATE")
-    folder = Path(out)
-    targets = {name: folder / f"{name}.csv" for name in frames}
-    clash = [str(p) for p in targets.values() if p.exists()]
-    if clash and not force:
-        raise DgtracesError(f"refusing to overwrite {', '.join(clash)} (use --force)",
-                            code="BAD_INPUT")
-    for name, df in frames.items():
-        atomic_write_bytes(targets[name], df.to_csv(index=False).encode("utf-8"))
-        click.echo(f"wrote {targets[name]}  ({len(df)} rows)")
+    # the importers validated their frames already (each table alone: a layer_timings
+    # import may reference runs of another file)
+    paths = write_tables(out, frames, fmt="csv", validate=False, into_existing=True,
+                         overwrite=force)
+    for path, df in zip(paths, frames.values()):
+        click.echo(f"wrote {path}  ({len(df)} rows)")
 
 
 @click.group("import")

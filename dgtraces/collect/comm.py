@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from .. import fitting
 from ..errors import DgtracesError
 from . import env, procs
 
@@ -55,31 +56,9 @@ def parse_sizes(text: str, factor: int = 4) -> list[int]:
 
 
 def fit_alpha_beta(sizes, times_ms) -> dict:
-    """Relative-error least squares ``time_us = alpha_us + beta_us_per_byte * bytes``; R^2
-    on the unweighted times."""
-    import numpy as np
-
-    x = np.asarray(sizes, dtype=float)
-    y = np.asarray(times_ms, dtype=float) * 1000.0
-    if x.size < 2:
-        raise DgtracesError("need at least 2 sizes to fit alpha-beta", code="BAD_INPUT")
-    if (y <= 0).any():
-        raise DgtracesError("times must be positive to fit alpha-beta", code="BAD_INPUT")
-    w = 1.0 / y
-    beta, alpha = np.polyfit(x, y, 1, w=w)
-    through_origin = alpha < 0
-    if through_origin:
-        xw, yw = x * w, y * w
-        alpha, beta = 0.0, float((xw @ yw) / (xw @ xw))
-    beta = max(float(beta), 0.0)
-    pred = alpha + beta * x
-    ss_res = float(((y - pred) ** 2).sum())
-    ss_tot = float(((y - y.mean()) ** 2).sum())
-    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
-    return {"alpha_us": float(alpha), "beta_us_per_byte": beta,
-            "bandwidth_gb_s": (1e-3 / beta) if beta > 0 else float("inf"), "r2": r2,
-            "n_points": int(x.size), "min_bytes": int(x.min()), "max_bytes": int(x.max()),
-            "through_origin": bool(through_origin)}
+    """The sweep's fit (:func:`dgtraces.fitting.fit_alpha_beta`, relative weights) as
+    ``comm_fits`` columns plus ``through_origin``."""
+    return fitting.fit_alpha_beta(sizes, [t * 1000.0 for t in times_ms]).row()
 
 
 def _worker(rank, world, port, result_path, sizes, collectives, repeats, warmup, backend,
@@ -112,9 +91,9 @@ def collect_comm(*, workers: int = 2, sizes: list[int] | None = None, repeats: i
                  collectives: tuple[str, ...] = SUPPORTED, threads: int = 1
                  ) -> dict[str, "pd.DataFrame"]:
     """Measure collectives across ``sizes`` (bytes); returns ``comm`` and ``comm_fits``."""
-    env.check_positive("workers", workers)
-    env.check_positive("repeats", repeats)
-    env.check_nonneg("warmup", warmup)  # a negative warm-up would keep 0 ms samples
+    env.positive_int("workers", workers)
+    env.positive_int("repeats", repeats)
+    env.nonneg_int("warmup", warmup)  # a negative warm-up would keep 0 ms samples
     if backend != "gloo":
         raise DgtracesError(f"only the gloo backend runs on CPU hosts, got {backend!r}",
                             code="BAD_INPUT")

@@ -108,8 +108,8 @@ def prepare(model: str, batch_size: int, threads: int, aux: bool = False, seed: 
     """Check arguments, set threads, build the net, optimizer and a synthetic batch."""
     torch = env.require_torch("layer collection")
     get_spec(model)  # UNKNOWN_MODEL before any work
-    env.check_positive("batch size", batch_size)
-    env.check_positive("threads", threads)
+    env.positive_int("batch size", batch_size)
+    env.positive_int("threads", threads)
     torch.set_num_threads(int(threads))
     torch.set_flush_denormal(True)
     from . import net as tnet
@@ -126,10 +126,10 @@ def collect_layers(model: str, batch_size: int, *, repeats: int = 10, warmup: in
                    progress: Progress | None = None) -> LayerTrace:
     """Measure per-layer and whole-model times of ``model``; see the module docstring."""
     get_spec(model)  # UNKNOWN_MODEL / BAD_INPUT before anything else
-    env.check_positive("batch size", batch_size)
-    env.check_positive("threads", threads)
-    env.check_positive("repeats", repeats)
-    env.check_nonneg("warmup", warmup)
+    env.positive_int("batch size", batch_size)
+    env.positive_int("threads", threads)
+    env.positive_int("repeats", repeats)
+    env.nonneg_int("warmup", warmup)
     torch = env.require_torch("layer collection")
     threads_before = torch.get_num_threads()
     try:

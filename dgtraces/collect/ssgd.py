@@ -206,7 +206,7 @@ def collect_ssgd(model: str, *, workers: int = 2, threads_per_worker: int = 1,
     get_spec(model)
     for name, value in (("workers", workers), ("threads per worker", threads_per_worker),
                         ("iterations", iters), ("batch size", batch_size)):
-        env.check_positive(name, value)
+        env.positive_int(name, value)
     policies = tuple(dict.fromkeys(policies))
     bad = [p for p in policies if p not in POLICIES]
     if bad or not policies:

@@ -17,6 +17,7 @@ import json
 import os
 from pathlib import Path
 
+from .. import values
 from ..errors import DgtracesError, Failure
 
 IMPORTER_VERSION = "1"
@@ -31,16 +32,8 @@ TMP_COMMIT = "afc8063dca05"
 
 
 def positive_int(name: str, value) -> int:
-    """``value`` as a whole number > 0 (``8`` or ``"8"``; not ``8.7``), else BAD_INPUT."""
-    try:
-        number = float(value) if isinstance(value, str) else value
-        ok = not isinstance(number, bool) and int(number) == number and number > 0
-    except (TypeError, ValueError, OverflowError):
-        ok = False
-    if not ok:
-        raise DgtracesError(f"{name} must be a whole number > 0, got {value!r}",
-                            code="BAD_INPUT")
-    return int(number)
+    """``value`` as a whole number > 0 (``8`` or ``"8"``), else BAD_INPUT."""
+    return values.positive_int(name, value, text_ok=True)
 
 
 def read_text(path: str | os.PathLike) -> tuple[str, str]:

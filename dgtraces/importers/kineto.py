@@ -39,7 +39,7 @@ from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..collect.env import RATIO_TOLERANCE, stats
+from ..fitting import RATIO_TOLERANCE, stats
 from ..errors import DgtracesError, Failure
 from . import IMPORTER_VERSION, frame, positive_int, read_text
 

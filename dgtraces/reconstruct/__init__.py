@@ -58,10 +58,9 @@ def reconstruct_trace(device: str, model: str, batch_size: int, precision: str =
     from .calibration import CALIBRATION_SOURCE, DEVICES_SOURCE, calibrate, observation
     from .costmodel import layer_arrays, layer_costs, timings_frame
 
-    if not isinstance(batch_size, Integral) or isinstance(batch_size, bool) or batch_size <= 0:
-        raise DgtracesError(f"batch size must be a positive integer, got {batch_size!r}",
-                            code="BAD_INPUT")
-    batch_size = int(batch_size)  # numpy integers too (batch sizes read from Parquet)
+    from ..values import positive_int
+
+    batch_size = positive_int("batch size", batch_size)  # numpy integers too (Parquet)
     if precision not in PRECISIONS:
         raise DgtracesError(f"precision must be one of {', '.join(PRECISIONS)}, got "
                             f"{precision!r}", code="BAD_INPUT")
