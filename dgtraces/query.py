@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import Code, DgtracesError
+from .values import whole_number
 
 if TYPE_CHECKING:  # pragma: no cover
     import duckdb
@@ -219,7 +220,7 @@ class Query:
         import duckdb
 
         if limit is not None:
-            limit = _count("limit", limit, 0)
+            limit = whole_number("limit", limit, least=0)
         try:
             cur = self.con.execute(self.sql)
             desc = cur.description or []
@@ -236,7 +237,7 @@ class Query:
         """(schema, iterator of pyarrow RecordBatches), streamed from a DuckDB relation."""
         import duckdb
 
-        size = _count("size", size, 1)
+        size = whole_number("size", size)
         try:
             rel = self.con.sql(self.sql)
             if rel is None:
@@ -270,13 +271,6 @@ class Query:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _count(name: str, value, least: int) -> int:
-    """``value`` as a whole number >= ``least`` (BAD_INPUT otherwise)."""
-    from .values import whole_number
-
-    return whole_number(name, value, least=least)
 
 
 def sql(query: str, version: str | None = None, root=None,

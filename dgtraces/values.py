@@ -16,19 +16,25 @@ from .errors import DgtracesError, Failure
 LARGEST = 2 ** 62
 
 
-def whole_number(name: str, value: Any, *, least: int = 1, text_ok: bool = False) -> int:
-    """``value`` as an ``int`` >= ``least``, else BAD_INPUT (with a failure naming ``name``)."""
+def whole_number(name: str, value: Any, *, least: int = 1, most: int = LARGEST,
+                 text_ok: bool = False, float_ok: bool = False) -> int:
+    """``value`` as an ``int`` in [least, most], else BAD_INPUT (with a failure naming
+    ``name``). ``text_ok`` accepts decimal text, ``float_ok`` whole floats (``8.0``, as a
+    CSV column with nulls stores them)."""
     number: Any = value
     if text_ok and isinstance(value, str):
         text = value.strip()
         number = int(text) if text.lstrip("+-").isdigit() else None
+    if float_ok and isinstance(value, float) and value.is_integer():
+        number = int(value)
     ok = (isinstance(number, Integral) and not isinstance(number, bool)
-          and least <= number <= LARGEST)
+          and least <= number <= most)
     if not ok:
-        raise DgtracesError(f"{name} must be a whole number >= {least}, got {value!r}",
+        span = f">= {least}" if most == LARGEST else f"in [{least}, {most}]"
+        raise DgtracesError(f"{name} must be a whole number {span}, got {value!r}",
                             code="BAD_INPUT",
-                            failures=[Failure("BAD_INPUT", "not a whole number in range",
-                                              column=name, expected=f">= {least}",
+                            failures=[Failure("BAD_INPUT", f"must be a whole number {span}",
+                                              column=name, expected=span,
                                               found=repr(value)[:80])])
     return int(number)
 

@@ -17,7 +17,6 @@ import json
 import os
 from pathlib import Path
 
-from .. import values
 from ..errors import DgtracesError, Failure
 
 IMPORTER_VERSION = "1"
@@ -29,11 +28,6 @@ COMMITS = {
     "allreduce8.log": "2ef1db1f3fcc",
 }
 TMP_COMMIT = "afc8063dca05"
-
-
-def positive_int(name: str, value) -> int:
-    """``value`` as a whole number > 0 (``8`` or ``"8"``), else BAD_INPUT."""
-    return values.positive_int(name, value, text_ok=True)
 
 
 def read_text(path: str | os.PathLike) -> tuple[str, str]:

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DgtracesError, Failure
-from . import IMPORTER_VERSION, citation, frame, positive_int, read_text
+from ..values import positive_int
+from . import IMPORTER_VERSION, citation, frame, read_text
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -258,7 +259,7 @@ def _settings(file: str, shipped: str | None, device, batch_size, workers
     for k, v in given.items():
         if v is not None:
             if k != "device":
-                given[k] = positive_int(k, v)
+                given[k] = positive_int(k, v, text_ok=True)
             inferred.pop(k, None)
     settings = {**{k: v for k, v in inferred.items() if k != "year"},
                 **{k: v for k, v in given.items() if v is not None}}

@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING
 
 from ..fitting import RATIO_TOLERANCE, stats
 from ..errors import DgtracesError, Failure
-from . import IMPORTER_VERSION, frame, positive_int, read_text
+from ..values import positive_int
+from . import IMPORTER_VERSION, frame, read_text
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -294,7 +295,7 @@ def import_trace(path, model: str, *, batch_size: int, run_id: str | None = None
 
     records = layer_records(model)  # UNKNOWN_MODEL early
     order = [r["layer"] for r in records]
-    batch_size = positive_int("batch_size", batch_size)
+    batch_size = positive_int("batch_size", batch_size, text_ok=True)
     mapping = read_map(map_path, set(order), model) if map_path else {}
     events, meta, digest = load_trace(path)
     gpu = sum(e.cat in ("kernel", "gpu_memcpy", "gpu_memset") for e in events)
