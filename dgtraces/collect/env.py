@@ -1,5 +1,5 @@
-"""What every measured row carries: host, versions, timestamps, ids, robust statistics, and
-the all-or-nothing writer of a collector's output folder."""
+"""What every measured row carries: versions, timestamps, ids, the measurement lock; re-exports
+the torch-free helpers collectors use (``fitting``, ``tables_io``, ``values``, ``host``)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import DgtracesError, require
-from ..host import cores, cpu_model, loadavg
 from ..fitting import RATIO_TOLERANCE, consistency_flag, stats
+from ..host import cores, cpu_model, loadavg
+from ..store import STAMP_UTC, utc_now
 from ..tables_io import check_out, write_tables
 from ..values import nonneg_int, positive_int
-from ..store import STAMP_UTC, utc_now
 
 if TYPE_CHECKING:  # pragma: no cover
-    pass
+    import pandas as pd
 
 REPO = Path(__file__).resolve().parent.parent.parent
 INTERCONNECT = "loopback-gloo"
@@ -171,6 +171,12 @@ def environment(threads: int | None = None) -> dict:
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
     }
     return env
+
+
+def frame(rows: list[dict]) -> "pd.DataFrame":
+    import pandas as pd
+
+    return pd.DataFrame(rows)
 
 
 __all__ = ["DEVICE", "INTERCONNECT", "RATIO_TOLERANCE", "check_out", "collector_version", "consistency_flag", "environment", "framework", "loadavg",
