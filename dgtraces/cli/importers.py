@@ -1,4 +1,4 @@
-"""``dgtraces import kineto|bcaffe|osu|published``: traces recorded elsewhere -> table CSVs.
+"""``dgtraces import kineto|bcaffe|osu|nccl-tests|published``: traces recorded elsewhere -> table CSVs.
 
 Each subcommand writes ``<table>.csv`` files into ``--out`` (named after their tables, so
 ``dgtraces validate OUT/*.csv`` checks them) and never touches data/.
@@ -36,7 +36,8 @@ def _write(frames: dict, out: str, force: bool) -> None:
 
 @click.group("import")
 def import_group() -> None:
-    """Import traces recorded elsewhere (PyTorch profiler, B-Caffe, OSU) as table CSVs."""
+    """Import traces recorded elsewhere (PyTorch profiler, B-Caffe, OSU, nccl-tests) as table
+    CSVs."""
 
 
 @import_group.command("kineto")
@@ -141,6 +142,41 @@ def osu(logs, workers, source, interconnect, out, force) -> None:
         for f in res.comm_fits.itertuples():
             click.echo(f"  {f.min_bytes}-{f.max_bytes} B: alpha {f.alpha_us:.2f} us, "
                        f"{f.bandwidth_gb_s:.3f} GB/s, r2 {f.r2:.3f}")
+        for note in res.notes:
+            click.echo(f"  note: {note}")
+        comm.append(res.comm)
+        fits.append(res.comm_fits)
+    _write({"comm": pd.concat(comm, ignore_index=True),
+            "comm_fits": pd.concat(fits, ignore_index=True)}, out, force)
+
+
+@import_group.command("nccl-tests")
+@click.argument("logs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--collective", default=None,
+              type=click.Choice(["allreduce", "allgather", "broadcast", "reduce",
+                                 "reduce_scatter"]),
+              help="Default: from the <name>_perf in the log or file name.")
+@click.option("--interconnect", default=None,
+              help="Link name, e.g. nvlink4 or ib-ndr (default: <gpu>-x<ranks>-intra-node).")
+@click.option("--source", default=None, help="Citation (default: file name and sha256).")
+@OUT
+@FORCE
+def nccl_tests(logs, collective, interconnect, source, out, force) -> None:
+    """nccl-tests logs (all_reduce_perf, all_gather_perf, ...) -> comm points (out-of-place
+    and in-place, workers = ranks, backend nccl) + comm_fits (alpha-beta)."""
+    import pandas as pd
+
+    from ..importers.nccl_tests import import_log
+
+    comm, fits = [], []
+    for log in logs:
+        res = import_log(log, collective=collective, interconnect=interconnect, source=source)
+        click.echo(f"{log}: {res.collective}, {res.ranks} ranks on {res.hosts} host(s), "
+                   f"{res.gpu} (device {res.device}), {len(res.comm) // 2} sizes")
+        for f in res.comm_fits.itertuples():
+            placement = "in-place" if "; in-place;" in f.source else "out-of-place"
+            click.echo(f"  {placement}: alpha {f.alpha_us:.2f} us, {f.bandwidth_gb_s:.2f} "
+                       f"GB/s, r2 {f.r2:.3f}")
         for note in res.notes:
             click.echo(f"  note: {note}")
         comm.append(res.comm)
