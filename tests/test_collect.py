@@ -77,7 +77,7 @@ def test_bad_inputs_before_any_measurement():
                        (lambda: collect_ssgd("alexnet", batch_size=0), "BAD_INPUT"),
                        (lambda: collect_ssgd("alexnet", bucket_mb=float("nan")), "BAD_INPUT"),
                        (lambda: collect_ssgd("alexnet", bucket_mb=float("inf")), "BAD_INPUT"),
-                       (lambda: collect_comm(backend="nccl"), "BAD_INPUT"),
+                       (lambda: collect_comm(backend="mpi"), "BAD_INPUT"),
                        (lambda: collect_comm(warmup=-1), "BAD_INPUT"),
                        (lambda: collect_comm(repeats=0), "BAD_INPUT")):
         with pytest.raises(DgtracesError) as exc:

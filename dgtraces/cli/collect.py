@@ -68,7 +68,7 @@ def _fmt(csv: bool) -> str:
 def layers(model, batch_size, repeats, warmup, threads, aux, device, precision,
            profile_trace, out, csv) -> None:
     """Caffe-time-style per-layer forward/backward timing plus the whole iteration."""
-    from ..collect.gpu import check_precision, parse_device
+    from ..collect.gpu import check_precision, parse_device, require_cuda
     from ..collect.layers import collect_layers
     from ..models import get_spec
     from ..tables_io import check_out, write_tables
@@ -77,7 +77,10 @@ def layers(model, batch_size, repeats, warmup, threads, aux, device, precision,
     _aux_only_with_aux(model, aux)
     get_spec(model)
     positive_int("batch size", batch_size)
-    check_precision(precision, parse_device(device))
+    target = parse_device(device)
+    check_precision(precision, target)
+    if target.cuda:  # NO_CUDA at once, before the progress bar
+        require_cuda(f"collect layers --device {device}", target.index)
     check_out(out)  # before measuring: a used --out must not cost the measurement
     bar, update = _progress(f"{model} b{batch_size} {device} {precision}")
     with bar:

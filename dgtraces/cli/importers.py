@@ -1,4 +1,5 @@
-"""``dgtraces import kineto|bcaffe|osu|nccl-tests|published``: traces recorded elsewhere -> table CSVs.
+"""``dgtraces import kineto|bcaffe|osu|nccl-tests|published``: traces recorded elsewhere ->
+table CSVs.
 
 Each subcommand writes ``<table>.csv`` files into ``--out`` (named after their tables, so
 ``dgtraces validate OUT/*.csv`` checks them) and never touches data/.

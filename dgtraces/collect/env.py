@@ -179,6 +179,7 @@ def frame(rows: list[dict]) -> "pd.DataFrame":
     return pd.DataFrame(rows)
 
 
-__all__ = ["DEVICE", "INTERCONNECT", "RATIO_TOLERANCE", "check_out", "collector_version", "consistency_flag", "environment", "framework", "loadavg",
+__all__ = ["DEVICE", "INTERCONNECT", "RATIO_TOLERANCE", "check_out", "collector_version",
+           "consistency_flag", "cores", "cpu_model", "environment", "framework", "loadavg",
            "measure_lock", "new_id", "nonneg_int", "positive_int", "require_torch", "stats",
            "utc_now", "write_tables"]
