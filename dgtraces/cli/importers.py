@@ -130,19 +130,29 @@ def bcaffe(log, model, run_id, source, device, batch_size, workers, out, force) 
 @FORCE
 def osu(logs, workers, source, interconnect, out, force) -> None:
     """OSU MPI allreduce latency logs -> comm points + comm_fits (alpha-beta, R^2)."""
-    import pandas as pd
-
     from ..importers.osu import INTERCONNECT, import_log
+
+    def header(log, res) -> str:
+        how = " (from the file name)" if res.workers_from_name else ""
+        return f"{log}: {len(res.comm)} sizes, {res.workers} processes{how}"
+
+    _comm_imports(logs, lambda log: import_log(log, source=source, workers=workers,
+                                               interconnect=interconnect or INTERCONNECT),
+                  header, lambda f: (f"{f.min_bytes}-{f.max_bytes} B: alpha {f.alpha_us:.2f} "
+                                     f"us, {f.bandwidth_gb_s:.3f} GB/s, r2 {f.r2:.3f}"),
+                  out, force)
+
+
+def _comm_imports(logs, run, header, describe_fit, out, force) -> None:
+    """Import each log (``run``), report it and its fits, write comm + comm_fits."""
+    import pandas as pd
 
     comm, fits = [], []
     for log in logs:
-        res = import_log(log, source=source, workers=workers,
-                         interconnect=interconnect or INTERCONNECT)
-        how = " (from the file name)" if res.workers_from_name else ""
-        click.echo(f"{log}: {len(res.comm)} sizes, {res.workers} processes{how}")
+        res = run(log)
+        click.echo(header(log, res))
         for f in res.comm_fits.itertuples():
-            click.echo(f"  {f.min_bytes}-{f.max_bytes} B: alpha {f.alpha_us:.2f} us, "
-                       f"{f.bandwidth_gb_s:.3f} GB/s, r2 {f.r2:.3f}")
+            click.echo("  " + describe_fit(f))
         for note in res.notes:
             click.echo(f"  note: {note}")
         comm.append(res.comm)
@@ -165,25 +175,20 @@ def osu(logs, workers, source, interconnect, out, force) -> None:
 def nccl_tests(logs, collective, interconnect, source, out, force) -> None:
     """nccl-tests logs (all_reduce_perf, all_gather_perf, ...) -> comm points (out-of-place
     and in-place, workers = ranks, backend nccl) + comm_fits (alpha-beta)."""
-    import pandas as pd
-
     from ..importers.nccl_tests import import_log
 
-    comm, fits = [], []
-    for log in logs:
-        res = import_log(log, collective=collective, interconnect=interconnect, source=source)
-        click.echo(f"{log}: {res.collective}, {res.ranks} ranks on {res.hosts} host(s), "
-                   f"{res.gpu} (device {res.device}), {len(res.comm) // 2} sizes")
-        for f in res.comm_fits.itertuples():
-            placement = "in-place" if "; in-place;" in f.source else "out-of-place"
-            click.echo(f"  {placement}: alpha {f.alpha_us:.2f} us, {f.bandwidth_gb_s:.2f} "
-                       f"GB/s, r2 {f.r2:.3f}")
-        for note in res.notes:
-            click.echo(f"  note: {note}")
-        comm.append(res.comm)
-        fits.append(res.comm_fits)
-    _write({"comm": pd.concat(comm, ignore_index=True),
-            "comm_fits": pd.concat(fits, ignore_index=True)}, out, force)
+    def header(log, res) -> str:
+        return (f"{log}: {res.collective}, {res.ranks} ranks on {res.hosts} host(s), "
+                f"{res.gpu} (device {res.device}), {len(res.comm) // 2} sizes")
+
+    def describe_fit(f) -> str:
+        placement = "in-place" if "; in-place;" in f.source else "out-of-place"
+        return (f"{placement}: alpha {f.alpha_us:.2f} us, {f.bandwidth_gb_s:.2f} GB/s, "
+                f"r2 {f.r2:.3f}")
+
+    _comm_imports(logs, lambda log: import_log(log, collective=collective,
+                                               interconnect=interconnect, source=source),
+                  header, describe_fit, out, force)
 
 
 @import_group.command("published")
