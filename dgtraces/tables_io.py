@@ -47,9 +47,9 @@ def atomic_file(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f"{TMP_PREFIX}{path.name}.{secrets.token_hex(4)}"
-    text = {} if "b" in mode else {"encoding": "utf-8", "newline": ""}
     try:
-        with open(tmp, mode, **text) as fh:
+        with (open(tmp, mode) if "b" in mode
+              else open(tmp, mode, encoding="utf-8", newline="")) as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())

@@ -28,7 +28,7 @@ def whole_number(name: str, value: Any, *, least: int = 1, most: int = LARGEST,
     if float_ok and isinstance(value, float) and value.is_integer():
         number = int(value)
     ok = (isinstance(number, Integral) and not isinstance(number, bool)
-          and least <= number <= most)
+          and least <= int(number) <= most)
     if not ok:
         span = f">= {least}" if most == LARGEST else f"in [{least}, {most}]"
         raise DgtracesError(f"{name} must be a whole number {span}, got {value!r}",
