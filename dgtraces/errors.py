@@ -211,7 +211,8 @@ class MissingDependencyError(DgtracesError):
     def __init__(self, package: str, extra: str, purpose: str) -> None:
         hint = f"pip install 'dgtraces[{extra}]'"
         if package == "torch":
-            hint += "   (or exactly: pip install torch==2.13.0 — the CPU wheel)"
+            hint += ("   (exactly torch==2.13.0: the CPU wheel, or for a GPU the CUDA build from "
+                     "the PyTorch index first, see CONTRIBUTING.md)")
         super().__init__(f"{purpose} needs the optional package {package!r}, which is not "
                          f"installed", hint=hint)
         self.package = package
