@@ -203,7 +203,8 @@ def _fk_failures(fk, frames, known, file) -> list[tuple[int, Failure]]:
     column = fk.columns[-1]
     values = keys[column].to_numpy()
     context = keys[list(fk.columns[:-1])].to_numpy()
-    where = (lambda r: ", ".join(f"{c}={v}" for c, v in zip(fk.columns[:-1], context[r])))
+    def where(r):
+        return (", ".join(f"{c}={v}" for c, v in zip(fk.columns[:-1], context[r], strict=False)))
 
     def make(r: int, v) -> Failure:
         scope = where(r)

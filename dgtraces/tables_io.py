@@ -19,8 +19,9 @@ import contextlib
 import os
 import secrets
 import shutil
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Iterator, Literal, Mapping
+from typing import IO, TYPE_CHECKING, Literal
 
 from .errors import DgtracesError
 

@@ -84,9 +84,12 @@ def test_cli_writes_comm_and_fits_csv(tmp_path):
 
 
 def test_device_keys_from_gpu_names():
-    known = {"v100": {}, "h200": {}, "a100": {}, "a100-sxm4-80gb": {}}
+    known = {"v100": {"memory_gb": "16"}, "h200": {}, "a100": {"memory_gb": "80"},
+             "a100-pcie": {}}
     assert device_key("Tesla V100-SXM2-16GB", known) == "v100"
     assert device_key("NVIDIA H200", known) == "h200"
-    assert device_key("NVIDIA A100-SXM4-80GB", known) == "a100-sxm4-80gb"  # longest match
+    assert device_key("NVIDIA A100-SXM4-80GB", known) == "a100"
+    assert device_key("NVIDIA A100-SXM4-40GB", known) == "a100-sxm4-40gb"  # other memory
+    assert device_key("NVIDIA A100 PCIe", known) == "a100-pcie"  # longest match
     assert device_key("NVIDIA GeForce RTX 3090", known) == "rtx-3090"
     assert device_key("NVIDIA H2000", known) == "h2000"  # no prefix match without a dash

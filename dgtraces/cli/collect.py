@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ..predict.policy_registry import COLLECTED_POLICIES
 from . import OutPath, model_option
 from .options import deprecated_alias, split_list
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..tables_io import Format
 
 
 def _progress(label: str):
@@ -44,7 +49,7 @@ def _aux_only_with_aux(model: str, aux: bool) -> None:
                             f"{model}", code="BAD_INPUT")
 
 
-def _fmt(csv: bool) -> str:
+def _fmt(csv: bool) -> Format:
     return "csv" if csv else "parquet"
 
 

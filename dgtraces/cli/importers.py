@@ -7,7 +7,6 @@ Each subcommand writes ``<table>.csv`` files into ``--out`` (named after their t
 
 from __future__ import annotations
 
-
 import click
 
 from . import OutPath, model_option
@@ -31,7 +30,7 @@ def _write(frames: dict, out: str, force: bool) -> None:
     # import may reference runs of another file)
     paths = write_tables(out, frames, fmt="csv", validate=False, into_existing=True,
                          overwrite=force)
-    for path, df in zip(paths, frames.values()):
+    for path, df in zip(paths, frames.values(), strict=False):
         click.echo(f"wrote {path}  ({len(df)} rows)")
 
 

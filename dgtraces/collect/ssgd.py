@@ -30,8 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import DgtracesError
 from ..models import get_spec
-from ..predict.policy_registry import COLLECTED_POLICIES
-from ..predict.policy_registry import Grouping, grouping
+from ..predict.policy_registry import COLLECTED_POLICIES, Grouping, grouping
 from . import env, procs
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -286,8 +286,9 @@ def build_rows(parsed: Parsed, attributed: Attributed, *, model: str, run_id: st
                source: str, digest: str, shipped: str | None, settings: dict,
                inferred: dict, file_name: str) -> tuple["pd.DataFrame", "pd.DataFrame"]:
     """Stage 3: the ``runs`` row and the ``layer_timings`` rows (schema-valid frames)."""
-    timings: list[dict[str, Any]] = [{"run_id": run_id, "layer": layer, "bwd_ms": bwd, "comm_ms": comm,
-                "n": attributed.n} for layer, (bwd, comm) in attributed.layers.items()]
+    timings: list[dict[str, Any]] = [
+        {"run_id": run_id, "layer": layer, "bwd_ms": bwd, "comm_ms": comm, "n": attributed.n}
+        for layer, (bwd, comm) in attributed.layers.items()]
     used = parsed.used
     five = used[0][0].merged_us is not None
     params = {

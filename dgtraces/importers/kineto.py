@@ -39,8 +39,8 @@ from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..fitting import RATIO_TOLERANCE, stats
 from ..errors import DgtracesError, Failure
+from ..fitting import RATIO_TOLERANCE, stats
 from ..values import positive_int
 from . import IMPORTER_VERSION, frame, read_text
 

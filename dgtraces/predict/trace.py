@@ -63,7 +63,7 @@ class Trace:
         for name in ("fwd_ms", "bwd_ms"):
             for layer, value in zip(self.layers, getattr(self, name), strict=True):
                 if not (isinstance(value, Real) and math.isfinite(value)
-                        and value >= 0):
+                        and float(value) >= 0):
                     raise bad(name, f"time of layer {layer} must be finite and >= 0", ">= 0",
                               value, code="PLAUSIBILITY")
         for name in ("io_ms", "h2d_ms", "update_ms"):
