@@ -73,7 +73,7 @@ if [ "$NGPU" -ge 2 ]; then
     --warmup 3 --out "$OUTDIR/comm-nccl"
   say "3. collect ssgd (resnet50, nccl, $NGPU GPUs)"
   dg 180 collect ssgd --model resnet50 --backend nccl --workers "$NGPU" --batch-size 32 \
-    --policy naive --policy wfbp --policy bucketed --policy ddp --iters 10 --warmup 3 \
+    --policies naive,wfbp,bucketed,ddp --iters 10 --warmup 3 \
     --trace "$OUTDIR/layers-resnet50-fp32" --out "$OUTDIR/ssgd-nccl"
 else
   say "2. collect comm: one GPU, so no NCCL sweep; gloo loopback instead (CPU processes)"

@@ -82,7 +82,7 @@ def fake_cuda(monkeypatch):
 @pytest.mark.parametrize("args", [
     ["collect", "layers", "--model", "alexnet", "--batch-size", "1", "--device", "cuda"],
     ["collect", "comm", "--backend", "nccl", "--workers", "2"],
-    ["collect", "ssgd", "--model", "alexnet", "--backend", "nccl", "--policy", "ddp"],
+    ["collect", "ssgd", "--model", "alexnet", "--backend", "nccl", "--policies", "ddp"],
 ])
 def test_cuda_requests_fail_at_once_without_cuda(args, tmp_path):
     res = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "o")])
