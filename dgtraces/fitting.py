@@ -14,9 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .errors import DgtracesError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
 
 RATIO_TOLERANCE = 0.10
 Weights = Literal["relative", "uniform"] | Sequence[float]
@@ -70,7 +73,8 @@ class AlphaBeta:
         return out
 
 
-def fit_alpha_beta(sizes_bytes: Sequence[float], times_us: Sequence[float], *,
+def fit_alpha_beta(sizes_bytes: Sequence[float] | np.ndarray,
+                   times_us: Sequence[float] | np.ndarray, *,
                    weights: Weights = "relative") -> AlphaBeta:
     """Fit ``time_us = alpha_us + beta_us_per_byte * bytes`` (see the module doc)."""
     import numpy as np
