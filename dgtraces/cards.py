@@ -130,9 +130,12 @@ def _provenance_from(table: str, cols: set[str], entries: dict) -> str | None:
 
     if {"provenance", "source"} <= cols:
         return f'"{table}"'
-    for src, col, ref, ref_col in FOREIGN_KEYS:
+    for fk in FOREIGN_KEYS:
+        if len(fk.columns) != 1 or fk.via:
+            continue
+        (col,), ref, (ref_col,) = fk.columns, fk.parent, fk.parent_columns
         ref_cols = set(entries.get(ref, {}).get("columns") or [])
-        if src == table and col in cols and {"provenance", "source"} <= ref_cols:
+        if fk.table == table and col in cols and {"provenance", "source"} <= ref_cols:
             return (f'(SELECT coalesce(r.provenance, \'unknown\') AS provenance, '
                     f'coalesce(r.source, \'{ref} row not found\') AS source FROM "{table}" t '
                     f'LEFT JOIN "{ref}" r ON t."{col}" = r."{ref_col}")')

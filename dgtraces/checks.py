@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import Failure, ValidationError
+from .errors import BadFileError, DgtracesError, Failure, MissingFileError, ValidationError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -28,7 +29,7 @@ def table_for_path(path: str | os.PathLike) -> str:
 
     stem = Path(path).name.split(".")[0]
     if stem not in TABLES:
-        raise ValidationError(
+        raise DgtracesError(
             f"{path}: cannot tell which table this is; name the file after a table or pass "
             f"--table", code="BAD_INPUT",
             failures=[Failure("BAD_INPUT", "unknown table", file=str(path),
@@ -43,11 +44,11 @@ def read_file(path: str | os.PathLike) -> "pd.DataFrame":
     path = Path(path)
     suffix = path.suffix.lower()
     if not path.is_file():
-        raise ValidationError(f"{path}: no such file", code="NOT_FOUND")
+        raise MissingFileError(f"{path}: no such file")
     if suffix not in READABLE:
-        raise ValidationError(f"{path}: unsupported file type {suffix!r}", code="BAD_FILE",
-                              failures=[Failure("BAD_FILE", "unsupported type", file=str(path),
-                                                expected="csv | parquet", found=suffix)])
+        raise BadFileError(f"{path}: unsupported file type {suffix!r}",
+                           failures=[Failure("BAD_FILE", "unsupported type", file=str(path),
+                                             expected="csv | parquet", found=suffix)])
     try:
         if suffix == ".csv":
             # only these spellings mean "missing": a written NaN/inf stays text and is
@@ -56,11 +57,11 @@ def read_file(path: str | os.PathLike) -> "pd.DataFrame":
                                keep_default_na=False, na_values=NULL_SPELLINGS)
         return pd.read_parquet(path)
     except UnicodeDecodeError as exc:
-        raise ValidationError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})",
-                              code="BAD_FILE") from exc
+        raise BadFileError(f"{path}: not UTF-8 text ({exc.reason} at byte "
+                           f"{exc.start})") from exc
     except Exception as exc:  # pyarrow / pandas parser errors vary by version
-        raise ValidationError(f"{path}: cannot read {suffix[1:]} ({type(exc).__name__}: "
-                              f"{str(exc)[:300]})", code="BAD_FILE") from exc
+        raise BadFileError(f"{path}: cannot read {suffix[1:]} ({type(exc).__name__}: "
+                           f"{str(exc)[:300]})") from exc
 
 
 def _check_label(check) -> str:
@@ -151,7 +152,7 @@ def validate_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
     from .strict import strict_cells
 
     if table not in TABLES:
-        raise ValidationError(f"unknown table {table!r}", code="BAD_INPUT")
+        raise DgtracesError(f"unknown table {table!r}", code="BAD_INPUT")
     if not df.index.is_unique or not isinstance(df.index, pd.RangeIndex):
         df = df.reset_index(drop=True)  # rows are reported by position
     df, failures = strict_cells(table, df, file)  # no guessing of booleans and integers
@@ -168,13 +169,100 @@ def validate_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
 
 
 @lru_cache(maxsize=1)
-def _layer_index() -> "pd.MultiIndex":
-    """(model, layer) pairs of every shipped model (built once per process)."""
-    import pandas as pd
-
+def _catalog(parent: str) -> "pd.DataFrame":
+    """Rows of a parent table the package itself defines (``schema.CATALOG_PARENTS``):
+    ``layers`` = every layer of every shipped model (built once per process)."""
     from .models import layers_frame
 
-    return pd.MultiIndex.from_frame(layers_frame()[["model", "layer"]].astype(object))
+    if parent != "layers":  # pragma: no cover - a new catalog parent needs its source here
+        raise DgtracesError(f"no catalog for table {parent!r}", code="BAD_INPUT")
+    return layers_frame()
+
+
+def _parent_rows(fk, frames: Mapping[str, "pd.DataFrame"],
+                 known: Mapping[str, "pd.DataFrame"]) -> "pd.DataFrame | None":
+    """The parent rows a key may reference: the package's catalog, or the checked frame
+    plus the store's rows (later rows win on a duplicate key)."""
+    import pandas as pd
+
+    from .schema import CATALOG_PARENTS
+
+    if fk.parent in CATALOG_PARENTS:
+        return _catalog(fk.parent)
+    parts = [f for f in (known.get(fk.parent), frames.get(fk.parent))
+             if f is not None and set(fk.parent_columns) <= set(f.columns)]
+    if not parts:
+        return None
+    return pd.concat(parts, ignore_index=True)
+
+
+def _key_index(df: "pd.DataFrame", cols) -> "pd.MultiIndex":
+    """Key tuples as object values (plain Python equality; no arrow casts of odd keys)."""
+    import pandas as pd
+
+    return pd.MultiIndex.from_arrays([df[c].astype(object).to_numpy() for c in cols],
+                                     names=list(cols))
+
+
+def _child_keys(fk, child: "pd.DataFrame", frames, known) -> "pd.DataFrame | None":
+    """The child's key columns (``via`` ones looked up in their parent; NaN when the
+    referenced row does not exist), or None when the child lacks a column (its schema
+    failure reports that)."""
+    import pandas as pd
+
+    out = pd.DataFrame(index=child.index)
+    derived = {v[0]: v for v in fk.via}
+    for col in fk.columns:
+        if col in derived:
+            _, own, parent, parent_key = derived[col]
+            if own not in child:
+                return None
+            rows = _parent_rows(replace(fk, parent=parent, parent_columns=(parent_key,)),
+                                frames, known)
+            if rows is None or col not in rows:
+                out[col] = float("nan")
+                continue
+            rows = rows.drop_duplicates(parent_key, keep="last")
+            lookup = pd.Series(rows[col].to_numpy(), index=rows[parent_key].astype(object))
+            out[col] = child[own].astype(object).map(lookup)
+        elif col in child:
+            out[col] = child[col].astype(object)
+        else:
+            return None
+    return out
+
+
+def _fk_failures(fk, frames, known, file) -> list[tuple[int, Failure]]:
+    import numpy as np
+
+    from .schema import CATALOG_PARENTS
+
+    child = frames[fk.table].reset_index(drop=True)
+    keys = _child_keys(fk, child, frames, known)
+    if keys is None:
+        return []
+    parents = _parent_rows(fk, frames, known)
+    present = keys.notna().all(axis=1).to_numpy(copy=True)
+    if fk.parent in CATALOG_PARENTS and parents is not None:
+        # a value of the leading column the catalog does not know is a schema failure
+        present &= keys[fk.columns[0]].isin(parents[fk.parent_columns[0]]).to_numpy()
+    parent_index = (_key_index(parents, fk.parent_columns) if parents is not None
+                    else _key_index(keys.iloc[:0], fk.columns))
+    bad = present & ~np.asarray(_key_index(keys, fk.columns).isin(parent_index))
+    column = fk.columns[-1]
+    values = keys[column].to_numpy()
+    context = keys[list(fk.columns[:-1])].to_numpy()
+    def where(r):
+        return (", ".join(f"{c}={v}" for c, v in zip(fk.columns[:-1], context[r], strict=False)))
+
+    def make(r: int, v) -> Failure:
+        scope = where(r)
+        return Failure(fk.code, fk.label + (f" for {scope}" if scope else ""), file=file,
+                       row=r, column=column,
+                       expected=f"a {fk.parent}.{fk.parent_columns[-1]}"
+                       + (f" of {scope}" if scope else ""), found=repr(v))
+
+    return _row_failures(bad, values, make)
 
 
 def _row_failures(mask, values, make) -> list[tuple[int, Failure]]:
@@ -187,68 +275,37 @@ def _row_failures(mask, values, make) -> list[tuple[int, Failure]]:
 
 def cross_failures(frames: Mapping[str, "pd.DataFrame"], *,
                    files: Mapping[str, str] | None = None,
-                   known_runs: "pd.DataFrame | None" = None) -> list[Failure]:
-    """Cross-table keys: timing runs exist, timing layers exist for the run's model,
-    iterations' trace runs exist. ``known_runs`` adds runs from the store.
+                   known_runs: "pd.DataFrame | None" = None,
+                   known: Mapping[str, "pd.DataFrame"] | None = None) -> list[Failure]:
+    """Every foreign key declared in ``schema.FOREIGN_KEYS`` whose table is among ``frames``.
 
+    ``known`` adds parent rows from the store (``known_runs`` is ``known={"runs": ...}``).
     Vectorised (membership via pandas indexes); tables missing a key column are skipped
-    (their schema failure already reports it). Failures come in row order per table.
+    (their schema failure already reports it); null keys are not references. Failures come
+    per table in row order (tables in declaration order).
     """
-    import pandas as pd
-
-    from .models import MODELS
+    from .schema import FOREIGN_KEYS
 
     files = dict(files or {})
-    out: list[Failure] = []
-    runs_parts = [f[["run_id", "model"]] for f in (frames.get("runs"), known_runs)
-                  if f is not None and {"run_id", "model"} <= set(f.columns)]
-    run_model = (pd.concat(runs_parts, ignore_index=True).drop_duplicates("run_id", keep="last")
-                 .set_index("run_id")["model"] if runs_parts else pd.Series(dtype=object))
-    # object dtype: plain Python equality, as dict lookups had (no arrow casts of odd keys)
-    run_model.index = run_model.index.astype(object)
-    valid = _layer_index()
-
-    def layer_check(model: "pd.Series", layer: "pd.Series", known: "pd.Series", f):
-        bad = known & model.astype(object).isin(MODELS) & ~pd.MultiIndex.from_arrays(
-            [model.astype(object), layer.astype(object)]).isin(valid)
-        models, layers = model.to_numpy(), layer.to_numpy()
-        return _row_failures(bad, layers, lambda r, v: Failure(
-            "UNKNOWN_LAYER", f"layer not in model {models[r]}", file=f, row=r, column="layer",
-            expected=f"a layer of {models[r]}", found=repr(v)))
-
-    lt = frames.get("layer_timings")
-    if lt is not None and {"run_id", "layer"} <= set(lt.columns):
-        f = files.get("layer_timings")
-        rid = lt["run_id"].reset_index(drop=True).astype(object)
-        known = rid.isin(run_model.index)
-        model = rid.map(run_model).where(known)
-        found = _row_failures(~known, rid.to_numpy(), lambda r, v: Failure(
-            "CROSS_TABLE", "run_id not in runs", file=f, row=r, column="run_id",
-            expected="a runs.run_id", found=repr(v)))
-        found += layer_check(model, lt["layer"].reset_index(drop=True), known, f)
-        out += [fail for _, fail in sorted(found, key=lambda x: x[0])]
-    it = frames.get("iterations")
-    if it is not None and "trace_run_id" in it:
-        f = files.get("iterations")
-        rid = it["trace_run_id"].reset_index(drop=True).astype(object)
-        bad = rid.map(lambda v: isinstance(v, str)).astype(bool) & ~rid.isin(run_model.index)
-        out += [fail for _, fail in _row_failures(bad, rid.to_numpy(), lambda r, v: Failure(
-            "CROSS_TABLE", "trace_run_id not in runs", file=f, row=r, column="trace_run_id",
-            expected="a runs.run_id", found=repr(v)))]
-    lay = frames.get("layers")
-    if lay is not None and {"model", "layer"} <= set(lay.columns):
-        model = lay["model"].reset_index(drop=True)
-        out += [fail for _, fail in layer_check(model, lay["layer"].reset_index(drop=True),
-                                                pd.Series(True, index=model.index),
-                                                files.get("layers"))]
-    return out
+    known = dict(known or {})
+    if known_runs is not None:
+        known.setdefault("runs", known_runs)
+    per_table: dict[str, list[tuple[int, Failure]]] = {}
+    for fk in FOREIGN_KEYS:
+        if frames.get(fk.table) is not None:
+            per_table.setdefault(fk.table, []).extend(
+                _fk_failures(fk, frames, known, files.get(fk.table)))
+    return [fail for found in per_table.values()
+            for _, fail in sorted(found, key=lambda x: x[0])]
 
 
 def validate_tables(frames: Mapping[str, "pd.DataFrame"], *,
                     files: Mapping[str, str] | None = None,
-                    known_runs: "pd.DataFrame | None" = None) -> dict[str, "pd.DataFrame"]:
+                    known_runs: "pd.DataFrame | None" = None,
+                    known: Mapping[str, "pd.DataFrame"] | None = None
+                    ) -> dict[str, "pd.DataFrame"]:
     """Validate several tables and their keys together; raise one error listing everything."""
-    out, failures = check_tables(frames, files=files, known_runs=known_runs)
+    out, failures = check_tables(frames, files=files, known_runs=known_runs, known=known)
     if failures:
         code = "SCHEMA" if any(f.code == "SCHEMA" for f in failures) else failures[0].code
         raise ValidationError(f"{len(failures)} validation failure(s)", code=code,
@@ -258,7 +315,8 @@ def validate_tables(frames: Mapping[str, "pd.DataFrame"], *,
 
 def check_tables(frames: Mapping[str, "pd.DataFrame"], *,
                  files: Mapping[str, str] | None = None,
-                 known_runs: "pd.DataFrame | None" = None
+                 known_runs: "pd.DataFrame | None" = None,
+                 known: Mapping[str, "pd.DataFrame"] | None = None
                  ) -> tuple[dict[str, "pd.DataFrame"], list[Failure]]:
     """:func:`validate_tables` without raising: (frames, failures). A table that fails its
     schema comes back as given (untyped); the others are coerced."""
@@ -275,9 +333,36 @@ def check_tables(frames: Mapping[str, "pd.DataFrame"], *,
             out[name] = df
     # a cell that failed its schema is not reported again by the key checks
     bad_cells = {(f.file, f.row, f.column) for f in failures if f.row is not None}
-    failures.extend(f for f in cross_failures(out, files=files, known_runs=known_runs)
+    failures.extend(f for f in cross_failures(out, files=files, known_runs=known_runs,
+                                              known=known)
                     if (f.file, f.row, f.column) not in bad_cells)
     return out, failures
+
+
+def needed_parents(tables) -> set[str]:
+    """Parent tables (not catalogs) that the declared foreign keys of ``tables`` reference
+    and that are not among ``tables`` themselves."""
+    from .schema import CATALOG_PARENTS, FOREIGN_KEYS
+
+    tables = set(tables)
+    parents = {p for fk in FOREIGN_KEYS if fk.table in tables
+               for p in (fk.parent, *(v[2] for v in fk.via))}
+    return parents - tables - set(CATALOG_PARENTS)
+
+
+def _store_parents(frames: Mapping[str, "pd.DataFrame"], root=None
+                   ) -> dict[str, "pd.DataFrame"]:
+    """The latest release's rows of each parent table the frames reference but lack."""
+    from . import store
+    from .errors import StoreError
+
+    known = {}
+    for parent in sorted(needed_parents(frames)):
+        try:
+            known[parent] = store.read_table(parent, root=root)
+        except StoreError:
+            continue
+    return known
 
 
 def validate_files(paths, table: str | None = None, *, use_store: bool = True,
@@ -286,33 +371,24 @@ def validate_files(paths, table: str | None = None, *, use_store: bool = True,
     from .schema import TABLES
 
     if table is not None and table not in TABLES:
-        raise ValidationError(f"unknown table {table!r}", code="BAD_INPUT",
-                              failures=[Failure("BAD_INPUT", "unknown table", column="--table",
-                                                expected=" | ".join(TABLES), found=repr(table))])
+        raise DgtracesError(f"unknown table {table!r}", code="BAD_INPUT",
+                            failures=[Failure("BAD_INPUT", "unknown table", column="--table",
+                                              expected=" | ".join(TABLES), found=repr(table))])
     frames: dict[str, "pd.DataFrame"] = {}
     files: dict[str, str] = {}
     failures: list[Failure] = []
     for path in paths:
         if not Path(path).is_file():  # before guessing a table from a name that isn't there
-            raise ValidationError(f"{path}: no such file", code="NOT_FOUND")
+            raise MissingFileError(f"{path}: no such file")
         name = table or table_for_path(path)
         if name in frames:
-            raise ValidationError(f"two files for table {name!r}: {files[name]} and {path}",
-                                  code="BAD_INPUT")
+            raise DgtracesError(f"two files for table {name!r}: {files[name]} and {path}",
+                                code="BAD_INPUT")
         frames[name] = read_file(path)
         files[name] = str(path)
-    known_runs = None
-    needs_runs = ("layer_timings" in frames or "iterations" in frames) and "runs" not in frames
-    if use_store and needs_runs:
-        from . import store
-        from .errors import StoreError
-
-        try:
-            known_runs = store.read_table("runs", root=root)
-        except StoreError:
-            known_runs = None
+    known = _store_parents(frames, root) if use_store else {}
     try:
-        validate_tables(frames, files=files, known_runs=known_runs)
+        validate_tables(frames, files=files, known=known)
     except ValidationError as exc:
         failures.extend(exc.failures)
         raise ValidationError(f"{len(failures)} validation failure(s) in "

@@ -21,6 +21,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import DgtracesError
+from .tables_io import atomic_folder
+
 DATA_ENV = "DGTRACES_DATA"
 PACKAGED = "_data"  # folder inside the installed package (built from data/releases)
 APP = "dgtraces"
@@ -80,15 +83,12 @@ def seed(root: Path, packaged: Path | None = None) -> list[str]:
     for rel in sorted(p for p in src.iterdir() if p.is_dir() and p.name.startswith("v")):
         if (dst / rel.name).exists():
             continue
-        tmp = dst / f".tmp-seed-{rel.name}-{secrets.token_hex(3)}"
         try:
-            shutil.copytree(rel, tmp)
-            os.rename(tmp, dst / rel.name)
-        except FileExistsError:  # another process seeded it first
+            with atomic_folder(dst / rel.name, exists_ok=True, tmp_name=(
+                    f".tmp-seed-{rel.name}-{secrets.token_hex(3)}")) as tmp:
+                shutil.copytree(rel, tmp, dirs_exist_ok=True)
+        except DgtracesError:  # another process seeded it first (the folder appeared)
             pass
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
         copied.append(rel.name)
     return copied
 

@@ -7,39 +7,80 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
 
-# Reason codes. Add new ones here so they stay documented in one place.
-CODES = {
-    "BAD_INPUT": "an argument or value is out of its allowed range",
-    "SCHEMA": "a table breaks its pandera schema (dtype, range, nulls, uniqueness)",
-    "CROSS_TABLE": "a key that must exist in another table does not",
-    "UNKNOWN_MODEL": "the model name is not one of the shipped architectures",
-    "UNKNOWN_LAYER": "a layer name does not exist in the model's structure",
-    "UNKNOWN_DEVICE": "the device is not in the devices table",
-    "DEVICE_MISMATCH": "a row's device_kind differs from the kind its device is known as",
-    "UNKNOWN_LINK": "the interconnect preset is not in the links table",
-    "GRAD_MISMATCH": "a gradient/blob size disagrees with the model structure",
-    "PLAUSIBILITY": "values are well-typed but implausible (negative, inconsistent totals)",
-    "DUPLICATE": "the same content is already in the store or in staging",
-    "UNSAFE_ARCHIVE": "an archive has unsafe members (traversal, links, bombs)",
-    "BAD_FILE": "a file cannot be read (encoding, truncated, wrong format)",
-    "IO_ERROR": "the operating system refused a read or write (missing folder, permissions, "
+
+class Code(StrEnum):
+    """Reason codes. A member compares equal to its name as text (``Code.SCHEMA ==
+    "SCHEMA"``). Add new ones at the end, with their line in :data:`CODES`."""
+
+    BAD_INPUT = "BAD_INPUT"
+    SCHEMA = "SCHEMA"
+    CROSS_TABLE = "CROSS_TABLE"
+    UNKNOWN_MODEL = "UNKNOWN_MODEL"
+    UNKNOWN_LAYER = "UNKNOWN_LAYER"
+    UNKNOWN_DEVICE = "UNKNOWN_DEVICE"
+    DEVICE_MISMATCH = "DEVICE_MISMATCH"
+    UNKNOWN_LINK = "UNKNOWN_LINK"
+    GRAD_MISMATCH = "GRAD_MISMATCH"
+    PLAUSIBILITY = "PLAUSIBILITY"
+    DUPLICATE = "DUPLICATE"
+    UNSAFE_ARCHIVE = "UNSAFE_ARCHIVE"
+    BAD_FILE = "BAD_FILE"
+    IO_ERROR = "IO_ERROR"
+    LOCKED = "LOCKED"
+    METADATA = "METADATA"
+    NOT_FOUND = "NOT_FOUND"
+    VERSION = "VERSION"
+    INTEGRITY = "INTEGRITY"
+    EMPTY = "EMPTY"
+    MISSING_DEPENDENCY = "MISSING_DEPENDENCY"
+    SQL = "SQL"
+    COLLECT = "COLLECT"
+    NO_CALIBRATION = "NO_CALIBRATION"
+    INCOMPLETE_TRACE = "INCOMPLETE_TRACE"
+    NO_LAYER_TIMINGS = "NO_LAYER_TIMINGS"
+    NO_CUDA = "NO_CUDA"
+    MODEL_MISMATCH = "MODEL_MISMATCH"
+    QUERY_LIMIT = "QUERY_LIMIT"
+
+
+# What each code means (documentation, the CLI's `info` and the docs read it).
+CODES: dict[Code, str] = {
+    Code.BAD_INPUT: "an argument or value is out of its allowed range",
+    Code.SCHEMA: "a table breaks its pandera schema (dtype, range, nulls, uniqueness)",
+    Code.CROSS_TABLE: "a key that must exist in another table does not",
+    Code.UNKNOWN_MODEL: "the model name is not one of the shipped architectures",
+    Code.UNKNOWN_LAYER: "a layer name does not exist in the model's structure",
+    Code.UNKNOWN_DEVICE: "the device is not in the devices table",
+    Code.DEVICE_MISMATCH: "a row's device_kind differs from the kind its device is known as",
+    Code.UNKNOWN_LINK: "the interconnect preset is not in the links table",
+    Code.GRAD_MISMATCH: "a gradient/blob size disagrees with the model structure",
+    Code.PLAUSIBILITY: "values are well-typed but implausible (negative, inconsistent totals)",
+    Code.DUPLICATE: "the same content is already in the store or in staging",
+    Code.UNSAFE_ARCHIVE: "an archive has unsafe members (traversal, links, bombs)",
+    Code.BAD_FILE: "a file cannot be read (encoding, truncated, wrong format)",
+    Code.IO_ERROR: "the operating system refused a read or write (missing folder, permissions, "
                 "disk full)",
-    "LOCKED": "another process holds a lock (the store lock or the measurement lock)",
-    "METADATA": "contribution.yaml lacks a required field or has a bad value",
-    "NOT_FOUND": "a release, table, run or file does not exist",
-    "VERSION": "a release version is malformed, exists already, or is not newer",
-    "INTEGRITY": "a stored file's bytes differ from its manifest",
-    "EMPTY": "there is nothing to do (e.g. empty staging area)",
-    "MISSING_DEPENDENCY": "an optional dependency is not installed",
-    "SQL": "a query failed or was refused by the sandbox",
-    "COLLECT": "a measurement failed or was inconsistent",
-    "NO_CALIBRATION": "no calibration rows exist for the requested device",
-    "INCOMPLETE_TRACE": "a layer trace lacks timings for layers of its model",
-    "NO_LAYER_TIMINGS": "a run has whole-model figures only, no per-layer timings",
-    "MODEL_MISMATCH": "an imported log or trace is of another network than the model named",
-    "QUERY_LIMIT": "a query ran past its time limit or memory limit",
+    Code.LOCKED: "another process holds a lock (the store lock or the measurement lock)",
+    Code.METADATA: "contribution.yaml lacks a required field or has a bad value",
+    Code.NOT_FOUND: "a release, table, run or file does not exist",
+    Code.VERSION: "a release version is malformed, exists already, or is not newer",
+    Code.INTEGRITY: "a stored file's bytes differ from its manifest",
+    Code.EMPTY: "there is nothing to do (e.g. empty staging area)",
+    Code.MISSING_DEPENDENCY: "an optional dependency is not installed",
+    Code.SQL: "a query failed or was refused by the sandbox",
+    Code.COLLECT: "a measurement failed or was inconsistent",
+    Code.NO_CALIBRATION: "no calibration rows exist for the requested device",
+    Code.INCOMPLETE_TRACE: "a layer trace lacks timings for layers of its model",
+    Code.NO_LAYER_TIMINGS: "a run has whole-model figures only, no per-layer timings",
+    Code.NO_CUDA: "a CUDA device or the NCCL backend was asked for but this machine (or its "
+                  "torch build) has none",
+    Code.MODEL_MISMATCH: "an imported log or trace is of another network than the model named",
+    Code.QUERY_LIMIT: "a query ran past its time limit or memory limit",
 }
+assert set(CODES) == set(Code), "every Code needs its CODES line"
 
 
 @dataclass(frozen=True)
@@ -75,20 +116,27 @@ class Failure:
 
 
 class DgtracesError(Exception):
-    """Base class. ``code`` is a key of :data:`CODES`; ``failures`` lists located problems."""
+    """Base class. ``code`` is a :class:`Code` (plain text of a member is accepted);
+    ``failures`` lists located problems. Each subclass's default ``code`` is the code it is
+    raised with; the base class is raised with an explicit code where no subclass fits.
+    Every error survives pickling (multiprocessing workers send them to the parent)."""
 
-    code = "BAD_INPUT"
+    code: Code = Code.BAD_INPUT
 
     def __init__(self, message: str, *, code: str | None = None,
                  failures: Iterable[Failure] = (), hint: str | None = None) -> None:
         super().__init__(message)
-        if code is not None:
-            self.code = code
-        if self.code not in CODES:
-            raise ValueError(f"unregistered reason code {self.code!r}")
+        try:
+            self.code = Code(self.code if code is None else code)
+        except ValueError:
+            raise ValueError(f"unregistered reason code {code!r}") from None
         self.message = message
         self.failures: list[Failure] = list(failures)
         self.hint = hint
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # rebuild without calling __init__: subclasses take other constructor arguments
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
 
     @property
     def codes(self) -> set[str]:
@@ -105,12 +153,39 @@ class DgtracesError(Exception):
         return "\n".join(lines)
 
 
+def _rebuild(cls: type[DgtracesError], args: tuple, state: dict) -> DgtracesError:
+    err = cls.__new__(cls)
+    Exception.__init__(err, *args)
+    err.__dict__.update(state)
+    return err
+
+
 class ValidationError(DgtracesError):
-    code = "SCHEMA"
+    """A table or its keys break the schema."""
+
+    code = Code.SCHEMA
+
+
+class BadFileError(ValidationError):
+    """An input file cannot be read (encoding, truncation, format)."""
+
+    code = Code.BAD_FILE
+
+
+class MissingFileError(ValidationError):
+    """An input file named by the caller does not exist."""
+
+    code = Code.NOT_FOUND
+
+
+class NoCudaError(DgtracesError):
+    """CUDA (or NCCL) was asked for where the machine or the torch build has none."""
+
+    code = Code.NO_CUDA
 
 
 class UnknownModelError(DgtracesError):
-    code = "UNKNOWN_MODEL"
+    code = Code.UNKNOWN_MODEL
 
     def __init__(self, name: str, known: Sequence[str]) -> None:
         super().__init__(f"unknown model {name!r}; known models: {', '.join(known)}",
@@ -119,20 +194,29 @@ class UnknownModelError(DgtracesError):
 
 
 class StoreError(DgtracesError):
-    code = "NOT_FOUND"
+    """A release, table or run does not exist in the store."""
+
+    code = Code.NOT_FOUND
+
+
+class VersionError(StoreError):
+    """A release version is malformed, exists already, or is not newer."""
+
+    code = Code.VERSION
 
 
 class IntegrityError(StoreError):
-    code = "INTEGRITY"
+    code = Code.INTEGRITY
 
 
 class MissingDependencyError(DgtracesError):
-    code = "MISSING_DEPENDENCY"
+    code = Code.MISSING_DEPENDENCY
 
     def __init__(self, package: str, extra: str, purpose: str) -> None:
         hint = f"pip install 'dgtraces[{extra}]'"
         if package == "torch":
-            hint += "   (or exactly: pip install torch==2.13.0 — the CPU wheel)"
+            hint += ("   (exactly torch==2.13.0: the CPU wheel, or for a GPU the CUDA build from "
+                     "the PyTorch index first, see CONTRIBUTING.md)")
         super().__init__(f"{purpose} needs the optional package {package!r}, which is not "
                          f"installed", hint=hint)
         self.package = package

@@ -15,11 +15,11 @@ built beside ``OUT`` and renamed into place, so a failure leaves no half-written
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 from pathlib import Path
 
-from .errors import DgtracesError, Failure, IntegrityError
+from .errors import Failure, IntegrityError
+from .tables_io import atomic_folder, check_out
 
 DATA_DIR = "data"
 
@@ -33,18 +33,13 @@ def export(out: str | os.PathLike, version: str | None = None, root=None, *,
     from . import croissant, store
     from .cards import provenance_stats, render_card
 
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise DgtracesError(f"{out} exists and is not an empty folder; choose a new one",
-                            code="BAD_INPUT")
+    out = check_out(out)
     src = store.release_path(version, root)
     manifest = store.read_manifest(version, root)
     version = manifest["version"]
     store.table_paths(version, root)  # INTEGRITY (hint: verify) if a table file is missing
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f"{store.TMP_PREFIX}{out.name}-{secrets.token_hex(4)}"
-    (tmp / DATA_DIR).mkdir(parents=True)
-    try:
+    with atomic_folder(out) as tmp:
+        (tmp / DATA_DIR).mkdir()
         bad = []
         for table, entry in sorted(manifest["tables"].items()):
             dst = tmp / DATA_DIR / entry["file"]
@@ -66,12 +61,6 @@ def export(out: str | os.PathLike, version: str | None = None, root=None, *,
             stats=stats).encode())
         store.atomic_write_bytes(tmp / "croissant.json",
                                  croissant.render(version, root, DATA_DIR, stats).encode())
-        if out.exists():
-            out.rmdir()
-        os.rename(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return sorted(p for p in out.rglob("*") if p.is_file())
 
 

@@ -35,8 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import DgtracesError
+from .errors import Code, DgtracesError
 from .sandbox import DEFAULT_MEMORY_LIMIT_MIB, DEFAULT_TIMEOUT_S, check_limits, open_connection
+from .values import whole_number
 
 if TYPE_CHECKING:  # pragma: no cover
     import duckdb
@@ -52,7 +53,13 @@ LIMIT_HINT = "raise the limits: `dgtraces sql --timeout-s S --memory-limit-mib M
 
 
 class SqlError(DgtracesError):
-    code = "SQL"
+    code = Code.SQL
+
+
+class QueryLimitError(SqlError):
+    """A query ran past its time or memory limit."""
+
+    code = Code.QUERY_LIMIT
 
 
 @dataclass
@@ -78,8 +85,8 @@ def _wrap(exc: Exception) -> SqlError:
 
     text = str(exc)
     if isinstance(exc, duckdb.OutOfMemoryException):
-        return SqlError(f"the query needs more than its memory limit: {text}",
-                        code="QUERY_LIMIT", hint=LIMIT_HINT)
+        return QueryLimitError(f"the query needs more than its memory limit: {text}",
+                               hint=LIMIT_HINT)
     refused = isinstance(exc, duckdb.PermissionException) or "configuration has been locked" \
         in text
     msg = ("refused by the sandbox: " if refused else "query failed: ") + text
@@ -120,7 +127,7 @@ def check_read_only(con: "duckdb.DuckDBPyConnection", sql: str) -> None:
     """Raise :class:`SqlError` unless every statement of ``sql`` only reads."""
     statements = _statements(con, sql)
     if not statements:
-        raise SqlError("empty query", code="BAD_INPUT")
+        raise DgtracesError("empty query", code=Code.BAD_INPUT)
     for st in statements:
         kind = _kind(st)
         if kind not in READ_STATEMENTS:
@@ -193,8 +200,9 @@ class Query:
                  timeout_s: float = DEFAULT_TIMEOUT_S,
                  memory_limit_mib: int = DEFAULT_MEMORY_LIMIT_MIB) -> None:
         if not isinstance(sql, str) or not sql.strip():
-            raise SqlError("empty query" if isinstance(sql, str) or sql is None else
-                           f"a query is text, got {type(sql).__name__}", code="BAD_INPUT")
+            raise DgtracesError("empty query" if isinstance(sql, str) or sql is None else
+                                f"a query is text, got {type(sql).__name__}",
+                                code=Code.BAD_INPUT)
         self.timeout_s, self.memory_limit_mib = check_limits(timeout_s, memory_limit_mib)
         self.sql = sql
         self.release = resolve(version, root)
@@ -203,7 +211,7 @@ class Query:
                                    self.memory_limit_mib)
         try:
             check_read_only(self.con, sql)
-        except SqlError:
+        except DgtracesError:
             self.con.close()
             raise
         self.columns: list[str] = []
@@ -231,8 +239,8 @@ class Query:
 
         if isinstance(exc, duckdb.InterruptException):
             if self._expired:
-                return SqlError(f"the query ran past its time limit of {self.timeout_s:g} s "
-                                f"and was stopped", code="QUERY_LIMIT", hint=LIMIT_HINT)
+                return QueryLimitError(f"the query ran past its time limit of {self.timeout_s:g} s "
+                                       f"and was stopped", hint=LIMIT_HINT)
             return KeyboardInterrupt()
         return _wrap(exc) if isinstance(exc, duckdb.Error) else exc
 
@@ -253,7 +261,7 @@ class Query:
     def fetch(self, limit: int | None = None) -> SqlResult:
         """At most ``limit`` rows (all when None); ``truncated`` says whether more exist."""
         if limit is not None:
-            limit = _count("limit", limit, 0)
+            limit = whole_number("limit", limit, least=0)
 
         def run():
             cur = self.con.execute(self.sql)
@@ -271,12 +279,13 @@ class Query:
         """(schema, iterator of pyarrow RecordBatches), streamed from a DuckDB relation."""
         import duckdb
 
-        size = _count("size", size, 1)
+        size = whole_number("size", size)
         self._start_clock()
         try:
             rel = self.con.sql(self.sql)
             if rel is None:
-                raise SqlError("the statement returns no rows to write", code="EMPTY")
+                raise DgtracesError("the statement returns no rows to write",
+                                    code=Code.EMPTY)
             self.columns = list(rel.columns)
             self.types = [str(t) for t in rel.types]
             reader = rel.to_arrow_reader(size)
@@ -319,17 +328,6 @@ class Query:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _count(name: str, value, least: int) -> int:
-    """``value`` as a whole number >= ``least`` (BAD_INPUT otherwise)."""
-    from numbers import Integral
-
-    if isinstance(value, bool) or not isinstance(value, Integral) or not \
-            least <= int(value) <= 2 ** 62:
-        raise DgtracesError(f"{name} must be a whole number >= {least}, got {value!r}",
-                            code="BAD_INPUT")
-    return int(value)
 
 
 def sql(query: str, version: str | None = None, root=None, limit: int | None = None, *,

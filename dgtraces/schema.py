@@ -7,6 +7,8 @@ JSON schemas, the dataset card and Croissant. Cross-table keys are declared in `
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
@@ -266,8 +268,40 @@ KEYS: dict[str, tuple[str, ...]] = {
     "devices": ("device",),
     "links": ("link",),
 }
-FOREIGN_KEYS: tuple[tuple[str, str, str, str], ...] = (
-    ("layer_timings", "run_id", "runs", "run_id"),
-    ("iterations", "trace_run_id", "runs", "run_id"),
+
+
+@dataclass(frozen=True)
+class ForeignKey:
+    """``table.columns`` must name a row of ``parent.parent_columns``.
+
+    ``via`` derives a child column the table does not carry from a row it references:
+    ``{"model": ("run_id", "runs", "run_id")}`` takes the model of the referenced run. Rows
+    whose key is null (optional references, or a ``via`` row that does not exist, which its
+    own key reports) are not checked. Parent rows come from the frames checked together,
+    from the store where the caller passes it, and for ``layers`` from the shipped model
+    catalog only (a layers row must be a layer of a shipped model). ``code`` is the reason
+    code of each failure."""
+
+    table: str
+    columns: tuple[str, ...]
+    parent: str
+    parent_columns: tuple[str, ...]
+    code: str = "CROSS_TABLE"
+    via: tuple[tuple[str, str, str, str], ...] = ()  # (column, own key, parent, parent key)
+
+    @property
+    def label(self) -> str:
+        return f"{', '.join(self.columns)} not in {self.parent}"
+
+
+FOREIGN_KEYS: tuple[ForeignKey, ...] = (
+    ForeignKey("layer_timings", ("run_id",), "runs", ("run_id",)),
+    ForeignKey("iterations", ("trace_run_id",), "runs", ("run_id",)),
+    ForeignKey("layer_timings", ("model", "layer"), "layers", ("model", "layer"),
+               code="UNKNOWN_LAYER", via=(("model", "run_id", "runs", "run_id"),)),
+    ForeignKey("layers", ("model", "layer"), "layers", ("model", "layer"),
+               code="UNKNOWN_LAYER"),
 )
+# parents whose rows come from the package itself, never from the checked frames
+CATALOG_PARENTS = ("layers",)
 DESCRIPTIONS = {name: (model.__doc__ or "").strip() for name, model in TABLES.items()}

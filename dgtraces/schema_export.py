@@ -37,8 +37,12 @@ def describe(table: str) -> dict:
         "description": DESCRIPTIONS[table],
         "strict": bool(schema.strict),
         "primary_key": list(KEYS[table]),
-        "foreign_keys": [{"column": c, "references": f"{t}.{tc}"}
-                         for (src, c, t, tc) in FOREIGN_KEYS if src == table],
+        "foreign_keys": [{"columns": list(fk.columns), "references": fk.parent,
+                          "referenced_columns": list(fk.parent_columns),
+                          **({"via": [{"column": c, "through": own, "of": f"{p}.{pk}"}
+                                      for c, own, p, pk in fk.via]} if fk.via else {}),
+                          "code": fk.code}
+                         for fk in FOREIGN_KEYS if fk.table == table],
         "dataframe_checks": [str(c.error) for c in schema.checks],
         "columns": cols,
     }

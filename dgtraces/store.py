@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .datadirs import DATA_ENV  # noqa: F401  (re-exported: store.DATA_ENV)
-from .errors import Failure, IntegrityError, StoreError
+from .errors import DgtracesError, Failure, IntegrityError, StoreError, VersionError
+from .tables_io import TMP_PREFIX, atomic_file, atomic_folder, fsync_dir
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 DATASET = "dgtraces"
 MANIFEST = "manifest.json"
-TMP_PREFIX = ".tmp-"
 ISO_UTC = "%Y-%m-%dT%H:%M:%SZ"
 STAMP_UTC = "%Y%m%dT%H%M%SZ"  # compact, for ids and folder names
 _SEMVER = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")  # user input: "0.3.0" or "v0.3.0"
@@ -57,8 +57,7 @@ def releases_dir(root=None) -> Path:
 def parse_version(version: str) -> tuple[int, int, int]:
     m = _SEMVER.fullmatch(str(version).strip())
     if not m:
-        raise StoreError(f"malformed release version {version!r}; expected X.Y.Z",
-                         code="VERSION")
+        raise VersionError(f"malformed release version {version!r}; expected X.Y.Z")
     return int(m[1]), int(m[2]), int(m[3])
 
 
@@ -114,11 +113,11 @@ def refuse_inside_data(path: str | os.PathLike, option: str = "--out", root=None
     data = data_root(root).resolve()
     target = Path(path).resolve()
     if target == data or target.is_relative_to(data):
-        raise StoreError(f"refused: {path} is inside the data folder {data}, which only "
-                         f"dgtraces' release and staging code writes", code="BAD_INPUT",
-                         failures=[Failure("BAD_INPUT", "output inside the data folder",
-                                           file=str(target), column=option,
-                                           expected=f"a path outside {data}")])
+        raise DgtracesError(f"refused: {path} is inside the data folder {data}, which only "
+                            f"dgtraces' release and staging code writes", code="BAD_INPUT",
+                            failures=[Failure("BAD_INPUT", "output inside the data folder",
+                                              file=str(target), column=option,
+                                              expected=f"a path outside {data}")])
 
 
 def sha256_file(path: Path) -> str:
@@ -134,12 +133,7 @@ def _digest(manifest: Mapping) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+_fsync_dir = fsync_dir  # one implementation, in tables_io
 
 
 def utc_now(fmt: str = ISO_UTC) -> str:
@@ -149,19 +143,8 @@ def utc_now(fmt: str = ISO_UTC) -> str:
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temp file in the same folder, fsync, then rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f"{TMP_PREFIX}{path.name}.{secrets.token_hex(4)}"
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    with atomic_file(path) as fh:
+        fh.write(data)
 
 
 VERIFY_HINT = "run `dgtraces verify`"
@@ -295,27 +278,25 @@ def write_release(version: str, frames: Mapping[str, "pd.DataFrame"], *, root=No
     version = norm_version(version)
     existing = list_releases(root)
     if version in existing or (releases_dir(root) / f"v{version}").exists():
-        raise StoreError(f"release {version} exists already; releases are immutable",
-                         code="VERSION")
+        raise VersionError(f"release {version} exists already; releases are immutable")
     if existing and not allow_older and parse_version(version) <= parse_version(existing[-1]):
-        raise StoreError(f"release {version} is not newer than the latest ({existing[-1]})",
-                         code="VERSION")
+        raise VersionError(f"release {version} is not newer than the latest "
+                           f"({existing[-1]})")
     import pandas as pd
 
     if not isinstance(frames, Mapping) or not frames:
-        raise StoreError("a release needs at least one table (a mapping name -> DataFrame)",
-                         code="EMPTY")
+        raise DgtracesError("a release needs at least one table (a mapping name -> "
+                            "DataFrame)", code="EMPTY")
     bad = sorted(str(n) for n, df in frames.items() if not isinstance(df, pd.DataFrame))
     if bad:
-        raise StoreError(f"not DataFrames: {', '.join(bad)}", code="BAD_INPUT")
+        raise DgtracesError(f"not DataFrames: {', '.join(bad)}", code="BAD_INPUT")
     frames = dict(frames)
     if validate:
         frames = validate_tables(frames)
     rdir = releases_dir(root)
     rdir.mkdir(parents=True, exist_ok=True)
-    tmp = rdir / f"{TMP_PREFIX}v{version}-{os.getpid()}-{secrets.token_hex(3)}"
-    tmp.mkdir()
-    try:
+    with atomic_folder(rdir / f"v{version}", exists_ok=True, tmp_name=(
+            f"{TMP_PREFIX}v{version}-{os.getpid()}-{secrets.token_hex(3)}")) as tmp:
         entries = {}
         for name in sorted(frames):
             df = frames[name]
@@ -341,12 +322,6 @@ def write_release(version: str, frames: Mapping[str, "pd.DataFrame"], *, root=No
             fh.write("\n")
             fh.flush()
             os.fsync(fh.fileno())
-        _fsync_dir(tmp)
-        os.rename(tmp, rdir / f"v{version}")  # the commit point
-        _fsync_dir(rdir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return rdir / f"v{version}"
 
 

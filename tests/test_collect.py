@@ -12,6 +12,7 @@ from dgtraces.collect.comm import collect_comm, fit_alpha_beta, parse_size, pars
 from dgtraces.collect.layers import collect_layers
 from dgtraces.collect.ssgd import collect_ssgd
 from dgtraces.errors import DgtracesError
+from dgtraces.tables_io import check_out, write_tables
 
 
 @pytest.mark.parametrize("ratio, flagged", [(1.0, False), (1.09, False), (0.91, False),
@@ -76,7 +77,7 @@ def test_bad_inputs_before_any_measurement():
                        (lambda: collect_ssgd("alexnet", batch_size=0), "BAD_INPUT"),
                        (lambda: collect_ssgd("alexnet", bucket_mb=float("nan")), "BAD_INPUT"),
                        (lambda: collect_ssgd("alexnet", bucket_mb=float("inf")), "BAD_INPUT"),
-                       (lambda: collect_comm(backend="nccl"), "BAD_INPUT"),
+                       (lambda: collect_comm(backend="mpi"), "BAD_INPUT"),
                        (lambda: collect_comm(warmup=-1), "BAD_INPUT"),
                        (lambda: collect_comm(repeats=0), "BAD_INPUT")):
         with pytest.raises(DgtracesError) as exc:
@@ -129,22 +130,22 @@ def _run_frames(run_id="r1", ratio=1.0):
 
 
 def test_write_tables_csv_instead_of_parquet(tmp_path):
-    paths = env.write_tables(tmp_path / "as_csv", _run_frames(), csv=True)
+    paths = write_tables(tmp_path / "as_csv", _run_frames(), fmt="csv")
     assert sorted(p.name for p in paths) == ["layer_timings.csv", "runs.csv"]
     assert pd.read_csv(tmp_path / "as_csv" / "runs.csv")["run_id"].tolist() == ["r1"]
 
 
 def test_write_tables_all_or_nothing(tmp_path):
     out = tmp_path / "trace"
-    paths = env.write_tables(out, _run_frames())
+    paths = write_tables(out, _run_frames())
     assert sorted(p.name for p in paths) == ["layer_timings.parquet", "runs.parquet"]
     assert pd.read_parquet(out / "runs.parquet")["run_id"].tolist() == ["r1"]
     with pytest.raises(DgtracesError) as exc:  # refuses a non-empty folder
-        env.write_tables(out, _run_frames())
+        write_tables(out, _run_frames())
     assert exc.value.code == "BAD_INPUT"
     bad = _run_frames(ratio=-1.0)  # schema: layer_sum_ratio > 0
     with pytest.raises(DgtracesError) as exc:
-        env.write_tables(tmp_path / "bad", bad)
+        write_tables(tmp_path / "bad", bad)
     assert exc.value.code == "SCHEMA"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trace"]  # no partial output
 
@@ -186,9 +187,9 @@ def test_used_out_folder_is_refused_before_measuring(tmp_path, monkeypatch, comm
     assert isinstance(res.exception, DgtracesError) and res.exception.code == "BAD_INPUT"
     assert [p.name for p in out.iterdir()] == ["runs.parquet"]
     with pytest.raises(DgtracesError) as exc:
-        env.check_out(out / "runs.parquet")  # a file is no folder either
+        check_out(out / "runs.parquet")  # a file is no folder either
     assert exc.value.code == "BAD_INPUT"
-    assert env.check_out(tmp_path / "new") == tmp_path / "new"
+    assert check_out(tmp_path / "new") == tmp_path / "new"
 
 
 def test_measure_lock_breaks_stale_locks_and_times_out_on_live_ones(tmp_path):

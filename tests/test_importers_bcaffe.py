@@ -135,3 +135,19 @@ def test_run_ids_shipped_stable_others_carry_their_hash(tmp_path):
         assert set(res.layer_timings["run_id"]) == {ids[-1]}
     assert ids[0] != ids[1]
     assert _other(LOG, run_id="mine").runs.iloc[0]["run_id"] == "mine"
+
+
+def test_stages_compose_to_import_log():
+    """parse -> attribute -> build_rows is what import_log does, stage by stage."""
+    from dgtraces import reference
+    from dgtraces.importers import bcaffe as bc
+
+    path = reference.path("bcaffe/tmpcomm.log")
+    parsed = bc.parse(path.read_text(encoding="utf-8"), str(path))
+    assert len(parsed.used) + parsed.zero + parsed.duplicate == len(parsed.blocks)
+    attributed = bc.attribute(parsed, "googlenet")
+    assert attributed.n == len(parsed.used)
+    whole = bc.import_log(path, "googlenet")
+    lt = whole.layer_timings.set_index("layer")
+    for layer, (bwd, comm) in attributed.layers.items():
+        assert lt.loc[layer, "bwd_ms"] == bwd and lt.loc[layer, "comm_ms"] == comm

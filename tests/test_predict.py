@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dgtraces import fitting
 from dgtraces.errors import DgtracesError
 from dgtraces.models import layers_frame
 from dgtraces.predict import (
@@ -283,7 +284,7 @@ def test_staging_copy_fit_is_the_collectors_fit():
     from dgtraces.collect import comm
     from dgtraces.predict import staging
 
-    assert staging.fit_alpha_beta is comm.fit_alpha_beta  # one fit, not two copies
+    assert staging.fit_alpha_beta is fitting.fit_alpha_beta  # one fit, not two copies
     threads = torch.get_num_threads()
     try:
         fit = staging.measure_copy(sizes=(1 << 16, 1 << 18, 1 << 20), reps=3)

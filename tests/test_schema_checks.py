@@ -2,7 +2,7 @@ import pandas as pd
 import pytest
 
 from dgtraces.checks import validate_files, validate_frame, validate_tables
-from dgtraces.errors import ValidationError
+from dgtraces.errors import DgtracesError, ValidationError
 from dgtraces.schema_export import stale
 
 
@@ -96,7 +96,7 @@ def test_non_utf8_and_truncated_files(tmp_path):
 def test_unknown_table_name(tmp_path):
     p = tmp_path / "stuff.csv"
     p.write_text("a\n1\n")
-    with pytest.raises(ValidationError) as exc:
+    with pytest.raises(DgtracesError) as exc:  # a bad argument, not a schema failure
         validate_files([p])
     assert exc.value.code == "BAD_INPUT"
 

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from dgtraces import store
-from dgtraces.errors import StoreError, ValidationError
+from dgtraces.errors import DgtracesError, StoreError, ValidationError
 from dgtraces.models import layers_frame
 
 
@@ -155,7 +155,7 @@ def test_malformed_manifest_is_reported_not_raised(tmp_store, edit):
 
 def test_outputs_inside_the_data_folder_are_refused(tmp_store, tmp_path):
     for path in (tmp_store / "x.csv", tmp_store / "releases" / "v0.9.0", tmp_store):
-        with pytest.raises(StoreError) as exc:
+        with pytest.raises(DgtracesError) as exc:  # a bad argument, not a store lookup
             store.refuse_inside_data(path)
         assert exc.value.code == "BAD_INPUT"
     store.refuse_inside_data(tmp_path / "elsewhere.csv")  # fine
@@ -164,7 +164,7 @@ def test_outputs_inside_the_data_folder_are_refused(tmp_store, tmp_path):
 def test_write_release_needs_tables(tmp_store):
     for frames, code in (({}, "EMPTY"), ([layers_frame("alexnet")], "EMPTY"),
                          ({"layers": None}, "BAD_INPUT")):
-        with pytest.raises(StoreError) as exc:
+        with pytest.raises(DgtracesError) as exc:
             store.write_release("0.9.0", frames)
         assert exc.value.code == code
     assert store.list_releases() == ["0.1.0"]

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ..predict.policy_registry import COLLECTED_POLICIES
 from . import OutPath, model_option
 from .options import deprecated_alias, split_list
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..tables_io import Format
 
 
 def _progress(label: str):
@@ -44,6 +49,10 @@ def _aux_only_with_aux(model: str, aux: bool) -> None:
                             f"{model}", code="BAD_INPUT")
 
 
+def _fmt(csv: bool) -> Format:
+    return "csv" if csv else "parquet"
+
+
 @collect.command()
 @model_option(required=True)
 @click.option("--batch-size", type=int, required=True)
@@ -51,33 +60,76 @@ def _aux_only_with_aux(model: str, aux: bool) -> None:
 @click.option("--warmup", type=int, default=2, show_default=True)
 @click.option("--threads", type=int, default=1, show_default=True, help="intra-op threads")
 @click.option("--aux", is_flag=True, help="GoogLeNet: include the auxiliary classifiers.")
+@click.option("--device", default="cpu", show_default=True,
+              help="cpu, cuda or cuda:N (CUDA-event timing on that GPU)")
+@click.option("--precision", type=click.Choice(["fp32", "amp"]), default="fp32",
+              show_default=True, help="amp: fp16 autocast + GradScaler (GPU only)")
+@click.option("--profile", "profile_trace", default=None, type=OutPath(dir_okay=False),
+              help="also capture the run with torch.profiler into this Chrome trace "
+                   "(.json or .json.gz) and add its imported run to the output")
 @click.option("--out", required=True, type=OutPath(file_okay=False),
               help="new folder for runs.parquet + layer_timings.parquet")
 @click.option("--csv", is_flag=True, help="Write CSV instead of Parquet.")
-def layers(model, batch_size, repeats, warmup, threads, aux, out, csv) -> None:
+def layers(model, batch_size, repeats, warmup, threads, aux, device, precision,
+           profile_trace, out, csv) -> None:
     """Caffe-time-style per-layer forward/backward timing plus the whole iteration."""
-    from ..collect.env import check_out, check_positive, write_tables
+    from ..collect.gpu import check_precision, parse_device, require_cuda
     from ..collect.layers import collect_layers
     from ..models import get_spec
+    from ..tables_io import check_out, write_tables
+    from ..values import positive_int
 
     _aux_only_with_aux(model, aux)
     get_spec(model)
-    check_positive("batch size", batch_size)
+    positive_int("batch size", batch_size)
+    target = parse_device(device)
+    check_precision(precision, target)
+    if target.cuda:  # NO_CUDA at once, before the progress bar
+        require_cuda(f"collect layers --device {device}", target.index)
     check_out(out)  # before measuring: a used --out must not cost the measurement
-    bar, update = _progress(f"{model} b{batch_size} t{threads}")
+    bar, update = _progress(f"{model} b{batch_size} {device} {precision}")
     with bar:
         trace = collect_layers(model, batch_size, repeats=repeats, warmup=warmup,
-                               threads=threads, aux=aux, progress=update)
+                               threads=threads, aux=aux, device=device, precision=precision,
+                               progress=update)
+    frames = trace.frames()
+    prof = None
+    if profile_trace:
+        import pandas as pd
+
+        from ..collect.profile import profile_layers
+
+        prof = profile_layers(model, batch_size, profile_trace, device=device,
+                              precision=precision, iterations=max(2, min(repeats, 10)),
+                              warmup=warmup, threads=threads, aux=aux)
+        frames = {"runs": pd.concat([trace.runs, prof.runs], ignore_index=True),
+                  "layer_timings": pd.concat([trace.layer_timings, prof.layer_timings],
+                                             ignore_index=True)}
     run = trace.runs.iloc[0]
-    _written(write_tables(out, trace.frames(), csv=csv))
+    _written(write_tables(out, frames, fmt=_fmt(csv)))
     click.echo(f"run {run.run_id}: fwd {run.fwd_ms:.1f} ms, bwd {run.bwd_ms:.1f} ms, "
                f"update {run.update_ms:.1f} ms, layer_sum_ratio {run.layer_sum_ratio:.3f}")
     if run.flagged:
         click.echo(f"FLAGGED: {run.flag_reason}", err=True)
+    if prof is not None:
+        p = prof.runs.iloc[0]
+        click.echo(f"profiled run {p.run_id}: fwd {p.fwd_ms:.1f} ms, bwd {p.bwd_ms:.1f} ms, "
+                   f"layer_sum_ratio {p.layer_sum_ratio:.3f} (trace {profile_trace})")
+    if trace.device is not None:
+        _device_note(trace.device)
+
+
+def _device_note(entry: dict) -> None:
+    """Print the GPU's devices entry for contribution.yaml."""
+    known = "datasheet figures known" if entry["datasheet"] else "no datasheet figures"
+    click.echo(f"device {entry['device']} ({entry['name']}; {known}); for contribution.yaml "
+               f"if the store lacks it:\n  devices:\n    - {{device: {entry['device']}, "
+               f"kind: gpu, name: {entry['name']}}}")
 
 
 @collect.command()
-@click.option("--backend", default="gloo", show_default=True)
+@click.option("--backend", type=click.Choice(["gloo", "nccl"]), default="gloo",
+              show_default=True, help="nccl: one process per GPU (needs --workers GPUs)")
 @click.option("--workers", type=int, default=2, show_default=True)
 @click.option("--sizes", default="4B..64MiB", show_default=True,
               help="range LO..HI (x --factor) or a comma list")
@@ -92,7 +144,7 @@ def layers(model, batch_size, repeats, warmup, threads, aux, out, csv) -> None:
 def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv) -> None:
     """Time collectives across message sizes on 127.0.0.1; fit alpha-beta with R^2."""
     from ..collect.comm import collect_comm, parse_sizes
-    from ..collect.env import check_out, write_tables
+    from ..tables_io import check_out, write_tables
 
     collectives = split_list(collectives)
     parsed = parse_sizes(sizes, factor)
@@ -100,7 +152,7 @@ def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv
     click.echo(f"{len(parsed)} sizes x {len(collectives)} collective(s), {workers} workers")
     frames = collect_comm(workers=workers, sizes=parsed, repeats=repeats, warmup=warmup,
                           backend=backend, collectives=tuple(collectives))
-    _written(write_tables(out, frames, csv=csv))
+    _written(write_tables(out, frames, fmt=_fmt(csv)))
     fitted = set()
     if "comm_fits" in frames:
         for fit in frames["comm_fits"].itertuples():
@@ -117,10 +169,13 @@ def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv
 @click.option("--workers", type=int, default=2, show_default=True)
 @click.option("--threads-per-worker", type=int, default=1, show_default=True)
 @click.option("--policies", default="naive", show_default=True,
-              help="Comma list of " + " | ".join(COLLECTED_POLICIES) + ".")
+              help="Comma list of " + " | ".join((*COLLECTED_POLICIES, "ddp"))
+                   + " (ddp = torch DistributedDataParallel, stored as bucketed).")
 @deprecated_alias("--policy", "--policies", "policies", multiple=True)
+@click.option("--backend", type=click.Choice(["gloo", "nccl"]), default="gloo",
+              show_default=True, help="nccl: one process per GPU (needs --workers GPUs)")
 @click.option("--bucket-mib", type=float, default=25.0, show_default=True,
-              help="Bucket size of the bucketed policy (MiB).")
+              help="Bucket size of the bucketed and ddp policies (MiB).")
 @deprecated_alias("--bucket-mb", "--bucket-mib", "bucket_mib", type=float)
 @click.option("--iters", type=int, default=10, show_default=True)
 @click.option("--warmup", type=int, default=2, show_default=True)
@@ -131,11 +186,12 @@ def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv
                    " whose run id becomes trace_run_id")
 @click.option("--out", required=True, type=OutPath(file_okay=False))
 @click.option("--csv", is_flag=True, help="Write CSV instead of Parquet.")
-def ssgd(model, workers, threads_per_worker, policies, bucket_mib, iters, warmup, batch_size,
-         aux, trace, out, csv) -> None:
-    """Real synchronous data-parallel SGD (gloo, localhost) -> iterations rows."""
-    from ..collect.env import check_out, write_tables
+def ssgd(model, workers, threads_per_worker, policies, backend, bucket_mib, iters, warmup,
+         batch_size, aux, trace, out, csv) -> None:
+    """Real synchronous data-parallel SGD (gloo on localhost, or NCCL on GPUs) -> iterations
+    rows."""
     from ..collect.ssgd import collect_ssgd
+    from ..tables_io import check_out, write_tables
 
     _aux_only_with_aux(model, aux)
     policies = _policies(policies)
@@ -147,8 +203,10 @@ def ssgd(model, workers, threads_per_worker, policies, bucket_mib, iters, warmup
         runs, trace_id = find_trace(trace, model, batch_size)
     df = collect_ssgd(model, workers=workers, threads_per_worker=threads_per_worker,
                       policies=policies, bucket_mb=bucket_mib, iters=iters, warmup=warmup,
-                      batch_size=batch_size, aux=aux, trace_run_id=trace_id)
-    _written(write_tables(out, {"iterations": df}, known_runs=runs, csv=csv))
+                      batch_size=batch_size, aux=aux, trace_run_id=trace_id,
+                      backend=backend)
+    _written(write_tables(out, {"iterations": df}, fmt=_fmt(csv),
+                          known={"runs": runs} if runs is not None else None))
     for row in df.itertuples():
         click.echo(f"{row.policy}: {row.iter_ms:.1f} ms/iter "
                    f"(p10 {row.iter_p10_ms:.1f}, p90 {row.iter_p90_ms:.1f}, n {row.n})")
@@ -160,9 +218,9 @@ def _policies(text) -> tuple[str, ...]:
 
     names = split_list(text)
     for name in names:
-        if name not in COLLECTED_POLICIES:
+        if name not in (*COLLECTED_POLICIES, "ddp"):
             raise bad("policies", "not a policy the collector implements",
-                      " | ".join(COLLECTED_POLICIES), name)
+                      " | ".join((*COLLECTED_POLICIES, "ddp")), name)
     if not names:
         raise bad("policies", "no policy", "at least one", text)
     return names

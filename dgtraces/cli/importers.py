@@ -1,12 +1,11 @@
-"""``dgtraces import kineto|bcaffe|osu|published``: traces recorded elsewhere -> table CSVs.
+"""``dgtraces import kineto|bcaffe|osu|nccl-tests|published``: traces recorded elsewhere ->
+table CSVs.
 
 Each subcommand writes ``<table>.csv`` files into ``--out`` (named after their tables, so
 ``dgtraces validate OUT/*.csv`` checks them) and never touches data/.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import click
 
@@ -20,28 +19,25 @@ FORCE = click.option("--force", is_flag=True, help="Overwrite existing table fil
 def _write(frames: dict, out: str, force: bool) -> None:
     from ..errors import DgtracesError
     from ..schema import KEYS
-    from ..store import atomic_write_bytes
+    from ..tables_io import write_tables
 
     for name, df in frames.items():  # e.g. the same log given twice
         key = [c for c in KEYS.get(name, ()) if c in df.columns]
         if key and df.duplicated(subset=key).any():
             raise DgtracesError(f"{name}: the inputs repeat rows (same {', '.join(key)}); give "
                                 "each log once", code="DUPLICATE")
-    folder = Path(out)
-    targets = {name: folder / f"{name}.csv" for name in frames}
-    clash = [str(p) for p in targets.values() if p.exists()]
-    if clash and not force:
-        raise DgtracesError(f"refusing to overwrite {', '.join(clash)} (use --force)",
-                            code="BAD_INPUT")
-    for name, df in frames.items():
-        atomic_write_bytes(targets[name], df.to_csv(index=False).encode("utf-8"))
-        click.echo(f"wrote {targets[name]}  ({len(df)} rows)")
+    # the importers validated their frames already (each table alone: a layer_timings
+    # import may reference runs of another file)
+    paths = write_tables(out, frames, fmt="csv", validate=False, into_existing=True,
+                         overwrite=force)
+    for path, df in zip(paths, frames.values(), strict=False):
+        click.echo(f"wrote {path}  ({len(df)} rows)")
 
 
 @click.group("import")
 def import_group() -> None:
     """Import traces recorded elsewhere (PyTorch profiler, B-Caffe, caffe time, PipeDream,
-    OSU) as table CSVs."""
+    OSU, nccl-tests) as table CSVs."""
 
 
 @import_group.command("kineto")
@@ -140,25 +136,65 @@ def bcaffe(log, model, run_id, source, device, batch_size, workers, out, force) 
 @FORCE
 def osu(logs, workers, source, interconnect, out, force) -> None:
     """OSU MPI allreduce latency logs -> comm points + comm_fits (alpha-beta, R^2)."""
-    import pandas as pd
-
     from ..importers.osu import INTERCONNECT, import_log
+
+    def header(log, res) -> str:
+        how = " (from the file name)" if res.workers_from_name else ""
+        return f"{log}: {len(res.comm)} sizes, {res.workers} processes{how}"
+
+    _comm_imports(logs, lambda log: import_log(log, source=source, workers=workers,
+                                               interconnect=interconnect or INTERCONNECT),
+                  header, lambda f: (f"{f.min_bytes}-{f.max_bytes} B: alpha {f.alpha_us:.2f} "
+                                     f"us, {f.bandwidth_gb_s:.3f} GB/s, r2 {f.r2:.3f}"),
+                  out, force)
+
+
+def _comm_imports(logs, run, header, describe_fit, out, force) -> None:
+    """Import each log (``run``), report it and its fits, write comm + comm_fits."""
+    import pandas as pd
 
     comm, fits = [], []
     for log in logs:
-        res = import_log(log, source=source, workers=workers,
-                         interconnect=interconnect or INTERCONNECT)
-        how = " (from the file name)" if res.workers_from_name else ""
-        click.echo(f"{log}: {len(res.comm)} sizes, {res.workers} processes{how}")
+        res = run(log)
+        click.echo(header(log, res))
         for f in res.comm_fits.itertuples():
-            click.echo(f"  {f.min_bytes}-{f.max_bytes} B: alpha {f.alpha_us:.2f} us, "
-                       f"{f.bandwidth_gb_s:.3f} GB/s, r2 {f.r2:.3f}")
+            click.echo("  " + describe_fit(f))
         for note in res.notes:
             click.echo(f"  note: {note}")
         comm.append(res.comm)
         fits.append(res.comm_fits)
     _write({"comm": pd.concat(comm, ignore_index=True),
             "comm_fits": pd.concat(fits, ignore_index=True)}, out, force)
+
+
+@import_group.command("nccl-tests")
+@click.argument("logs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--collective", default=None,
+              type=click.Choice(["allreduce", "allgather", "broadcast", "reduce",
+                                 "reduce_scatter"]),
+              help="Default: from the <name>_perf in the log or file name.")
+@click.option("--interconnect", default=None,
+              help="Link name, e.g. nvlink4 or ib-ndr (default: <gpu>-x<ranks>-intra-node).")
+@click.option("--source", default=None, help="Citation (default: file name and sha256).")
+@OUT
+@FORCE
+def nccl_tests(logs, collective, interconnect, source, out, force) -> None:
+    """nccl-tests logs (all_reduce_perf, all_gather_perf, ...) -> comm points (out-of-place
+    and in-place, workers = ranks, backend nccl) + comm_fits (alpha-beta)."""
+    from ..importers.nccl_tests import import_log
+
+    def header(log, res) -> str:
+        return (f"{log}: {res.collective}, {res.ranks} ranks on {res.hosts} host(s), "
+                f"{res.gpu} (device {res.device}), {len(res.comm) // 2} sizes")
+
+    def describe_fit(f) -> str:
+        placement = "in-place" if "; in-place;" in f.source else "out-of-place"
+        return (f"{placement}: alpha {f.alpha_us:.2f} us, {f.bandwidth_gb_s:.2f} GB/s, "
+                f"r2 {f.r2:.3f}")
+
+    _comm_imports(logs, lambda log: import_log(log, collective=collective,
+                                               interconnect=interconnect, source=source),
+                  header, describe_fit, out, force)
 
 
 @import_group.command("published")

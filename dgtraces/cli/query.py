@@ -7,11 +7,7 @@ rich, never pandas or pandera.
 from __future__ import annotations
 
 import contextlib
-import os
-import secrets
 import sys
-from pathlib import Path
-from typing import Any
 
 import click
 
@@ -28,18 +24,10 @@ def _atomic_open(path: str | None, mode: str):
     if path is None:
         yield sys.stdout
         return
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".tmp-{target.name}.{secrets.token_hex(4)}"
-    try:
-        text: dict[str, Any] = {"encoding": "utf-8", "newline": ""} if "b" not in mode else {}
-        with open(tmp, mode, **text) \
-                as fh:
-            yield fh
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    from ..tables_io import atomic_file
+
+    with atomic_file(path, mode) as fh:
+        yield fh
 
 
 def _json_value(value):

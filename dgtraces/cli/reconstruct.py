@@ -45,7 +45,7 @@ def reconstruct(device, model, batch_size, precision, out, as_csv, report, relea
     from ..reconstruct import reconstruct_trace, runs_frame
 
     if out:
-        from ..collect.env import check_out
+        from ..tables_io import check_out
 
         check_out(out)  # before any work, as the collectors do
     rec = reconstruct_trace(device, model, batch_size, precision)
@@ -57,8 +57,9 @@ def reconstruct(device, model, batch_size, precision, out, as_csv, report, relea
     counts = rec.bound[["fwd_bound", "bwd_bound"]].stack().value_counts()
     click.echo("layer-directions by bound: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     if out:
-        from ..collect.env import write_tables
+        from ..tables_io import write_tables
 
         for path in write_tables(out, {"runs": runs_frame([rec]),
-                                       "layer_timings": rec.layer_timings}, csv=as_csv):
+                                       "layer_timings": rec.layer_timings},
+                                 fmt="csv" if as_csv else "parquet"):
             click.echo(f"wrote {path}")

@@ -1,5 +1,5 @@
-"""What every measured row carries: host, versions, timestamps, ids, robust statistics, and
-the all-or-nothing writer of a collector's output folder."""
+"""What every measured row carries: versions, timestamps, ids, the measurement lock; re-exports
+the torch-free helpers collectors use (``fitting``, ``tables_io``, ``values``, ``host``)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,15 @@ import platform
 import secrets
 import subprocess
 import sys
-import tempfile
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import DgtracesError, require
+from ..fitting import RATIO_TOLERANCE, consistency_flag, stats
+from ..host import cores, cpu_model, loadavg
 from ..store import STAMP_UTC, utc_now
+from ..tables_io import check_out, write_tables
+from ..values import nonneg_int, positive_int
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -23,7 +25,6 @@ if TYPE_CHECKING:  # pragma: no cover
 REPO = Path(__file__).resolve().parent.parent.parent
 INTERCONNECT = "loopback-gloo"
 DEVICE = "cpu"
-RATIO_TOLERANCE = 0.10
 
 
 MEASURE_LOCK = Path("/tmp/dgtraces-measure.lock")
@@ -126,45 +127,6 @@ def require_torch(purpose: str):
     return require("torch", "collect", purpose)
 
 
-def check_positive(name: str, value: int) -> None:
-    if value is None or int(value) <= 0:
-        raise DgtracesError(f"{name} must be a positive integer, got {value!r}",
-                            code="BAD_INPUT")
-
-
-def check_nonneg(name: str, value: int) -> None:
-    if value is None or int(value) < 0:
-        raise DgtracesError(f"{name} must be an integer >= 0, got {value!r}", code="BAD_INPUT")
-
-
-def check_out(out: str | os.PathLike) -> Path:
-    """``out`` must not exist or be an empty folder; checked before measuring (and again by
-    :func:`write_tables`), so a bad ``--out`` costs no measurement time."""
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise DgtracesError(f"{out} exists and is not an empty folder; pick a new --out",
-                            code="BAD_INPUT")
-    return out
-
-
-def cpu_model() -> str:
-    """The CPU model string from /proc/cpuinfo (or platform.processor())."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
-
-
-def cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - non-Linux
-        return os.cpu_count() or 1
-
-
 def git_describe() -> str:
     try:
         out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO,
@@ -192,13 +154,6 @@ def new_id(*parts) -> str:
     return "-".join([*(str(p) for p in parts), stamp, secrets.token_hex(2)])
 
 
-def loadavg() -> list[float] | None:
-    try:
-        return [round(v, 2) for v in os.getloadavg()]
-    except OSError:  # pragma: no cover
-        return None
-
-
 def environment(threads: int | None = None) -> dict:
     """Environment details stored in params_json so noise and setup are visible."""
     import torch
@@ -218,64 +173,13 @@ def environment(threads: int | None = None) -> dict:
     return env
 
 
-def stats(samples_ms: Sequence[float]) -> tuple[float, float, float, int]:
-    """(median, p10, p90, n) with linear interpolation; p10 <= median <= p90 always."""
-    import numpy as np
-
-    arr = np.asarray(samples_ms, dtype=float)
-    if arr.size == 0:
-        raise DgtracesError("no timing samples", code="COLLECT")
-    med, p10, p90 = np.percentile(arr, [50, 10, 90])
-    return float(med), float(p10), float(p90), int(arr.size)
-
-
-def consistency_flag(ratio: float | None, tol: float = RATIO_TOLERANCE
-                     ) -> tuple[bool, str | None]:
-    """Flag a run whose per-layer sum is not within ``tol`` of the whole-model time."""
-    if ratio is None or ratio != ratio:
-        return True, "layer_sum_ratio could not be computed"
-    if abs(ratio - 1.0) > tol:
-        return True, (f"sum of per-layer fwd+bwd is {ratio:.3f} x the whole-model fwd+bwd "
-                      f"(allowed {1 - tol:.2f}..{1 + tol:.2f})")
-    return False, None
-
-
-def write_tables(out: str | os.PathLike, frames: Mapping[str, "pd.DataFrame"], *,
-                 known_runs: "pd.DataFrame | None" = None, csv: bool = False) -> list[Path]:
-    """Validate ``frames`` and write one ``<table>.parquet`` (or ``.csv``) per table into ``out``.
-
-    Files go to a temp folder beside ``out`` that is renamed into place last, so an
-    interruption leaves no partial output. ``out`` must not exist or be empty.
-    """
-    from ..checks import validate_tables
-
-    out = check_out(out)
-    valid = validate_tables(frames, known_runs=known_runs)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    written = []
-    # the temp folder is renamed away on success; on any error it is removed with its files
-    with tempfile.TemporaryDirectory(prefix=f".tmp-{out.name}-", dir=out.parent,
-                                     ignore_cleanup_errors=True) as tmp_name:
-        tmp = Path(tmp_name)
-        for name, df in valid.items():
-            if csv:
-                df.to_csv(tmp / f"{name}.csv", index=False)
-                written.append(out / f"{name}.csv")
-            else:
-                df.to_parquet(tmp / f"{name}.parquet", index=False)
-                written.append(out / f"{name}.parquet")
-        if out.exists():
-            out.rmdir()
-        os.rename(tmp, out)
-    return written
-
-
 def frame(rows: list[dict]) -> "pd.DataFrame":
     import pandas as pd
 
     return pd.DataFrame(rows)
 
 
-__all__ = ["DEVICE", "INTERCONNECT", "check_nonneg", "check_out", "check_positive",
-           "collector_version", "consistency_flag", "environment", "framework", "loadavg",
-           "measure_lock", "new_id", "require_torch", "stats", "utc_now", "write_tables"]
+__all__ = ["DEVICE", "INTERCONNECT", "RATIO_TOLERANCE", "check_out", "collector_version",
+           "consistency_flag", "cores", "cpu_model", "environment", "framework", "loadavg",
+           "measure_lock", "new_id", "nonneg_int", "positive_int", "require_torch", "stats",
+           "utc_now", "write_tables"]

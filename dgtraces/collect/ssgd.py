@@ -1,4 +1,5 @@
-"""Real synchronous data-parallel SGD over gloo on localhost -> measured ``iterations`` rows.
+"""Real synchronous data-parallel SGD (gloo on localhost, or NCCL with one process per GPU)
+-> measured ``iterations`` rows.
 
 Every worker holds the same model (same seed) and its own synthetic batch. Gradients are
 averaged across workers under one of three policies:
@@ -11,7 +12,10 @@ averaged across workers under one of three policies:
   backward; the handles are waited on after backward;
 * ``bucketed``: DDP-style; gradients are packed in readiness order into flat buckets of at
   least ``bucket_mb`` MiB, each bucket all-reduced asynchronously when full (the last one
-  after backward), then unpacked.
+  after backward), then unpacked;
+* ``ddp``: PyTorch's own ``DistributedDataParallel`` (``bucket_cap_mb`` = ``bucket_mb``),
+  stored as policy ``bucketed`` with the implementation named in ``phases_json`` and
+  ``notes`` (its allreduces run inside backward, so ``comm_wait`` is ~0).
 
 One iteration: barrier, forward, backward, communication wait (+ averaging/unpacking),
 SGD-momentum update. Its time is the slowest worker's; phases are medians of the slowest
@@ -26,13 +30,16 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import DgtracesError
 from ..models import get_spec
-from ..predict.policy_registry import COLLECTED_POLICIES as POLICIES
-from ..predict.policy_registry import Grouping, grouping
+from ..predict.policy_registry import COLLECTED_POLICIES, Grouping, grouping
 from . import env, procs
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+DDP = "ddp"  # PyTorch's DistributedDataParallel: an implementation of policy bucketed
+POLICIES = (*COLLECTED_POLICIES, DDP)
+BACKENDS = ("gloo", "nccl")
+STORED_POLICY = {DDP: "bucketed"}  # the iterations.policy a collector policy is stored as
 PHASES = ("iter", "fwd", "bwd", "comm_wait", "update")
 
 
@@ -51,7 +58,7 @@ class Reducer:
         self.calls = 0
 
     def attach(self) -> None:
-        if grouping(self.policy) is Grouping.AFTER_BACKWARD:
+        if self.policy == DDP or grouping(self.policy) is Grouping.AFTER_BACKWARD:
             return
         for ps in self.layer_params.values():
             for p in ps:
@@ -87,6 +94,8 @@ class Reducer:
             self.bucket = []
 
     def finish(self) -> None:
+        if self.policy == DDP:  # DistributedDataParallel reduced inside backward
+            return
         if grouping(self.policy) is Grouping.AFTER_BACKWARD:
             for name in reversed(list(self.layer_params)):
                 self._launch(self.layer_params[name])
@@ -109,34 +118,64 @@ class Reducer:
             offset += n
 
 
-def _worker(rank, world, port, result_path, cfg):
+def _model_for(net, policy: str, cfg: dict, target):
+    """The module a policy trains: the net itself, or the net inside DDP for ``ddp``."""
+    if policy != DDP:
+        return net
+    from torch.nn.parallel import DistributedDataParallel
+
+    return DistributedDataParallel(net, device_ids=[target.index] if target.cuda else None,
+                                   bucket_cap_mb=cfg["bucket_bytes"] / 2 ** 20)
+
+
+def run_policies(dist, net, opt, x, labels, cfg: dict, world: int, target, clock) -> dict:
+    """Per policy: this rank's (iteration, fwd, bwd, comm_wait, update) seconds per timed
+    iteration, gathered from every rank, and the collective calls of the last iteration."""
     import torch
 
-    dist = procs.init(rank, world, port, "gloo", cfg["threads"])
-    from . import net as tnet
     from .layers import whole_pass
 
-    net = tnet.build(cfg["model"], aux=cfg["aux"], seed=0)
-    net.train()
-    opt = torch.optim.SGD(net.parameters(), lr=1e-4, momentum=0.9)
-    x, labels = tnet.synthetic_batch(net, cfg["batch_size"], seed=1 + rank)
     out = {}
-    for policy in cfg["policies"]:
+    # DDP last: its autograd hooks stay on the parameters while the wrapper lives
+    order = sorted(cfg["policies"], key=lambda p: p == DDP)
+    for policy in order:
         red = Reducer(net, policy, cfg["bucket_bytes"], world)
+        model = _model_for(net, policy, cfg, target)
         red.attach()
         samples = []
         for i in range(cfg["warmup"] + cfg["iters"]):
             opt.zero_grad(set_to_none=True)
             red.start()
             dist.barrier()
-            phases = whole_pass(net, opt, x, labels, sync=red.finish)
+            phases = whole_pass(model, opt, x, labels, sync=red.finish, clock=clock)
             if i >= cfg["warmup"]:
                 samples.append([sum(phases), *phases])
         red.detach()
-        mine = torch.tensor(samples, dtype=torch.float64)
+        mine = torch.tensor(samples, dtype=torch.float64, device=x.device)
         every = [torch.zeros_like(mine) for _ in range(world)]
         dist.all_gather(every, mine)
-        out[policy] = {"per_rank_s": [t.tolist() for t in every], "comm_calls": red.calls}
+        out[policy] = {"per_rank_s": [t.cpu().tolist() for t in every],
+                       "comm_calls": None if policy == DDP else red.calls}
+    return out
+
+
+def _worker(rank, world, port, result_path, cfg):
+    import torch
+
+    from . import gpu
+    from . import net as tnet
+
+    target = gpu.Target("cuda", rank) if cfg["backend"] == "nccl" else gpu.Target("cpu")
+    if target.cuda:
+        torch.cuda.set_device(rank)
+    dist = procs.init(rank, world, port, cfg["backend"], cfg["threads"])
+    net = tnet.build(cfg["model"], aux=cfg["aux"], seed=0).to(target.label)
+    net.train()
+    opt = torch.optim.SGD(net.parameters(), lr=1e-4, momentum=0.9)
+    x, labels = tnet.synthetic_batch(net, cfg["batch_size"], seed=1 + rank)
+    x, labels = x.to(target.label), labels.to(target.label)
+    out = run_policies(dist, net, opt, x, labels, cfg, world, target,
+                       gpu.clock_for(target, torch))
     procs.finish(rank, result_path, {"policies": out, "loadavg": env.loadavg()})
 
 
@@ -158,25 +197,45 @@ def _row(model, policy, cfg, res, trace_run_id, before, after) -> dict:
         "phase_definition": "fwd | bwd (incl. launching async allreduces) | comm_wait "
                             "(remaining allreduce, averaging, unpacking) | update (SGD step)",
     })
-    bucket = cfg["bucket_bytes"] if policy == "bucketed" else None
-    workers, batch = cfg["workers"], cfg["batch_size"]
+    bucket = cfg["bucket_bytes"] if policy in ("bucketed", DDP) else None
+    workers, batch, backend = cfg["workers"], cfg["batch_size"], cfg["backend"]
+    device, interconnect, where = cfg["where"]
+    notes = "synthetic input (no input pipeline)"
+    if policy == DDP:
+        phases["implementation"] = "torch.nn.parallel.DistributedDataParallel"
+        notes += "; torch DistributedDataParallel (allreduce inside backward)"
+    if cfg["aux"]:
+        notes += "; aux classifiers included"
     return {
-        "iter_id": env.new_id("ssgd", model, f"b{batch}", f"w{workers}", policy),
-        "model": model, "device": env.DEVICE, "framework": env.framework(),
+        "iter_id": env.new_id("ssgd", model, f"b{batch}", f"w{workers}", backend, policy),
+        "model": model, "device": device, "framework": env.framework(),
         "precision": "fp32", "phase": "train", "batch_size": batch, "workers": workers,
-        "nodes": 1, "interconnect": env.INTERCONNECT, "backend": "gloo", "policy": policy,
+        "nodes": 1, "interconnect": interconnect, "backend": backend,
+        "policy": STORED_POLICY.get(policy, policy),
         "bucket_bytes": bucket, "io_overlap": None,
         "threads_per_worker": cfg["threads"], "iter_ms": it_med, "iter_p10_ms": it_p10,
         "iter_p90_ms": it_p90, "n": n, "throughput_img_s": workers * batch / (it_med / 1e3),
         "provenance": "measured",
-        "source": (f"dgtraces collect ssgd: {workers} torch.distributed gloo processes on "
-                   f"127.0.0.1 ({env.cpu_model()}), synthetic input, median of {n} "
-                   f"iterations after {cfg['warmup']} warm-up"),
+        "source": (f"dgtraces collect ssgd: {workers} torch.distributed {backend} processes "
+                   f"on {where}, synthetic input, median of {n} iterations after "
+                   f"{cfg['warmup']} warm-up"),
         "trace_run_id": trace_run_id, "timestamp_utc": env.utc_now(),
         "phases_json": json.dumps(phases, sort_keys=True),
-        "notes": "synthetic input (no input pipeline); aux classifiers included"
-                 if cfg["aux"] else "synthetic input (no input pipeline)",
+        "notes": notes,
     }
+
+
+def _where(backend: str, workers: int) -> tuple[str, str, str]:
+    """(device key, interconnect, where-text) of the workers."""
+    if backend != "nccl":
+        return env.DEVICE, env.INTERCONNECT, f"127.0.0.1 ({env.cpu_model()})"
+    import torch
+
+    from ..devices import device_key
+
+    name = torch.cuda.get_device_name(0)
+    key = device_key(name)
+    return key, f"{key}-x{workers}-intra-node", f"{workers} x {name} in one node"
 
 
 def find_trace(folder, model: str, batch_size: int) -> tuple["pd.DataFrame", str]:
@@ -201,12 +260,14 @@ def find_trace(folder, model: str, batch_size: int) -> tuple["pd.DataFrame", str
 def collect_ssgd(model: str, *, workers: int = 2, threads_per_worker: int = 1,
                  policies=("naive",), bucket_mb: float = 25.0, iters: int = 10,
                  warmup: int = 2, batch_size: int = 8, aux: bool = False,
-                 trace_run_id: str | None = None) -> "pd.DataFrame":
-    """Run real S-SGD for each policy; returns one ``iterations`` row per policy."""
+                 trace_run_id: str | None = None, backend: str = "gloo") -> "pd.DataFrame":
+    """Run real S-SGD for each policy; returns one ``iterations`` row per policy.
+    ``backend`` nccl runs one process per GPU (NO_CUDA at once without CUDA, NCCL or
+    ``workers`` GPUs)."""
     get_spec(model)
     for name, value in (("workers", workers), ("threads per worker", threads_per_worker),
                         ("iterations", iters), ("batch size", batch_size)):
-        env.check_positive(name, value)
+        env.positive_int(name, value)
     policies = tuple(dict.fromkeys(policies))
     bad = [p for p in policies if p not in POLICIES]
     if bad or not policies:
@@ -215,10 +276,18 @@ def collect_ssgd(model: str, *, workers: int = 2, threads_per_worker: int = 1,
     if not 0 < bucket_mb < math.inf:  # also NaN
         raise DgtracesError(f"bucket size must be a finite number of MiB > 0, got {bucket_mb}",
                             code="BAD_INPUT")
-    if warmup < 0:
-        raise DgtracesError(f"warmup must be >= 0, got {warmup}", code="BAD_INPUT")
-    env.require_torch("S-SGD collection")
+    env.nonneg_int("warmup", warmup)
+    if backend not in BACKENDS:
+        raise DgtracesError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}",
+                            code="BAD_INPUT")
+    if backend == "nccl":
+        from .gpu import require_nccl
+
+        require_nccl("collect ssgd --backend nccl", workers)
+    else:
+        env.require_torch("S-SGD collection")
     cfg = {"model": model, "workers": workers, "threads": threads_per_worker,
+           "backend": backend, "where": _where(backend, workers),
            "policies": list(policies), "bucket_bytes": int(bucket_mb * 1024 * 1024),
            "iters": iters, "warmup": warmup, "batch_size": batch_size, "aux": aux}
     before = env.loadavg()

@@ -140,7 +140,7 @@ def layer_sum_failures(runs: "pd.DataFrame", lt: "pd.DataFrame",
     out += _located("PLAUSIBILITY", "declared layer_sum_ratio differs from the timings",
                     bad, r, "layer_sum_ratio", rfile, f"within {RATIO_REL_TOL:.0%} of computed",
                     lambda i: f"{declared[i]} (computed {computed[i]:.4g})")
-    from ..collect.env import RATIO_TOLERANCE  # the collector's own flagging rule
+    from ..fitting import RATIO_TOLERANCE  # the collector's own flagging rule
 
     unflagged = computed.notna() & ((computed - 1).abs() > RATIO_TOLERANCE) & ~r["flagged"]
     out += _located("PLAUSIBILITY", "run must be flagged: its layer sum is off the whole "

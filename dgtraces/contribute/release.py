@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from .. import store
 from ..datadirs import sidecar_dir
-from ..errors import DgtracesError, IntegrityError, StoreError
+from ..errors import DgtracesError, IntegrityError, StoreError, VersionError
 from . import staging
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -273,8 +273,8 @@ def build_release(version: str, *, root=None, timeout: float = staging.LOCK_TIME
         parent = releases[-1] if releases else None
         if version in releases or (parent and store.parse_version(version)
                                    <= store.parse_version(parent)):
-            raise StoreError(f"release {version} exists or is not newer than the latest "
-                             f"({parent})", code="VERSION")
+            raise VersionError(f"release {version} exists or is not newer than the latest "
+                               f"({parent})")
         entries = staging.list_staged(root)
         if not entries and not models:
             raise DgtracesError("the staging area is empty: nothing to release", code="EMPTY",

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from .. import store
 from ..errors import DgtracesError, Failure, StoreError
+from ..tables_io import atomic_folder
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -84,9 +85,10 @@ class StagedEntry:
 
 def _check_id(entry_id: str) -> str:
     if not ID_RE.match(str(entry_id)):
-        raise StoreError(f"malformed staging id {entry_id!r}", code="BAD_INPUT",
-                         failures=[Failure("BAD_INPUT", "bad staging id", expected=ID_RE.pattern,
-                                           found=repr(entry_id)[:80])])
+        raise DgtracesError(f"malformed staging id {entry_id!r}", code="BAD_INPUT",
+                            failures=[Failure("BAD_INPUT", "bad staging id",
+                                              expected=ID_RE.pattern,
+                                              found=repr(entry_id)[:80])])
     return entry_id
 
 
@@ -181,16 +183,9 @@ def stage(checked: "Checked", source: str, *, root=None,
         sdir = staging_dir(root)
         sdir.mkdir(parents=True, exist_ok=True)
         clean_temps(sdir)
-        tmp = sdir / f"{store.TMP_PREFIX}{entry_id}-{secrets.token_hex(3)}"
-        tmp.mkdir()
-        try:
+        with atomic_folder(sdir / entry_id, tmp_name=(
+                f"{store.TMP_PREFIX}{entry_id}-{secrets.token_hex(3)}")) as tmp:
             _write_entry(tmp, checked, entry_id, source)
-            store._fsync_dir(tmp)
-            os.rename(tmp, sdir / entry_id)
-            store._fsync_dir(sdir)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
     return get_staged(entry_id, root)
 
 

@@ -30,19 +30,6 @@ COMMITS = {
 TMP_COMMIT = "afc8063dca05"
 
 
-def positive_int(name: str, value) -> int:
-    """``value`` as a whole number > 0 (``8`` or ``"8"``; not ``8.7``), else BAD_INPUT."""
-    try:
-        number = float(value) if isinstance(value, str) else value
-        ok = not isinstance(number, bool) and int(number) == number and number > 0
-    except (TypeError, ValueError, OverflowError):
-        ok = False
-    if not ok:
-        raise DgtracesError(f"{name} must be a whole number > 0, got {value!r}",
-                            code="BAD_INPUT")
-    return int(number)
-
-
 def read_text(path: str | os.PathLike) -> tuple[str, str]:
     """Text and sha256 of a log file; missing or non-UTF-8 input raises a typed error."""
     path = Path(path)

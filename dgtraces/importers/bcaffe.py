@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DgtracesError, Failure
-from . import IMPORTER_VERSION, citation, frame, positive_int, read_text
+from ..values import positive_int
+from . import IMPORTER_VERSION, citation, frame, read_text
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -199,65 +200,73 @@ def _stamp(stamp: str, year: int | None) -> str:
     return f"{year}-{stamp}Z"
 
 
-def import_log(path, model: str = "googlenet", *, run_id: str | None = None,
-               source: str | None = None, device: str | None = None,
-               batch_size: int | None = None, workers: int | None = None) -> BcaffeImport:
-    """Import one B-Caffe log. For a shipped log (recognised by sha256) device, batch size,
-    workers and interconnect default to the INFERRED settings and are labelled so; for any
-    other log ``source``, ``device`` and ``batch_size`` must be given."""
-    from ..models import get_spec
+@dataclass(frozen=True)
+class Parsed:
+    """Stage 1 (parse): the log's blocks and which of them count."""
 
-    get_spec(model)  # UNKNOWN_MODEL early
-    path = Path(path)
-    text, digest = read_text(path)
-    source, shipped = citation(digest, source, path)
-    file = str(path)
+    file: str
+    blocks: list[list[BlobLine]]
+    used: list[list[BlobLine]]
+    zero: int
+    duplicate: int
+    ignored: int
+
+
+@dataclass(frozen=True)
+class Attributed:
+    """Stage 2 (attribute): per-layer times averaged over the used blocks."""
+
+    layers: dict[str, tuple[float, float]]  # layer -> (bwd_ms, comm_ms)
+    padded: int
+    n: int
+
+
+def parse(text: str, file: str = "<log>") -> Parsed:
+    """Stage 1: blob lines -> blocks; all-zero blocks and re-prints set aside."""
     blocks, ignored = parse_blocks(text, file)
     if not blocks:
         raise DgtracesError(f"{file}: no distributed.cpp blob lines", code="EMPTY")
-    padded = 0
-    for block in blocks:
-        padded = check_block(block, model, file)
     used, zero, dup = select_blocks(blocks)
     if not used:
         raise DgtracesError(f"{file}: every block is all zeros (sizes only)", code="EMPTY")
+    return Parsed(file, blocks, used, zero, dup, ignored)
+
+
+def attribute(parsed: Parsed, model: str) -> Attributed:
+    """Stage 2: every block checked against the model's blobs, then each used block's blob
+    times attributed to layers and averaged (bwd once per layer, comm summed over blobs)."""
+    padded = 0
+    for block in parsed.blocks:
+        padded = check_block(block, model, parsed.file)
+    per_block = [_layer_times(b, model, parsed.file) for b in parsed.used]
+    n = len(per_block)
+    layers = {layer: (sum(t[layer][0] for t in per_block) / n / 1000.0,
+                      sum(t[layer][1] for t in per_block) / n / 1000.0)
+              for layer in per_block[0]}
+    return Attributed(layers, padded, n)
+
+
+def _settings(file: str, shipped: str | None, device, batch_size, workers
+              ) -> tuple[dict, dict]:
+    """(settings, inferred): what the caller gave wins; a shipped log's missing settings
+    are the INFERRED ones (labelled so); any other log must give device and batch size."""
     inferred = _shipped_settings(shipped) if shipped else {}
     given = {"device": device, "batch_size": batch_size, "workers": workers}
     missing = [k for k in ("device", "batch_size") if given[k] is None and k not in inferred]
     if missing:
-        raise DgtracesError(f"{file}: not a shipped log, so give --{missing[0].replace('_', '-')}",
-                            code="BAD_INPUT")
+        raise DgtracesError(f"{file}: not a shipped log, so give "
+                            f"--{missing[0].replace('_', '-')}", code="BAD_INPUT")
     for k, v in given.items():
         if v is not None:
             if k != "device":
-                given[k] = positive_int(k, v)
+                given[k] = positive_int(k, v, text_ok=True)
             inferred.pop(k, None)
     settings = {**{k: v for k, v in inferred.items() if k != "year"},
                 **{k: v for k, v in given.items() if v is not None}}
-    # shipped logs keep their released ids (bcaffe-googlenet-tmpcomm, in v0.3.0); any other
-    # file's id also carries its content hash, so two logs named alike do not collide
-    stem = (shipped.removesuffix(".log") if shipped
-            else f"{path.name.split('.')[0]}-{digest[:8]}")
-    run_id = run_id or f"bcaffe-{model}-{re.sub(r'[^A-Za-z0-9._-]', '-', stem)}"
-    per_block = [_layer_times(b, model, file) for b in used]
-    timings: list[dict[str, Any]] = []
-    for layer in per_block[0]:
-        bwd = sum(t[layer][0] for t in per_block) / len(per_block) / 1000.0
-        comm = sum(t[layer][1] for t in per_block) / len(per_block) / 1000.0
-        timings.append({"run_id": run_id, "layer": layer, "bwd_ms": bwd, "comm_ms": comm,
-                        "n": len(per_block)})
-    five = used[0][0].merged_us is not None
-    params = {
-        "file": shipped or path.name, "sha256": digest, "blobs": len(used[0]),
-        "padded_blobs": padded, "pad_align_elements": ALIGN,
-        "blocks": {"total": len(blocks), "all_zero": zero, "duplicate_reprint": dup,
-                   "used": len(used)},
-        "fields": list(FIELDS[:5 if five else 4]),
-        "inferred": {k: v for k, v in inferred.items()},
-        "settings": settings,
-    }
-    if five:
-        params["merged_us_by_blob"] = [[b.merged_us for b in blk] for blk in used]
+    return settings, inferred
+
+
+def _notes(five: bool, inferred: dict) -> str:
     labels = ", ".join(f"{k} {v}" for k, v in inferred.items() if k != "year")
     notes = ("B-Caffe per-blob log: bwd_ms per layer = Caffe Backward() time (compute_us, "
              "taken once per layer); comm_ms = sum of the layer's blobs' comm_us (D2H copy + "
@@ -270,6 +279,29 @@ def import_log(path, model: str = "googlenet", *, run_id: str | None = None,
     if labels:
         notes += f" INFERRED, not in the log: {labels}; timestamp year 2017 inferred, " \
                  "time zone not logged."
+    return notes
+
+
+def build_rows(parsed: Parsed, attributed: Attributed, *, model: str, run_id: str,
+               source: str, digest: str, shipped: str | None, settings: dict,
+               inferred: dict, file_name: str) -> tuple["pd.DataFrame", "pd.DataFrame"]:
+    """Stage 3: the ``runs`` row and the ``layer_timings`` rows (schema-valid frames)."""
+    timings: list[dict[str, Any]] = [
+        {"run_id": run_id, "layer": layer, "bwd_ms": bwd, "comm_ms": comm, "n": attributed.n}
+        for layer, (bwd, comm) in attributed.layers.items()]
+    used = parsed.used
+    five = used[0][0].merged_us is not None
+    params = {
+        "file": shipped or file_name, "sha256": digest, "blobs": len(used[0]),
+        "padded_blobs": attributed.padded, "pad_align_elements": ALIGN,
+        "blocks": {"total": len(parsed.blocks), "all_zero": parsed.zero,
+                   "duplicate_reprint": parsed.duplicate, "used": len(used)},
+        "fields": list(FIELDS[:5 if five else 4]),
+        "inferred": dict(inferred),
+        "settings": settings,
+    }
+    if five:
+        params["merged_us_by_blob"] = [[b.merged_us for b in blk] for blk in used]
     year = INFERRED["year"] if shipped else None
     run = {
         "run_id": run_id, "model": model, "device": str(settings["device"]),
@@ -279,7 +311,34 @@ def import_log(path, model: str = "googlenet", *, run_id: str | None = None,
         "source": source, "collector_version": f"dgtraces.importers.bcaffe {IMPORTER_VERSION}",
         "timestamp_utc": _stamp(used[0][0].stamp, year),
         "bwd_ms": sum(t["bwd_ms"] for t in timings), "flagged": False,
-        "params_json": json.dumps(params, sort_keys=True), "notes": notes,
+        "params_json": json.dumps(params, sort_keys=True), "notes": _notes(five, inferred),
     }
-    return BcaffeImport(frame("runs", [run]), frame("layer_timings", timings), len(blocks),
-                        zero, dup, len(used), padded, ignored, inferred)
+    return frame("runs", [run]), frame("layer_timings", timings)
+
+
+def import_log(path, model: str = "googlenet", *, run_id: str | None = None,
+               source: str | None = None, device: str | None = None,
+               batch_size: int | None = None, workers: int | None = None) -> BcaffeImport:
+    """Import one B-Caffe log: :func:`parse`, :func:`attribute`, :func:`build_rows`. For a
+    shipped log (recognised by sha256) device, batch size, workers and interconnect default
+    to the INFERRED settings and are labelled so; for any other log ``source``, ``device``
+    and ``batch_size`` must be given."""
+    from ..models import get_spec
+
+    get_spec(model)  # UNKNOWN_MODEL early
+    path = Path(path)
+    text, digest = read_text(path)
+    source, shipped = citation(digest, source, path)
+    parsed = parse(text, str(path))
+    attributed = attribute(parsed, model)
+    settings, inferred = _settings(str(path), shipped, device, batch_size, workers)
+    # shipped logs keep their released ids (bcaffe-googlenet-tmpcomm, in v0.3.0); any other
+    # file's id also carries its content hash, so two logs named alike do not collide
+    stem = (shipped.removesuffix(".log") if shipped
+            else f"{path.name.split('.')[0]}-{digest[:8]}")
+    run_id = run_id or f"bcaffe-{model}-{re.sub(r'[^A-Za-z0-9._-]', '-', stem)}"
+    runs, timings = build_rows(parsed, attributed, model=model, run_id=run_id, source=source,
+                               digest=digest, shipped=shipped, settings=settings,
+                               inferred=inferred, file_name=path.name)
+    return BcaffeImport(runs, timings, len(parsed.blocks), parsed.zero, parsed.duplicate,
+                        len(parsed.used), attributed.padded, parsed.ignored, inferred)

@@ -96,22 +96,12 @@ def parse(text: str, file: str, workers: int | None = None):
 
 
 def fit(points) -> Fit:
-    """Constrained (alpha, beta >= 0) least squares over [(bytes, us), ...]."""
-    xs = [float(p[0]) for p in points]
-    ys = [p[1] for p in points]
-    n = len(xs)
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    beta = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else 0.0
-    alpha = my - beta * mx
-    if beta < 0:
-        alpha, beta = my, 0.0
-    elif alpha < 0:
-        alpha, beta = 0.0, sum(x * y for x, y in zip(xs, ys, strict=True)) / sum(x * x for x in xs)
-    sse = sum((y - alpha - beta * x) ** 2 for x, y in zip(xs, ys, strict=True))
-    sst = sum((y - my) ** 2 for y in ys)
-    r2 = 1.0 - sse / sst if sst else 1.0
-    return Fit(alpha, beta, r2, sse, tuple(int(x) for x in xs))
+    """Constrained (alpha, beta >= 0) unweighted least squares over [(bytes, us), ...]."""
+    from ..fitting import fit_alpha_beta
+
+    xs = [int(p[0]) for p in points]
+    got = fit_alpha_beta(xs, [p[1] for p in points], weights="uniform")
+    return Fit(got.alpha_us, got.beta_us_per_byte, got.r2, got.sse_us2, tuple(xs))
 
 
 def _bic(sse: float, n: int, k: int) -> float:

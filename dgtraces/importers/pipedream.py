@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import DgtracesError, Failure
-from . import frame, positive_int, read_text
+from ..values import positive_int
+from . import frame, read_text
 from .gpu_sources import resolve, run_row, shipped
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -99,11 +99,9 @@ def padded_param_count(name: str, align: int = 64, aux: bool = True) -> int:
     B-Caffe allocates gradient blobs padded to 64 elements; its logs (and figures quoted
     from them, e.g. 13,379,136 for GoogLeNet with aux) count those padded sizes.
     """
-    if isinstance(align, bool) or not isinstance(align, int) or align < 1:
-        from ..errors import DgtracesError
+    from ..values import positive_int
 
-        raise DgtracesError(f"align must be a whole number >= 1, got {align!r}",
-                            code="BAD_INPUT")
+    align = positive_int("align", align)
     return sum(b.padded(align) for b in blobs(name, aux=aux))
 
 

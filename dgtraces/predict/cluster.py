@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import DgtracesError, Failure
+from ..values import whole_number
 from .comm import ALGORITHMS, CommCost, Phase, collective
 from .links import Link, get_link
 from .policy_registry import POLICY_NAMES
@@ -51,11 +51,8 @@ class Cluster:
 
     def __post_init__(self) -> None:
         for name in ("workers", "gpus_per_node", "servers", "staging_passes"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
-                    or not 1 <= int(value) <= MAX_COUNT:
-                raise bad(name, f"must be an integer in [1, {MAX_COUNT}]", ">= 1", value)
-            object.__setattr__(self, name, int(value))
+            object.__setattr__(self, name, whole_number(name, getattr(self, name),
+                                                        most=MAX_COUNT))
         for name in ("intra", "inter", "staging"):
             value = getattr(self, name)
             if not (isinstance(value, (str, Link)) or (name == "staging" and value is None)):
@@ -123,7 +120,5 @@ class Policy:
     def __post_init__(self) -> None:
         if self.name not in POLICY_NAMES:
             raise bad("policy", "unknown policy", " | ".join(POLICY_NAMES), self.name)
-        b = self.bucket_bytes
-        if isinstance(b, bool) or not isinstance(b, numbers.Integral) or b < 1:
-            raise bad("bucket_bytes", "must be an integer >= 1", ">= 1", b)
-        object.__setattr__(self, "bucket_bytes", int(b))
+        object.__setattr__(self, "bucket_bytes", whole_number("bucket_bytes",
+                                                              self.bucket_bytes))

@@ -63,7 +63,7 @@ def _pick_fit(fits: pd.DataFrame, workers: int | None, what: str) -> dict:
 
 
 def _fit_points(points: pd.DataFrame, workers: int | None, what: str) -> dict:
-    from ..collect.comm import fit_alpha_beta  # torch-free
+    from ..fitting import fit_alpha_beta
 
     rows = points[(points["collective"] == "allreduce")] if "collective" in points else points
     if workers is None and "workers" in rows and len(rows):
@@ -73,7 +73,8 @@ def _fit_points(points: pd.DataFrame, workers: int | None, what: str) -> dict:
     rows = rows[rows["message_bytes"] >= MIN_FIT_BYTES]
     if len(rows) < 2:
         raise _bad(f"fewer than 2 allreduce points >= {MIN_FIT_BYTES} bytes in {what}", what)
-    fit = fit_alpha_beta(rows["message_bytes"].to_numpy(), rows["time_ms"].to_numpy())
+    fit = fit_alpha_beta(rows["message_bytes"].to_numpy(),
+                         rows["time_ms"].to_numpy() * 1000.0).row()  # relative weights
     return dict(fit, workers=workers or OSU_WORKERS, collective="allreduce",
                 provenance=str(rows["provenance"].iloc[0]) if "provenance" in rows
                 else "measured", source=f"alpha-beta fit of {len(rows)} points of {what}")

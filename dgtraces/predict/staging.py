@@ -14,8 +14,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..collect.comm import fit_alpha_beta  # the comm sweep's fit (no torch at import)
 from ..errors import require
+from ..fitting import fit_alpha_beta  # the comm sweep's fit
 
 COLLECTOR_PASSES = 3  # cat, div_, copy_ in dgtraces.collect.ssgd.Reducer
 # DRAM-resident sizes: staged gradients were written during backward and are not hot in
@@ -48,8 +48,8 @@ def measure_copy(sizes=SIZES, reps: int = 15, threads: int = 1) -> CopyFit:
             dst.copy_(src)
             samples.append((time.perf_counter() - t0) * 1000.0)
         points.append((int(nbytes), statistics.median(samples)))
-    fit = fit_alpha_beta([p[0] for p in points], [p[1] for p in points])
-    return CopyFit(fit["alpha_us"], fit["bandwidth_gb_s"], fit["r2"], tuple(points))
+    fit = fit_alpha_beta([p[0] for p in points], [p[1] * 1000.0 for p in points])
+    return CopyFit(fit.alpha_us, fit.bandwidth_gb_s, fit.r2, tuple(points))
 
 
 if __name__ == "__main__":  # python -m dgtraces.predict.staging

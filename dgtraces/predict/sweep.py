@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..values import whole_number
 from .cluster import DEFAULT_BUCKET_BYTES, POLICY_NAMES, Cluster, Policy, bad
 from .comm import ALGORITHMS, collective_ab
 from .fast import comm_end, finish, prepare
@@ -68,8 +69,7 @@ def _check(grid: Grid) -> None:
     for w, g in product(grid.workers, grid.gpus_per_node):
         Cluster(w, g)  # raises BAD_INPUT naming workers / gpus_per_node
     for b in grid.batch_sizes:
-        if isinstance(b, (bool, np.bool_)) or not isinstance(b, (int, np.integer)) or b < 1:
-            raise bad("batch_size", "must be an integer >= 1", ">= 1", b)
+        whole_number("batch_size", b)
     for a in grid.algorithms:
         if a not in ALGORITHMS:
             raise bad("algorithm", "unknown collective algorithm", " | ".join(ALGORITHMS), a)

@@ -15,6 +15,7 @@ from numbers import Integral, Real
 from typing import TYPE_CHECKING
 
 from ..errors import DgtracesError, Failure, StoreError
+from ..values import whole_number
 from .cluster import bad
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,10 +50,7 @@ class Trace:
         finite and >= 0 or that sum to no compute at all."""
         if not isinstance(self.model, str):
             raise bad("model", "must be a model name", "a str", repr(self.model)[:40])
-        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, Integral) \
-                or self.batch_size < 1:
-            raise bad("batch_size", "must be an integer >= 1", ">= 1", self.batch_size)
-        object.__setattr__(self, "batch_size", int(self.batch_size))
+        object.__setattr__(self, "batch_size", whole_number("batch_size", self.batch_size))
         n = len(self.layers)
         if not n or not all(len(x) == n for x in (self.fwd_ms, self.bwd_ms, self.grad_bytes)):
             raise bad("layers", "needs one fwd_ms, bwd_ms and grad_bytes per layer (at least "
@@ -65,7 +63,7 @@ class Trace:
         for name in ("fwd_ms", "bwd_ms"):
             for layer, value in zip(self.layers, getattr(self, name), strict=True):
                 if not (isinstance(value, Real) and math.isfinite(value)
-                        and value >= 0):
+                        and float(value) >= 0):
                     raise bad(name, f"time of layer {layer} must be finite and >= 0", ">= 0",
                               value, code="PLAUSIBILITY")
         for name in ("io_ms", "h2d_ms", "update_ms"):
@@ -126,12 +124,7 @@ def from_frame(df: "pd.DataFrame", model: str, batch_size: int, *, io_ms: float 
                   type(df).__name__)
     if not isinstance(model, str):
         raise bad("model", "must be a model name", "a str", repr(model)[:40])
-    try:
-        whole = not isinstance(batch_size, bool) and int(batch_size) == batch_size
-    except (TypeError, ValueError, OverflowError):
-        whole = False
-    if not whole or batch_size < 1:
-        raise bad("batch_size", "must be an integer >= 1", ">= 1", batch_size)
+    whole_number("batch_size", batch_size, float_ok=True)
     for col in ("layer", "fwd_ms", "bwd_ms"):
         if col not in df.columns:
             raise bad(col, "column missing from the layer timings", "a column", None)

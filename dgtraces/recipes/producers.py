@@ -105,9 +105,10 @@ def cpu_collection(ctx: "Context", models: Sequence[str],
     import pandas as pd
 
     from ..collect.comm import collect_comm, parse_sizes
-    from ..collect.env import measure_lock, write_tables
+    from ..collect.env import measure_lock
     from ..collect.layers import collect_layers
     from ..collect.ssgd import collect_ssgd
+    from ..tables_io import write_tables
 
     parts: dict[str, list] = {"runs": [], "layer_timings": [], "iterations": [],
                               "comm": [], "comm_fits": []}
@@ -115,7 +116,8 @@ def cpu_collection(ctx: "Context", models: Sequence[str],
 
     def keep(name: str, frames: Frames) -> None:
         runs = pd.concat(parts["runs"]) if parts["runs"] else None
-        write_tables(Path(ctx.work) / name, frames, known_runs=runs)
+        write_tables(Path(ctx.work) / name, frames,
+                     known={"runs": runs} if runs is not None else None)
         for table, df in frames.items():
             parts[table].append(df)
         ctx.progress(name)

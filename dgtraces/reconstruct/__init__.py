@@ -50,18 +50,14 @@ def reconstruct_trace(device: str, model: str, batch_size: int, precision: str =
     Raises UNKNOWN_DEVICE, UNKNOWN_MODEL, BAD_INPUT (batch <= 0, bad precision) and
     NO_CALIBRATION (device without published calibration rows, or no amp figure).
     """
-    from numbers import Integral
-
     import pandas as pd
 
     from ..models import get_spec
+    from ..values import positive_int
     from .calibration import CALIBRATION_SOURCE, DEVICES_SOURCE, calibrate, observation
     from .costmodel import layer_arrays, layer_costs, timings_frame
 
-    if not isinstance(batch_size, Integral) or isinstance(batch_size, bool) or batch_size <= 0:
-        raise DgtracesError(f"batch size must be a positive integer, got {batch_size!r}",
-                            code="BAD_INPUT")
-    batch_size = int(batch_size)  # numpy integers too (batch sizes read from Parquet)
+    batch_size = positive_int("batch size", batch_size)  # numpy integers too (Parquet)
     if precision not in PRECISIONS:
         raise DgtracesError(f"precision must be one of {', '.join(PRECISIONS)}, got "
                             f"{precision!r}", code="BAD_INPUT")
@@ -94,8 +90,7 @@ def reconstruct_trace(device: str, model: str, batch_size: int, precision: str =
              "architectures the calibrating frameworks ran (dgtraces.reconstruct.variants)")
     if extrapolated:
         notes += f"; {model} has no calibration row: extrapolated from alexnet/resnet50"
-    if precision == "amp":
-        a = cal.amp_fit
+    if precision == "amp" and (a := cal.amp_fit) is not None:
         notes += (f"; amp: one tensor-core efficiency set by the resnet50v1.5 amp/fp32 ratio "
                   f"{a['target_speedup']:.2f} (reached {a['reached_speedup']:.2f})")
     run = {

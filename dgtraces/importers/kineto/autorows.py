@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...collect.env import stats
 from ...errors import DgtracesError
-from .. import IMPORTER_VERSION, frame, positive_int
+from ...fitting import stats
+from ...values import positive_int
+from .. import IMPORTER_VERSION, frame
 from ..gpu_sources import resolve, shipped
 from .automap import automap
 from .parse import Event

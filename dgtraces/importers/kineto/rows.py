@@ -35,9 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...collect.env import RATIO_TOLERANCE, stats
 from ...errors import DgtracesError, Failure
-from .. import IMPORTER_VERSION, frame, positive_int
+from ...fitting import RATIO_TOLERANCE, stats
+from ...values import positive_int
+from .. import IMPORTER_VERSION, frame
 from .parse import Event, load_trace, read_map
 from .scopes import attribute, unmapped_summary
 
@@ -123,7 +124,7 @@ def import_trace(path, model: str, *, batch_size: int | None, run_id: str | None
     records = layer_records(model)  # UNKNOWN_MODEL early
     order = [r["layer"] for r in records]
     if batch_size is not None:
-        batch_size = positive_int("batch_size", batch_size)
+        batch_size = positive_int("batch_size", batch_size, text_ok=True)
     mapping = read_map(map_path, set(order), model) if map_path else {}
     events, meta, digest = load_trace(path)
     gpu = sum(e.cat in ("kernel", "gpu_memcpy", "gpu_memset") for e in events)

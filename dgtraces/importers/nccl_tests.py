@@ -1,0 +1,186 @@
+"""nccl-tests logs (``all_reduce_perf``, ``all_gather_perf``, ``broadcast_perf``,
+``reduce_perf``, ``reduce_scatter_perf``) -> ``comm`` points and ``comm_fits``.
+
+A log has a ``# nThread .. nGpus .. iters: N ..`` line, a ``# Using devices`` block with one
+``#  Rank  r Group g Pid p on HOST device d [bus] GPU NAME`` line per rank, then the table
+``size count type redop [root] time algbw busbw #wrong`` twice per line: out-of-place, then
+in-place (older versions print ``error`` instead of ``#wrong`` and no ``root`` column; both
+are read by position from the header). Times are microseconds averaged over ``iters``.
+
+Rows: ``workers`` = ranks, ``backend`` nccl, ``message_bytes`` = the ``size`` column (for
+all_gather and reduce_scatter the whole buffer, ranks x the per-rank chunk, as nccl-tests
+counts it), ``time_ms`` = the average time (``n`` = iters), ``interconnect`` = the given one
+or ``<device key>-x<ranks>-intra-node`` (``-<hosts>-nodes`` across hosts), the device key
+derived from the GPU name in the header (:func:`dgtraces.devices.device_key`). Out-of-place
+and in-place rows differ in ``source``. Fits: :func:`dgtraces.fitting.fit_alpha_beta` with
+relative weights over each placement's sizes (provenance ``reconstructed``: a model of the
+measured points); a placement whose slope is not positive gets no fit row, but a note.
+
+The collective comes from ``collective``, else the command line or file name
+(``all_reduce_perf`` -> allreduce); a non-zero ``#wrong`` count is PLAUSIBILITY (the run
+produced wrong results), a malformed line BAD_FILE naming the line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import DgtracesError, Failure
+from . import IMPORTER_VERSION, frame, read_text
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+BINARIES = {"all_reduce": "allreduce", "all_gather": "allgather", "broadcast": "broadcast",
+            "reduce_scatter": "reduce_scatter", "reduce": "reduce"}
+RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+"
+                  r"(\d+)\s+\[[^\]]*\]\s+(?P<name>.+?)\s*$")
+ITERS = re.compile(r"(?<!warmup )(?<!agg )\biters:\s*(\d+)")
+PLACEMENTS = ("out-of-place", "in-place")
+
+
+@dataclass(frozen=True)
+class Point:
+    line: int
+    size: int
+    times_us: tuple[float, float]  # out-of-place, in-place
+
+
+@dataclass
+class NcclTestsImport:
+    comm: "pd.DataFrame"
+    comm_fits: "pd.DataFrame"
+    collective: str
+    ranks: int
+    hosts: int
+    gpu: str
+    device: str
+    notes: tuple[str, ...] = ()
+
+
+def _bad(file: str, line: int, msg: str, found: str, expected: str | None = None
+         ) -> DgtracesError:
+    return DgtracesError(f"{file} line {line}: {msg}", code="BAD_FILE", failures=[
+        Failure("BAD_FILE", msg, file=file, row=line, expected=expected, found=found)])
+
+
+def collective_of(text: str, path: Path, given: str | None) -> str:
+    """The collective: ``given``, else a ``<name>_perf`` in the log or the file name."""
+    if given is not None:
+        if given not in BINARIES.values():
+            raise DgtracesError(f"collective must be one of {', '.join(BINARIES.values())}, "
+                                f"got {given!r}", code="BAD_INPUT")
+        return given
+    for where in (text[:4000], path.name):
+        m = re.search(r"\b(all_reduce|all_gather|reduce_scatter|broadcast|reduce)_perf", where)
+        if m:
+            return BINARIES[m[1]]
+    raise DgtracesError(f"{path}: cannot tell the collective (no <name>_perf in the log or "
+                        f"file name); give --collective", code="BAD_INPUT")
+
+
+def parse(text: str, file: str) -> tuple[list[tuple[int, str, str]], list[Point], int | None]:
+    """(ranks as (rank, host, GPU name), table points, iters) of one log."""
+    ranks: list[tuple[int, str, str]] = []
+    points: list[Point] = []
+    iters = None
+    columns: list[str] | None = None
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            if (m := RANK.match(line)) is not None:
+                ranks.append((int(m[1]), m[2], m["name"]))
+            elif iters is None and (m := ITERS.search(line)) is not None and "nThread" in line:
+                iters = int(m[1])
+            elif re.match(r"^#\s*size\s+count\s+type", line):
+                columns = line.lstrip("#").split()
+            continue
+        if columns is None or not line[0].isdigit():
+            continue  # NCCL INFO/WARN lines, mpirun noise
+        points.append(_point(line, lineno, columns, file))
+    return ranks, points, iters
+
+
+def _point(line: str, lineno: int, columns: list[str], file: str) -> Point:
+    """One table line: size, then the out-of-place and in-place time columns."""
+    cells = line.split()
+    first_time = columns.index("time")
+    per_block = columns.index("time", first_time + 1) - first_time
+    if len(cells) != len(columns):
+        raise _bad(file, lineno, "wrong number of columns", str(len(cells)), str(len(columns)))
+    try:
+        size = int(cells[0])
+        times = tuple(float(cells[first_time + k * per_block]) for k in range(2))
+    except ValueError:
+        raise _bad(file, lineno, "non-numeric size or time", repr(line[:120])) from None
+    wrong_col = per_block - 1  # "#wrong" / "error" ends each block
+    wrong = [cells[first_time + k * per_block + wrong_col] for k in range(2)]
+    if columns[first_time + wrong_col] == "#wrong" and any(w not in ("0", "N/A") for w in wrong):
+        raise DgtracesError(f"{file} line {lineno}: nccl-tests counted wrong results "
+                            f"({' / '.join(wrong)}); the run is not valid", code="PLAUSIBILITY",
+                            failures=[Failure("PLAUSIBILITY", "#wrong > 0", file=file,
+                                              row=lineno, column="#wrong", expected="0",
+                                              found=" / ".join(wrong))])
+    if size <= 0 or any(not t > 0 for t in times):
+        raise DgtracesError(f"{file} line {lineno}: size and times must be > 0",
+                            code="PLAUSIBILITY", failures=[Failure(
+                                "PLAUSIBILITY", "non-positive value", file=file, row=lineno,
+                                found=repr(line[:120]))])
+    return Point(lineno, size, (times[0], times[1]))
+
+
+def import_log(path, *, collective: str | None = None, interconnect: str | None = None,
+               source: str | None = None) -> NcclTestsImport:
+    """Import one nccl-tests log (see the module docstring)."""
+    from ..devices import device_key
+    from ..fitting import fit_alpha_beta
+    from ..store import utc_now
+
+    path = Path(path)
+    text, digest = read_text(path)
+    file = str(path)
+    coll = collective_of(text, path, collective)
+    ranks, points, iters = parse(text, file)
+    if not ranks:
+        raise DgtracesError(f"{file}: no '# Using devices' rank lines (not an nccl-tests log?)",
+                            code="BAD_FILE")
+    if len(points) < 1:
+        raise DgtracesError(f"{file}: no size/time table lines", code="EMPTY")
+    sizes = [p.size for p in points]
+    if len(set(sizes)) != len(sizes):
+        raise DgtracesError(f"{file}: a size appears twice (two runs in one log? import them "
+                            f"as separate files)", code="DUPLICATE")
+    names = sorted({name for _, _, name in ranks})
+    hosts = len({host for _, host, _ in ranks})
+    key = device_key(names[0])
+    link = interconnect or (f"{key}-x{len(ranks)}-" + ("intra-node" if hosts == 1
+                                                       else f"{hosts}-nodes"))
+    cited = source or f"nccl-tests log {path.name} (sha256 {digest[:12]})"
+    base = {"collective": coll, "backend": "nccl", "interconnect": link,
+            "workers": len(ranks)}
+    stamp = utc_now()
+    comm, fits, notes = [], [], []
+    for k, placement in enumerate(PLACEMENTS):
+        src = f"{cited}; {placement}; GPUs: {', '.join(names)}"
+        comm += [dict(base, message_bytes=p.size, time_ms=p.times_us[k] / 1000.0, n=iters,
+                      provenance="measured", source=src, timestamp_utc=stamp)
+                 for p in points]
+        if len(points) < 2:
+            notes.append(f"{placement}: one size, no alpha-beta fit")
+            continue
+        fit = fit_alpha_beta(sizes, [p.times_us[k] for p in points])
+        if not fit.beta_us_per_byte > 0:
+            notes.append(f"{placement}: time does not grow with size, no bandwidth to fit")
+            continue
+        row = fit.row()
+        origin = row.pop("through_origin")
+        fits.append(dict(base, **row, provenance="reconstructed", source=(
+            f"alpha-beta fit, relative weights (dgtraces.importers.nccl_tests "
+            f"{IMPORTER_VERSION}) of {src}" + ("; through the origin" if origin else ""))))
+    return NcclTestsImport(frame("comm", comm), frame("comm_fits", fits), coll, len(ranks),
+                           hosts, names[0], key, tuple(notes))

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# GPU check of the collectors (target: under 5 minutes on one node).
+#
+#   scripts/gpu_check.sh OUTDIR        (or: OUT=OUTDIR scripts/gpu_check.sh)
+#
+# 1. collect layers: AlexNet and ResNet-50, fp32 and amp, on cuda:0 (CUDA-event timing);
+#    AlexNet fp32 also with --profile (torch.profiler trace imported beside it)
+# 2. collect comm: NCCL all-reduce/broadcast sweep over all GPUs when there are 2 or more
+#    (one GPU: the gloo loopback sweep, labelled as such)
+# 3. collect ssgd: ResNet-50, NCCL, naive/wfbp/bucketed/ddp, when there are 2 or more GPUs
+# 4. assembles OUTDIR/contribution/ (runs, layer_timings, iterations, comm,
+#    contribution.yaml) and validates it with `dgtraces contribute --dry-run`
+# 5. prints the figures; everything stays under OUTDIR (nothing is written to data/).
+#
+# Needs a CUDA build of torch==2.13.0 (CONTRIBUTING.md) and this repository's dgtraces
+# (PYTHONPATH is set to the checkout). PYTHON overrides the interpreter.
+set -euo pipefail
+
+OUTDIR=${1:-${OUT:-}}
+if [ -z "$OUTDIR" ]; then
+  echo "usage: $0 OUTDIR   (or set OUT)" >&2
+  exit 2
+fi
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+PY=${PYTHON:-python3}
+export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
+mkdir -p "$OUTDIR"
+OUTDIR=$(cd "$OUTDIR" && pwd)
+LOG="$OUTDIR/gpu_check.log"
+: > "$LOG"
+START=$(date +%s)
+
+say() { echo "== $*" | tee -a "$LOG"; }
+dg() {  # dg SECONDS args...: one dgtraces command with its own time limit, logged
+  local limit=$1; shift
+  echo "+ dgtraces $*" >> "$LOG"
+  timeout "$limit" "$PY" -m dgtraces "$@" 2>&1 | tee -a "$LOG"
+  return "${PIPESTATUS[0]}"
+}
+
+NGPU=$("$PY" - <<'EOF'
+import torch
+print(torch.cuda.device_count() if torch.version.cuda and torch.cuda.is_available() else 0)
+EOF
+)
+if [ "$NGPU" -lt 1 ]; then
+  echo "no CUDA device visible to torch (torch.version.cuda or the driver missing); the" \
+       "collectors would refuse with NO_CUDA" | tee -a "$LOG" >&2
+  exit 3
+fi
+"$PY" - <<'EOF' | tee -a "$LOG"
+import torch
+print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN "
+      f"{torch.backends.cudnn.version()}, {torch.cuda.device_count()} GPU(s): "
+      + ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())))
+EOF
+
+say "1. collect layers (cuda:0)"
+for model in alexnet resnet50; do
+  for prec in fp32 amp; do
+    extra=()
+    if [ "$model" = alexnet ] && [ "$prec" = fp32 ]; then
+      extra=(--profile "$OUTDIR/alexnet-fp32.kineto.json.gz")
+    fi
+    dg 150 collect layers --model "$model" --batch-size 32 --repeats 10 --warmup 3 \
+      --device cuda:0 --precision "$prec" "${extra[@]}" --out "$OUTDIR/layers-$model-$prec"
+  done
+done
+
+if [ "$NGPU" -ge 2 ]; then
+  say "2. collect comm (nccl, $NGPU GPUs)"
+  dg 120 collect comm --backend nccl --workers "$NGPU" --sizes 4KiB..256MiB --repeats 10 \
+    --warmup 3 --out "$OUTDIR/comm-nccl"
+  say "3. collect ssgd (resnet50, nccl, $NGPU GPUs)"
+  dg 180 collect ssgd --model resnet50 --backend nccl --workers "$NGPU" --batch-size 32 \
+    --policies naive,wfbp,bucketed,ddp --iters 10 --warmup 3 \
+    --trace "$OUTDIR/layers-resnet50-fp32" --out "$OUTDIR/ssgd-nccl"
+else
+  say "2. collect comm: one GPU, so no NCCL sweep; gloo loopback instead (CPU processes)"
+  dg 120 collect comm --backend gloo --workers 2 --sizes 4KiB..16MiB --repeats 5 \
+    --warmup 2 --out "$OUTDIR/comm-gloo"
+  say "3. collect ssgd skipped: needs 2 or more GPUs"
+fi
+
+say "4. contribution folder + contribute --dry-run"
+"$PY" "$REPO/scripts/gpu_contribution.py" "$OUTDIR" 2>&1 | tee -a "$LOG"
+set +e
+dg 120 contribute "$OUTDIR/contribution" --dry-run
+DRY=$?
+set -e
+
+say "5. figures"
+"$PY" "$REPO/scripts/gpu_contribution.py" "$OUTDIR" --figures-only 2>&1 | tee -a "$LOG"
+say "done in $(( $(date +%s) - START )) s; contribute --dry-run exit $DRY; outputs in $OUTDIR"
+exit "$DRY"

@@ -1,0 +1,95 @@
+"""dgtraces import nccl-tests: header -> workers/GPU, table -> comm rows, alpha-beta fits."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from dgtraces.cli import main
+from dgtraces.devices import device_key
+from dgtraces.errors import DgtracesError
+from dgtraces.importers import nccl_tests
+
+FIX = Path(__file__).parent / "fixtures" / "nccl_tests"
+AR = FIX / "all_reduce_perf_8xh100.log"
+AG = FIX / "ag_2nodes.log"
+
+
+def test_all_reduce_log_current_format():
+    res = nccl_tests.import_log(AR)
+    assert (res.collective, res.ranks, res.hosts) == ("allreduce", 8, 1)
+    # h100-80gb-hbm3, or h100 once a datasheet row for it ships
+    assert res.gpu == "NVIDIA H100 80GB HBM3" and res.device == device_key(res.gpu)
+    assert res.device.startswith("h100")
+    comm = res.comm
+    assert len(comm) == 2 * 28 and set(comm["workers"]) == {8}
+    assert set(comm["backend"]) == {"nccl"}
+    assert set(comm["interconnect"]) == {f"{res.device}-x8-intra-node"}
+    assert set(comm["n"]) == {20}
+    first = comm.iloc[0]
+    assert (first.message_bytes, first.time_ms) == (8, pytest.approx(0.0282))
+    assert comm["source"].str.contains("; in-place;").sum() == 28
+    fits = res.comm_fits
+    assert len(fits) == 2 and set(fits["provenance"]) == {"reconstructed"}
+    for f in fits.itertuples():  # the generator's line: alpha 28 us + 1.5/2 us noise, 170 GB/s
+        assert 26 < f.alpha_us < 32 and 150 < f.bandwidth_gb_s < 190 and f.r2 > 0.99
+        assert (f.min_bytes, f.max_bytes, f.n_points) == (8, 2 ** 30, 28)
+
+
+def test_older_format_two_hosts_needs_the_collective():
+    with pytest.raises(DgtracesError) as exc:
+        nccl_tests.import_log(AG)
+    assert exc.value.code == "BAD_INPUT"
+    res = nccl_tests.import_log(AG, collective="allgather", interconnect="ib-hdr")
+    assert (res.ranks, res.hosts) == (4, 2) and res.device.startswith("a100")
+    assert set(res.comm["interconnect"]) == {"ib-hdr"} and set(res.comm["n"]) == {50}
+    assert res.comm["message_bytes"].max() == 268435456
+    assert all(20 < f.bandwidth_gb_s < 24.5 for f in res.comm_fits.itertuples())
+
+
+def test_wrong_results_and_broken_lines(tmp_path):
+    text = AR.read_text().splitlines()
+    bad = tmp_path / "all_reduce_perf_bad.log"
+    i = next(k for k, line in enumerate(text) if line.strip().startswith("1024 "))
+    cells = text[i].split()
+    cells[-1] = "3"
+    bad.write_text("\n".join(text[:i] + ["  ".join(cells)] + text[i + 1:]) + "\n")
+    with pytest.raises(DgtracesError) as exc:
+        nccl_tests.import_log(bad)
+    assert exc.value.code == "PLAUSIBILITY" and exc.value.failures[0].row == i + 1
+    bad.write_text("\n".join(text[:i] + [text[i][:40]] + text[i + 1:]) + "\n")
+    with pytest.raises(DgtracesError) as exc:
+        nccl_tests.import_log(bad)
+    assert exc.value.code == "BAD_FILE" and exc.value.failures[0].row == i + 1
+    empty = tmp_path / "all_reduce_perf_empty.log"
+    empty.write_text("# nothing here\n")
+    with pytest.raises(DgtracesError) as exc:
+        nccl_tests.import_log(empty)
+    assert exc.value.code == "BAD_FILE"
+
+
+def test_cli_writes_comm_and_fits_csv(tmp_path):
+    out = tmp_path / "nccl"
+    res = CliRunner().invoke(main, ["import", "nccl-tests", str(AR), str(AG), "--collective",
+                                    "allreduce", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    comm = pd.read_csv(out / "comm.csv")
+    fits = pd.read_csv(out / "comm_fits.csv")
+    assert len(comm) == 2 * 28 + 2 * 10 and len(fits) == 4
+    assert set(fits["workers"]) == {8, 4} and set(fits["backend"]) == {"nccl"}
+    res = CliRunner().invoke(main, ["validate", str(out / "comm.csv"),
+                                    str(out / "comm_fits.csv")])
+    assert res.exit_code == 0, res.output
+
+
+def test_device_keys_from_gpu_names():
+    known = {"v100": {"memory_gb": "16"}, "h200": {}, "a100": {"memory_gb": "80"},
+             "a100-pcie": {}}
+    assert device_key("Tesla V100-SXM2-16GB", known) == "v100"
+    assert device_key("NVIDIA H200", known) == "h200"
+    assert device_key("NVIDIA A100-SXM4-80GB", known) == "a100"
+    assert device_key("NVIDIA A100-SXM4-40GB", known) == "a100-sxm4-40gb"  # other memory
+    assert device_key("NVIDIA A100 PCIe", known) == "a100-pcie"  # longest match
+    assert device_key("NVIDIA GeForce RTX 3090", known) == "rtx-3090"
+    assert device_key("NVIDIA H2000", known) == "h2000"  # no prefix match without a dash
