@@ -20,7 +20,7 @@ import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import DgtracesError, Failure
+from .errors import BadFileError, Failure
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -30,11 +30,11 @@ MAX_GUNZIP_BYTES = 1 << 30
 
 
 def bad_file(name: str, message: str, expected: object = None, found: object = None
-             ) -> DgtracesError:
-    return DgtracesError(f"{name}: {message}", code="BAD_FILE",
-                         failures=[Failure("BAD_FILE", message, file=name,
-                                           expected=None if expected is None else str(expected),
-                                           found=None if found is None else str(found))])
+             ) -> BadFileError:
+    return BadFileError(f"{name}: {message}",
+                        failures=[Failure("BAD_FILE", message, file=name,
+                                          expected=None if expected is None else str(expected),
+                                          found=None if found is None else str(found))])
 
 
 def gunzip(data: bytes, name: str, max_bytes: int | None = None) -> bytes:

@@ -368,6 +368,7 @@ def _store_parents(frames: Mapping[str, "pd.DataFrame"], root=None
 def validate_files(paths, table: str | None = None, *, use_store: bool = True,
                    root=None) -> dict[str, int]:
     """Validate files (never modifies them). Returns table -> rows; raises with a report."""
+    from .contribute.intake import read_bounded
     from .schema import TABLES
 
     if table is not None and table not in TABLES:
@@ -384,7 +385,7 @@ def validate_files(paths, table: str | None = None, *, use_store: bool = True,
         if name in frames:
             raise DgtracesError(f"two files for table {name!r}: {files[name]} and {path}",
                                 code="BAD_INPUT")
-        frames[name] = read_file(path)
+        frames[name] = read_bounded(Path(path))  # the contribution size limits apply
         files[name] = str(path)
     known = _store_parents(frames, root) if use_store else {}
     try:

@@ -11,7 +11,7 @@ import pytest
 from attack_tally import record
 
 from dgtraces import bounded
-from dgtraces.contribute.intake import Limits, _read_table
+from dgtraces.contribute.intake import Limits, read_bounded
 from dgtraces.contribute.metadata import parse_meta
 from dgtraces.errors import DgtracesError
 from dgtraces.importers.kineto import load_trace
@@ -38,8 +38,19 @@ def test_parquet_dictionary_bomb(tmp_path, categorical):
     pq.write_table(table, path, compression="zstd", store_schema=categorical)
     assert pa.types.is_dictionary(pq.read_schema(path).field("run_id").type) is categorical
     assert path.stat().st_size < 1 << 20
-    err = _refused(lambda: _read_table(path, Limits()), "parquet dictionary bomb")
+    err = _refused(lambda: read_bounded(path, Limits()), "parquet dictionary bomb")
     assert "dictionary bomb" in err.failures[0].message
+
+
+def test_validate_command_reads_within_the_limits(tmp_path):
+    """`dgtraces validate` (checks.validate_files) reads through the same bounded reader."""
+    from dgtraces.checks import validate_files
+
+    path = tmp_path / "layer_timings.parquet"
+    col = _dict_column("x" * 60_000, 200_000)
+    pq.write_table(pa.table({"run_id": col, "fwd_ms": pa.array([1.0] * 200_000)}), path,
+                   compression="zstd")
+    _refused(lambda: validate_files([path], use_store=False), "parquet dictionary bomb")
 
 
 @pytest.mark.parametrize("categorical", [False, True])
@@ -47,15 +58,15 @@ def test_parquet_dictionary_long_field(tmp_path, categorical):
     path = tmp_path / "runs.parquet"
     pq.write_table(pa.table({"notes": _dict_column("y" * 100_000, 3)}), path,
                    store_schema=categorical)
-    _refused(lambda: _read_table(path, Limits()), "parquet long field (dictionary)")
+    _refused(lambda: read_bounded(path, Limits()), "parquet long field (dictionary)")
 
 
 def test_parquet_nested_and_cell_limits(tmp_path):
     path = tmp_path / "runs.parquet"
     pq.write_table(pa.table({"a": pa.array([[1, 2], [3]])}), path)
-    _refused(lambda: _read_table(path, Limits()), "parquet nested column")
+    _refused(lambda: read_bounded(path, Limits()), "parquet nested column")
     pq.write_table(pa.table({f"c{i}": list(range(100)) for i in range(20)}), path)
-    _refused(lambda: _read_table(path, Limits(max_cells=1000)), "parquet cells over limit")
+    _refused(lambda: read_bounded(path, Limits(max_cells=1000)), "parquet cells over limit")
 
 
 def test_csv_cells_checked_before_parsing(tmp_path, monkeypatch):
@@ -64,8 +75,8 @@ def test_csv_cells_checked_before_parsing(tmp_path, monkeypatch):
     import dgtraces.checks as checks
 
     monkeypatch.setattr(checks, "read_file", lambda p: pytest.fail("parsed"))
-    _refused(lambda: _read_table(path, Limits(max_cells=2000)), "csv cells over limit")
-    _refused(lambda: _read_table(path, Limits(max_rows=500)), "csv rows over limit")
+    _refused(lambda: read_bounded(path, Limits(max_cells=2000)), "csv cells over limit")
+    _refused(lambda: read_bounded(path, Limits(max_rows=500)), "csv rows over limit")
     assert bounded.csv_shape(path) == (600, 4)
 
 

@@ -243,7 +243,9 @@ def _table_files(folder: Path) -> dict[str, Path]:
     return out
 
 
-def _read_table(path: Path, limits: Limits) -> "pd.DataFrame":
+def read_bounded(path: Path, limits: Limits = DEFAULT_LIMITS) -> "pd.DataFrame":
+    """A CSV/Parquet table read within ``limits`` (sizes checked before materialising;
+    BAD_FILE past them). Contributions and ``dgtraces validate`` read through it."""
     from .. import bounded
     from ..checks import read_file
 
@@ -282,6 +284,6 @@ def read_contribution(path: str | os.PathLike, limits: Limits = DEFAULT_LIMITS) 
         meta = read_meta(folder / META_FILE, limits.max_meta_bytes, problems)
         out = Contribution(source=str(path), meta=meta, meta_failures=problems)
         for table, p in _table_files(folder).items():
-            out.frames[table] = _read_table(p, limits)
+            out.frames[table] = read_bounded(p, limits)
             out.files[table] = p.name
     return out
