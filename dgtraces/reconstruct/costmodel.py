@@ -33,6 +33,8 @@ supports it (:data:`dgtraces.reconstruct.calibration.WINOGRAD_DEVICES`).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
@@ -45,6 +47,34 @@ SOFT_P = 4.0
 PARAM_NAMES = ("eff_gemm", "eff_bwd", "eff_mem", "launch_us", "n_half")
 GEMM_KINDS = ("conv", "fc")
 COPY_KINDS = ("eltwise", "concat")  # backward copies the top diff, reads no bottom data
+
+# Where the host dispatch term ``kernels * launch_us`` is charged (pre-registered rule of
+# docs/gpu-traces.md): "layer" (roofline-1.1: inside each layer's time) or "iteration"
+# (rule ``device-time``: a layer's time is its device time, dispatch is per-iteration host
+# overhead outside the layers). Whole-model times are the same under both.
+DISPATCH_RULES = ("layer", "iteration")
+_dispatch = {"rule": "layer"}
+
+
+def dispatch_rule() -> str:
+    """The rule in force (see :data:`DISPATCH_RULES`)."""
+    return _dispatch["rule"]
+
+
+@contextmanager
+def use_dispatch(rule: str) -> Iterator[None]:
+    """Evaluate under another dispatch rule (before/after comparisons)."""
+    from ..errors import DgtracesError
+
+    if rule not in DISPATCH_RULES:
+        raise DgtracesError(f"dispatch rule must be one of {', '.join(DISPATCH_RULES)}, got "
+                            f"{rule!r}", code="BAD_INPUT")
+    old = _dispatch["rule"]
+    _dispatch["rule"] = rule
+    try:
+        yield
+    finally:
+        _dispatch["rule"] = old
 
 
 @dataclass(frozen=True)
@@ -166,6 +196,8 @@ class LayerCosts:
     bwd_latency_ms: np.ndarray
     fwd_bound: np.ndarray  # "compute" | "memory" | "latency" per layer
     bwd_bound: np.ndarray
+    host_fwd_ms: float = 0.0  # dispatch charged outside the layers (rule "iteration")
+    host_bwd_ms: float = 0.0
 
 
 def _direction(la: LayerArrays, p: Params, dev: Device, batch: float, bwd: bool,
@@ -214,7 +246,7 @@ def _direction(la: LayerArrays, p: Params, dev: Device, batch: float, bwd: bool,
     latency = launch + fill
     bound = np.where(latency > roof, "latency",
                      np.where(t_compute >= t_memory, "compute", "memory"))
-    return total * 1e3, latency * 1e3, bound
+    return total * 1e3, latency * 1e3, bound, launch * 1e3
 
 
 def layer_costs(la: LayerArrays, p: Params, dev: Device, batch: float,
@@ -222,10 +254,13 @@ def layer_costs(la: LayerArrays, p: Params, dev: Device, batch: float,
     """Per-layer forward/backward times in ms for one batch size (``training=False``:
     inference-mode forward)."""
     amp = precision == "amp"
-    f, fl, fb = _direction(la, p, dev, batch, False, amp, training)
-    b, bl, bb = _direction(la, p, dev, batch, True, amp)
+    f, fl, fb, f_launch = _direction(la, p, dev, batch, False, amp, training)
+    b, bl, bb, b_launch = _direction(la, p, dev, batch, True, amp)
     update = (la.blobs * p.launch_us * 1e-6
               + 5 * la.grad_bytes.sum() / (p.eff_mem * dev.bandwidth_gb_s * 1e9)) * 1e3
+    if dispatch_rule() == "iteration":
+        return LayerCosts(f - f_launch, b - b_launch, float(update), fl - f_launch,
+                          bl - b_launch, fb, bb, float(f_launch.sum()), float(b_launch.sum()))
     return LayerCosts(f, b, float(update), fl, bl, fb, bb)
 
 
@@ -234,13 +269,15 @@ def predict_ms(la: LayerArrays, p: Params, dev: Device, batch: float, phase: str
     """Whole-model time: ``inference`` = forward; ``train`` = fwd + bwd + update;
     ``fwd`` / ``bwd`` = one direction (for measured totals)."""
     c = layer_costs(la, p, dev, batch, precision, training=phase != "inference")
+    fwd = float(c.fwd_ms.sum()) + c.host_fwd_ms
+    bwd = float(c.bwd_ms.sum()) + c.host_bwd_ms
     if phase in ("inference", "fwd"):
-        return float(c.fwd_ms.sum())
+        return fwd
     if phase == "bwd":
-        return float(c.bwd_ms.sum())
+        return bwd
     if phase == "fwdbwd":
-        return float(c.fwd_ms.sum() + c.bwd_ms.sum())
-    return float(c.fwd_ms.sum() + c.bwd_ms.sum() + c.update_ms)
+        return fwd + bwd
+    return fwd + bwd + c.update_ms
 
 
 def timings_frame(la: LayerArrays, costs: LayerCosts, run_id: str) -> "pd.DataFrame":

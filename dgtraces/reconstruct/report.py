@@ -40,6 +40,7 @@ class MethodReport:
     loo: dict[str, dict[str, tuple[float, ...]]] | None = None  # device -> config -> errors
     gpu: list = field(default_factory=list)  # reconstruct.gpu.GpuComparison per modelled run
     gpu_skipped: list[str] = field(default_factory=list)  # published GPU runs not modelled
+    trial: object | None = None  # dispatch_eval.Trial: the pre-registered rule, before/after
 
     def misses(self, device: str) -> list[tuple[str, float]]:
         """Fitted rows whose reconstructed total is off by more than 5%."""
@@ -86,6 +87,8 @@ class MethodReport:
             from .gpu import lines
 
             out.extend(lines(self.gpu, self.gpu_skipped))
+        if self.trial is not None:
+            out.extend(self.trial.lines())  # type: ignore[attr-defined]
         for dev, configs in (self.loo or {}).items():
             for name, errs in configs.items():
                 s = loo_summary(errs)
@@ -192,8 +195,9 @@ def cpu_validations(frames: dict, missing: list[str]) -> list[CpuValidation]:
 
 def build_report(version: str | None = None, *,
                  frames: dict[str, "pd.DataFrame"] | None = None,
-                 loo: bool = False) -> MethodReport:
-    """Everything the report needs (``loo``: also the leave-one-out table, seconds).
+                 loo: bool = False, trial: bool = True) -> MethodReport:
+    """Everything the report needs (``loo``: also the leave-one-out table, seconds;
+    ``trial``: the per-layer comparisons again under the pre-registered dispatch rule).
 
     ``frames`` defaults to the release ``version`` (latest), whose measured CPU runs and
     measured CPU ``devices`` rows drive the CPU validation. An explicit ``version`` that is
@@ -230,5 +234,12 @@ def build_report(version: str | None = None, *,
         from .gpu import compare_gpu
 
         gpu = compare_gpu(runs, lt)  # else: no such runs (before v0.4.0); the section says so
-    return MethodReport(cals, v15_check(cals["v100"]), cpu, bc, version, missing,
-                        loo_table() if loo else None, *gpu)
+    rep = MethodReport(cals, v15_check(cals["v100"]), cpu, bc, version, missing,
+                       loo_table() if loo else None, *gpu)
+    if trial and rep.gpu:
+        from . import dispatch_eval
+
+        rep.trial = dispatch_eval.Trial(
+            dispatch_eval.from_parts("layer", rep.gpu, cpu, bc),
+            dispatch_eval.per_layer("iteration", frames, runs, lt))
+    return rep
