@@ -96,6 +96,37 @@ class Trial:
         return out
 
 
+def markdown(trial: Trial) -> list[str]:
+    """The card's record of the attempt (figures computed, not copied)."""
+    v = trial.verdict
+    out = ["**Pre-registered rule `device-time`** (declared in `docs/gpu-traces.md` before it "
+           "was run): a layer's time is its device time, the host dispatch `kernels * "
+           "launch_us` is charged once per iteration outside the layers (no new constant, no "
+           "refit; whole-model times unchanged). Adopt only if (a) the V100 per-layer MAPE "
+           "improves on both Kineto traces, (b) the calibration leave-one-out rms is not "
+           "worse on K80 and V100, (c) the CPU and B-Caffe per-layer MAPE are not worse. "
+           "Result: **" + ("adopted" if v["adopt"] else "not adopted, the model is "
+                           "unchanged") + "**.", "",
+           "| comparison | before (shipped) | after (device-time) |",
+           "| --- | ---: | ---: |"]
+    for run, b in trial.before.gpu.items():
+        a = trial.after.gpu[run]
+        out.append(f"| `{run}` per-layer MAPE (whole mapped iteration) | "
+                   f"{b['layer_mape_pct']:.1f}% ({b['iteration_error_pct']:+.1f}%) | "
+                   f"{a['layer_mape_pct']:.1f}% ({a['iteration_error_pct']:+.1f}%) |")
+    for t, m in trial.before.cpu_mape.items():
+        out.append(f"| CPU per-layer MAPE, {t} thread(s) | {m:.1f}% | "
+                   f"{trial.after.cpu_mape[t]:.1f}% |")
+    if trial.before.bcaffe_mape is not None and trial.after.bcaffe_mape is not None:
+        out.append(f"| B-Caffe K80 GoogLeNet backward MAPE | {trial.before.bcaffe_mape:.1f}% | "
+                   f"{trial.after.bcaffe_mape:.1f}% |")
+    out += ["", f"(a) {'holds' if v['a_v100_layers'] else 'fails'}; (b) holds by construction "
+            "(`python scripts/evaluate_dispatch_rule.py` computes it); (c) "
+            f"{'holds' if v['c_held_out'] else 'fails'}. Per kind and the full table: "
+            "`docs/gpu-traces.md`.", ""]
+    return out
+
+
 def figures(rule: str, *, loo: bool = True, version: str | None = None) -> RuleFigures:
     """The report's per-layer figures and the calibration leave-one-out rms under ``rule``."""
     from .calibration import WINOGRAD_DEVICES, loo as loo_errors

@@ -308,6 +308,10 @@ def markdown(rep: MethodReport, png: str | None = PNG_LINK) -> str:
 
     lines += ["### Real GPU layers (published Kineto V100 traces)", ""]
     lines += gpu_markdown(rep.gpu, rep.gpu_skipped)
+    if rep.trial is not None:
+        from .dispatch_eval import markdown as trial_markdown
+
+        lines += trial_markdown(rep.trial)  # type: ignore[arg-type]
     lines += [
         "### H200", "",
         H200_NOTE, "",
