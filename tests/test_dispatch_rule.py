@@ -13,8 +13,13 @@ import pytest
 
 from dgtraces.errors import DgtracesError
 from dgtraces.reconstruct.calibration import calibrate
-from dgtraces.reconstruct.costmodel import (dispatch_rule, layer_arrays, layer_costs,
-                                            predict_ms, use_dispatch)
+from dgtraces.reconstruct.costmodel import (
+    dispatch_rule,
+    layer_arrays,
+    layer_costs,
+    predict_ms,
+    use_dispatch,
+)
 from dgtraces.reconstruct.dispatch_eval import RuleFigures, criterion
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "gpu-traces.md"

@@ -129,7 +129,8 @@ def markdown(trial: Trial) -> list[str]:
 
 def figures(rule: str, *, loo: bool = True, version: str | None = None) -> RuleFigures:
     """The report's per-layer figures and the calibration leave-one-out rms under ``rule``."""
-    from .calibration import WINOGRAD_DEVICES, loo as loo_errors
+    from .calibration import WINOGRAD_DEVICES
+    from .calibration import loo as loo_errors
     from .costmodel import use_dispatch
     from .report import GPU_DEVICES, build_report, loo_summary
 
