@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 
-from dgtraces.reconstruct.dispatch_eval import criterion, figures
+from dgtraces.reconstruct.dispatch_eval import Trial, criterion, figures
 
 
 def main() -> int:
@@ -30,12 +30,8 @@ def main() -> int:
             print(f"| `{run}` {kind} ({kb['layers']} layers): MAPE, sum error | "
                   f"{kb['mape_pct']:.1f}%, {kb['sum_error_pct']:+.1f}% | "
                   f"{ka['mape_pct']:.1f}%, {ka['sum_error_pct']:+.1f}% |")
-    for t in before.cpu_mape:
-        print(f"| CPU per-layer MAPE, {t} thread(s) | {before.cpu_mape[t]:.1f}% | "
-              f"{after.cpu_mape[t]:.1f}% |")
-    if before.bcaffe_mape is not None and after.bcaffe_mape is not None:
-        print(f"| B-Caffe K80 GoogLeNet backward MAPE | {before.bcaffe_mape:.1f}% | "
-              f"{after.bcaffe_mape:.1f}% |")
+    for label, b_mape, a_mape in Trial(before, after).held_out():
+        print(f"| {label} | {b_mape:.1f}% | {a_mape:.1f}% |")
     for d in before.loo_rms:
         print(f"| {d} leave-one-out rms log | {before.loo_rms[d]:.6f} | "
               f"{after.loo_rms[d]:.6f} |")

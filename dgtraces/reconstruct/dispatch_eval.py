@@ -68,24 +68,31 @@ class Trial:
     def verdict(self) -> dict[str, bool]:
         return criterion(self.before, self.after)
 
+    def runs(self) -> list[tuple[str, dict, dict]]:
+        """(run_id, figures before, figures after) per V100 trace."""
+        return [(run, b, self.after.gpu[run]) for run, b in self.before.gpu.items()]
+
+    def held_out(self) -> list[tuple[str, float, float]]:
+        """(comparison, MAPE before, MAPE after) of the held-out per-layer checks (c)."""
+        out = [(f"CPU per-layer MAPE, {t} thread(s)", m, self.after.cpu_mape[t])
+               for t, m in self.before.cpu_mape.items()]
+        if self.before.bcaffe_mape is not None and self.after.bcaffe_mape is not None:
+            out.append(("B-Caffe K80 GoogLeNet backward MAPE", self.before.bcaffe_mape,
+                        self.after.bcaffe_mape))
+        return out
+
     def lines(self) -> list[str]:
         v = self.verdict
         out = ["pre-registered rule device-time (docs/gpu-traces.md: a layer's time is its "
                "device time, kernel dispatch charged per iteration), before -> after:"]
-        for run, b in self.before.gpu.items():
-            a = self.after.gpu[run]
+        for run, b, a in self.runs():
             out.append(f"  {run}: per-layer MAPE {b['layer_mape_pct']:.1f}% -> "
                        f"{a['layer_mape_pct']:.1f}%, whole mapped iteration "
                        f"{b['iteration_error_pct']:+.1f}% -> {a['iteration_error_pct']:+.1f}%")
             out.append("    by kind (MAPE): " + ", ".join(
                 f"{k} {kb['mape_pct']:.1f}% -> {a['kinds'][k]['mape_pct']:.1f}%"
                 for k, kb in b["kinds"].items()))
-        for t, m in self.before.cpu_mape.items():
-            out.append(f"  CPU per-layer MAPE, {t} thread(s): {m:.1f}% -> "
-                       f"{self.after.cpu_mape[t]:.1f}%")
-        if self.before.bcaffe_mape is not None and self.after.bcaffe_mape is not None:
-            out.append(f"  B-Caffe K80 GoogLeNet backward MAPE: {self.before.bcaffe_mape:.1f}% "
-                       f"-> {self.after.bcaffe_mape:.1f}%")
+        out += [f"  {label}: {b:.1f}% -> {a:.1f}%" for label, b, a in self.held_out()]
         loo = ("equal (whole-model times unchanged; python scripts/evaluate_dispatch_rule.py "
                "checks it)" if not self.before.loo_rms else
                ("not worse" if v["b_loo"] else "WORSE"))
@@ -109,17 +116,10 @@ def markdown(trial: Trial) -> list[str]:
                            "unchanged") + "**.", "",
            "| comparison | before (shipped) | after (device-time) |",
            "| --- | ---: | ---: |"]
-    for run, b in trial.before.gpu.items():
-        a = trial.after.gpu[run]
-        out.append(f"| `{run}` per-layer MAPE (whole mapped iteration) | "
-                   f"{b['layer_mape_pct']:.1f}% ({b['iteration_error_pct']:+.1f}%) | "
-                   f"{a['layer_mape_pct']:.1f}% ({a['iteration_error_pct']:+.1f}%) |")
-    for t, m in trial.before.cpu_mape.items():
-        out.append(f"| CPU per-layer MAPE, {t} thread(s) | {m:.1f}% | "
-                   f"{trial.after.cpu_mape[t]:.1f}% |")
-    if trial.before.bcaffe_mape is not None and trial.after.bcaffe_mape is not None:
-        out.append(f"| B-Caffe K80 GoogLeNet backward MAPE | {trial.before.bcaffe_mape:.1f}% | "
-                   f"{trial.after.bcaffe_mape:.1f}% |")
+    out += [f"| `{run}` per-layer MAPE (whole mapped iteration) | {b['layer_mape_pct']:.1f}% "
+            f"({b['iteration_error_pct']:+.1f}%) | {a['layer_mape_pct']:.1f}% "
+            f"({a['iteration_error_pct']:+.1f}%) |" for run, b, a in trial.runs()]
+    out += [f"| {label} | {b:.1f}% | {a:.1f}% |" for label, b, a in trial.held_out()]
     out += ["", f"(a) {'holds' if v['a_v100_layers'] else 'fails'}; (b) holds by construction "
             "(`python scripts/evaluate_dispatch_rule.py` computes it); (c) "
             f"{'holds' if v['c_held_out'] else 'fails'}. Per kind and the full table: "
