@@ -134,3 +134,27 @@ def test_every_listed_device_works():
             trace = resolve("alexnet", device, 32, shape_only=True)
         pred, _ = predict_trace(calibrate(trace, 100.0, Policy()), Cluster(2), Policy())
         assert pred.iter_ms > 0 and pred.trace_device == device
+
+
+def test_link_fit_reads_a_raw_nccl_tests_log(tmp_path):
+    from pathlib import Path
+
+    from dgtraces.importers.nccl_tests import import_log
+
+    log = Path(__file__).parent / "fixtures" / "nccl_tests" / "all_reduce_perf_8xh100.log"
+    fit = import_log(log).comm_fits
+    row = fit.sort_values("r2", ascending=False).iloc[0]
+    link = link_from_fit(str(log))
+    alpha, bw = ring_link_from_allreduce(float(row["alpha_us"]),
+                                         float(row["beta_us_per_byte"]), 8)
+    assert (link.alpha_us, link.bandwidth_gb_s) == pytest.approx((alpha, bw))
+    gather = tmp_path / "all_gather_perf.log"  # an all_gather log has no allreduce fit
+    gather.write_text((log.parent / "ag_2nodes.log").read_text())
+    with pytest.raises(DgtracesError) as exc:
+        link_from_fit(str(gather))
+    assert exc.value.code == "NOT_FOUND"
+    junk = tmp_path / "notes.txt"
+    junk.write_text("hello\nworld\n")
+    with pytest.raises(DgtracesError) as exc:
+        link_from_fit(str(junk))
+    assert exc.value.code == "BAD_FILE" and "nccl-tests" in exc.value.failures[0].expected

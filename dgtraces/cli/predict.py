@@ -46,8 +46,8 @@ def _cluster_options(f):
                      help="The collective runs on the compute cores (no overlap)."),
         click.option("--link-fit", default=None, metavar="FILE|INTERCONNECT[@WORKERS]",
                      help="Use an allreduce fit for both links: a comm_fits / comm file or "
-                          "folder (collect comm, import nccl-tests), an OSU output, or an "
-                          "interconnect of the release's comm_fits."),
+                          "folder (collect comm, import nccl-tests), a raw nccl-tests log, "
+                          "an OSU output, or an interconnect of the release's comm_fits."),
     ]):
         f = opt(f)
     return f
