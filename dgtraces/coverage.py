@@ -7,12 +7,13 @@
   incomplete run by default (:func:`incomplete_runs`).
 * **Throughput**: the FLOPs of one iteration (``layers.fwd_flops + bwd_flops`` per sample x
   ``batch_size``, counting only the phases that were timed: a layer with only ``bwd_ms``
-  counts only its ``bwd_flops``) divided by the sum of the layer times is the implied FLOP/s. A consistent
-  unit error (microseconds entered as milliseconds, seconds as milliseconds) moves it by
-  1000x. Bounds, not tuned to any data set: above :data:`ABOVE_PEAK` x the device's
-  datasheet peak (Winograd/FFT convolutions can beat the counted FLOPs by up to ~2.25x), or
-  below the peak / :data:`BELOW_PEAK`; for a device without datasheet figures, the generic
-  per-kind range :data:`GENERIC_FLOPS`. Both are PLAUSIBILITY with the implied FLOP/s.
+  counts only its ``bwd_flops``) divided by the sum of the layer times is the implied
+  FLOP/s. A consistent unit error (microseconds entered as milliseconds, seconds as
+  milliseconds) moves it by 1000x. Bounds, not tuned to any data set: above
+  :data:`ABOVE_PEAK` x the device's datasheet peak (Winograd/FFT convolutions can beat the
+  counted FLOPs by up to ~2.25x), or below the peak / :data:`BELOW_PEAK`; for a device
+  without datasheet figures, the generic per-kind range :data:`GENERIC_FLOPS`. Both are
+  PLAUSIBILITY with the implied FLOP/s.
 """
 
 from __future__ import annotations
