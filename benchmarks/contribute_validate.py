@@ -3,8 +3,9 @@
 The contribution is 439 ResNet-50 runs x 228 layers = 100,092 layer_timings rows, built
 from the template (FLOP-derived example times, each run scaled differently so no two runs
 are duplicates), written as CSV and as Parquet into a temp folder; the store is a temp copy
-of every release in data/releases (its runs are fingerprinted for the duplicate check). Each repeat times the whole `validate_contribution` (read, schemas, keys,
-structure, plausibility, duplicate fingerprints) and, in the same run, its phases.
+of every release in data/releases (its runs are fingerprinted for the duplicate check).
+Each repeat times the whole `validate_contribution` (read, schemas, keys, structure,
+plausibility, duplicate fingerprints) and, in the same run, its phases.
 
     python benchmarks/contribute_validate.py [--repeat 3] [--runs 439]
 """
@@ -25,8 +26,12 @@ REPO = Path(__file__).resolve().parent.parent
 def build(folder: Path, n_runs: int, fmt: str) -> int:
     import pandas as pd
 
-    from dgtraces.contribute.template import (EXAMPLE_META, EXAMPLE_SOURCE,
-                                              PLACEHOLDER_CONTRIBUTOR, template_frames)
+    from dgtraces.contribute.template import (
+        EXAMPLE_META,
+        EXAMPLE_SOURCE,
+        PLACEHOLDER_CONTRIBUTOR,
+        template_frames,
+    )
 
     runs0, lt0 = template_frames("resnet50", 32)
     runs, lts = [], []

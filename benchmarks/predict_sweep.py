@@ -1,11 +1,11 @@
 """Benchmark: vectorised sweep vs the reference event simulation, measured in one run.
 
 100,000 configurations of ResNet-50 (the real Caffe-granularity layer list; its layer and
-gradient-layer counts are printed), twice: a mixed grid (50 worker counts x 5 gpus/node x 2 intra x 5 inter links x
-5 algorithms x 4 policies x 2 io-overlap choices; the comm pass of a policy serves both io
-choices) and a worst case of 100,000 distinct comm setups all under mgwfbp (the dynamic
-program). Layer times are synthetic (seeded; the timing code does not depend on their
-values). The reference simulation is timed on a random subset and scaled.
+gradient-layer counts are printed), twice: a mixed grid (50 worker counts x 5 gpus/node x 2
+intra x 5 inter links x 5 algorithms x 4 policies x 2 io-overlap choices; the comm pass of a
+policy serves both io choices) and a worst case of 100,000 distinct comm setups all under
+mgwfbp (the dynamic program). Layer times are synthetic (seeded; the timing code does not
+depend on their values). The reference simulation is timed on a random subset and scaled.
 
 Targets (issue #5): sweep <= 1 s on 2 cores; >= 50x faster than the reference.
 

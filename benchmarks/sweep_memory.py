@@ -1,5 +1,5 @@
 """Peak memory per configuration of `run_sweep`, measured at two sizes in one run (issue #14
-item 8): the CLI's sweep guard (`cli.predict.SWEEP_BYTES_PER_CONFIG`) comes from this.
+item 8): the CLI's sweep guard (`cli.sweep.SWEEP_BYTES_PER_CONFIG`) comes from this.
 
 The peak is the process's RSS high-water mark above the level after a warm-up, in a fresh
 child process per size (so one size's peak cannot hide the other's). Prints bytes per
@@ -50,7 +50,7 @@ def measure(workers: int) -> dict:
 
 
 def main() -> None:
-    from dgtraces.cli.predict import SWEEP_BYTES_PER_CONFIG, SWEEP_MEMORY_MIB, max_sweep
+    from dgtraces.cli.sweep import SWEEP_BYTES_PER_CONFIG, SWEEP_MEMORY_MIB, max_sweep
 
     small, large = measure(100), measure(400)
     for m in (small, large):

@@ -107,7 +107,7 @@ def package_bibtex() -> str:
             f"traces and a DAG predictor of S-SGD iteration time}},\n  author  = "
             f"{{{{dgtraces developers}}}},\n  year    = {{2026}},\n  version = "
             f"{{{__version__}}},\n  note    = {{Cite with the dataset release used, e.g. "
-            f"``dataset release 0.3.0''}}\n}}")
+            f"``dataset release 0.4.0''}}\n}}")
 
 
 def citation_bibtex(version: str | None = None) -> str:

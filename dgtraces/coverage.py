@@ -6,12 +6,14 @@
   ``contribution.yaml`` says ``partial: true``, and the predictor never picks an
   incomplete run by default (:func:`incomplete_runs`).
 * **Throughput**: the FLOPs of one iteration (``layers.fwd_flops + bwd_flops`` per sample x
-  ``batch_size``) divided by the sum of the layer times is the implied FLOP/s. A consistent
-  unit error (microseconds entered as milliseconds, seconds as milliseconds) moves it by
-  1000x. Bounds, not tuned to any data set: above :data:`ABOVE_PEAK` x the device's
-  datasheet peak (Winograd/FFT convolutions can beat the counted FLOPs by up to ~2.25x), or
-  below the peak / :data:`BELOW_PEAK`; for a device without datasheet figures, the generic
-  per-kind range :data:`GENERIC_FLOPS`. Both are PLAUSIBILITY with the implied FLOP/s.
+  ``batch_size``, counting only the phases that were timed: a layer with only ``bwd_ms``
+  counts only its ``bwd_flops``) divided by the sum of the layer times is the implied
+  FLOP/s. A consistent unit error (microseconds entered as milliseconds, seconds as
+  milliseconds) moves it by 1000x. Bounds, not tuned to any data set: above
+  :data:`ABOVE_PEAK` x the device's datasheet peak (Winograd/FFT convolutions can beat the
+  counted FLOPs by up to ~2.25x), or below the peak / :data:`BELOW_PEAK`; for a device
+  without datasheet figures, the generic per-kind range :data:`GENERIC_FLOPS`. Both are
+  PLAUSIBILITY with the implied FLOP/s.
 """
 
 from __future__ import annotations
@@ -24,8 +26,20 @@ from .errors import DgtracesError, Failure
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+# The bounds are wide on purpose: they only catch unit errors (x1000), never slow or fast
+# but honest runs, and none was fitted to stored data.
+# ABOVE_PEAK: counted FLOPs are direct-convolution FLOPs; Winograd F(2x2,3x3) does 2.25x
+# fewer multiplies for 3x3 convolutions (Lavin & Gray 2016), so a run may legitimately
+# *appear* up to ~2.25x faster than the datasheet peak; 2.5 adds a margin for clock boost.
 ABOVE_PEAK = 2.5
+# BELOW_PEAK: small batches, tiny layers, launch overhead and CPU-bound data movement keep
+# real utilisation far under peak (single-digit percent is common at batch 1); 1/5000 =
+# 0.02 % of peak is ~50x under the slowest plausible run and still 20x above what a x1000
+# unit error (ms entered as s) produces at a typical ~10 % utilisation.
 BELOW_PEAK = 5000.0
+# GENERIC_FLOPS, for devices without datasheet figures: CPU from an old single core
+# (~1e8 FLOP/s effective) to a large many-core AVX-512 server (tens of TFLOP/s); GPU from an
+# old mobile part (~1e9) to 2.5x the fp16 tensor peak of current parts (~1e15).
 GENERIC_FLOPS = {"cpu": (1e8, 5e13), "gpu": (1e9, 2.5e15)}  # FLOP/s, per device
 SHOWN_MISSING = 5
 
@@ -85,8 +99,12 @@ def throughput_failures(runs: "pd.DataFrame", timings: "pd.DataFrame",
     flops = layers_frame()[["model", "layer", "fwd_flops", "bwd_flops"]]
     t = timings[["run_id", "layer", "fwd_ms", "bwd_ms"]].merge(
         runs[["run_id", "model"]], on="run_id").merge(flops, on=["model", "layer"])
-    t = t.assign(f=t["fwd_flops"].astype(float) + t["bwd_flops"].astype(float),
-                 ms=t["fwd_ms"].astype(float).fillna(0) + t["bwd_ms"].astype(float).fillna(0))
+    fwd, bwd = t["fwd_ms"].astype(float), t["bwd_ms"].astype(float)
+    # FLOPs only of the phases that were timed: a backward-only trace is compared with the
+    # backward FLOPs, not forward + backward (that would inflate the implied FLOP/s ~1.5x)
+    t = t.assign(f=t["fwd_flops"].astype(float).where(fwd.notna(), 0.0)
+                 + t["bwd_flops"].astype(float).where(bwd.notna(), 0.0),
+                 ms=fwd.fillna(0) + bwd.fillna(0))
     per_run = t.groupby("run_id")[["f", "ms"]].sum()
     out = []
     r = runs.reset_index(drop=True)

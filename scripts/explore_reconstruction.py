@@ -188,7 +188,7 @@ def names(m: dict, wino: bool) -> list[str]:
 
 def to_params(theta, keys, wino_max: float) -> dict:
     P = {}
-    for v, k in zip(theta, keys):
+    for v, k in zip(theta, keys, strict=False):
         s = 1 / (1 + np.exp(-np.clip(v, -30, 30)))
         P[k] = float(s if k in EFFS else 1 + (wino_max - 1) * s if k == "wino"
                      else np.exp(np.clip(v, -30, 40)))
@@ -237,8 +237,8 @@ def evaluate(device: str, m: dict) -> dict:
     loo = np.array(loo)
     big = np.array([o.batch_size > 1 for o in obs])
     _, rmm = fit(dev, obs, m, wino, p_norm=16)
-    return {"params": P, "errors": err, "misses": [x.row for x, e in zip(rows, err)
-                                                   if abs(e) > 5],
+    misses = [x.row for x, e in zip(rows, err, strict=False) if abs(e) > 5]
+    return {"params": P, "errors": err, "misses": misses,
             "rms": float(np.sqrt(np.mean(r ** 2))),
             "loo_rms": float(np.sqrt(np.mean(loo ** 2))),
             "loo_rms_b2": float(np.sqrt(np.mean(loo[big] ** 2))),
@@ -272,7 +272,7 @@ def markdown(results: dict, subs: dict, seconds: float) -> str:
              "| variant | what it tests | k80 misses | k80 minimax worst | k80 LOO rms (b>1) "
              "| k80 LOO median | v100 misses | v100 minimax worst | v100 LOO rms (b>1) "
              "| v100 LOO median |", "|" + "---|" * 10]
-    for name, (m, what) in CANDIDATES.items():
+    for name, (_, what) in CANDIDATES.items():
         if name not in results:
             continue
         cells = [name, what]

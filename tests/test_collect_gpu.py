@@ -83,6 +83,10 @@ def fake_cuda(monkeypatch):
     ["collect", "layers", "--model", "alexnet", "--batch-size", "1", "--device", "cuda"],
     ["collect", "comm", "--backend", "nccl", "--workers", "2"],
     ["collect", "ssgd", "--model", "alexnet", "--backend", "nccl", "--policies", "ddp"],
+    # eager: NO_CUDA before click reports a missing option
+    ["collect", "layers", "--device", "cuda", "--model", "alexnet"],
+    ["collect", "comm", "--backend", "nccl"],
+    ["collect", "ssgd", "--backend", "nccl"],
 ])
 def test_cuda_requests_fail_at_once_without_cuda(args, tmp_path):
     res = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "o")])

@@ -85,3 +85,23 @@ def test_datasheet_peak_bounds():
                                                         bwd_ms=lt.bwd_ms * 1e-4),
                                         {"k80": 4.37e12}, "runs.csv")
     assert len(fast) == 1 and "above" in fast[0].message
+
+
+def test_backward_only_runs_are_compared_with_backward_flops():
+    """A trace with only bwd_ms counts only bwd_flops: the implied FLOP/s does not include
+    forward FLOPs that were never timed."""
+    from dgtraces.models import layers_frame
+
+    runs, lt = variant("k2", batch=32)
+    runs["device"] = "k80"
+    lf = layers_frame("alexnet").set_index("layer")
+    bwd_only = lt.assign(fwd_ms=float("nan"))
+    ms = bwd_only["bwd_ms"].sum()
+    implied = lf["bwd_flops"].sum() * 32 / (ms / 1e3)
+    # a peak that puts the backward-only FLOP/s just under the upper bound, and
+    # forward+backward FLOP/s (had they been counted) above it
+    both = (lf["fwd_flops"] + lf["bwd_flops"]).sum() * 32 / (ms / 1e3)
+    peak = (implied + both) / 2 / coverage.ABOVE_PEAK
+    assert coverage.throughput_failures(runs, bwd_only, {"k80": peak}, "runs.csv") == []
+    assert len(coverage.throughput_failures(runs, lt.assign(fwd_ms=0.0), {"k80": peak},
+                                            "runs.csv")) == 1

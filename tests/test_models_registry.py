@@ -97,7 +97,8 @@ def test_card_lists_the_release_models_from_the_registry(mini_release_root):
 
 
 def test_registry_and_cli_help_import_no_pandas():
-    code = ("import sys, dgtraces.models.registry, dgtraces.cli.predict, dgtraces.cli.collect;"
+    code = ("import sys, dgtraces.models.registry, dgtraces.cli.predict, dgtraces.cli.sweep,"
+            " dgtraces.cli.collect;"
             "print('pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)

@@ -134,3 +134,51 @@ def test_every_listed_device_works():
             trace = resolve("alexnet", device, 32, shape_only=True)
         pred, _ = predict_trace(calibrate(trace, 100.0, Policy()), Cluster(2), Policy())
         assert pred.iter_ms > 0 and pred.trace_device == device
+
+
+def test_link_fit_reads_a_raw_nccl_tests_log(tmp_path):
+    from pathlib import Path
+
+    from dgtraces.importers.nccl_tests import import_log
+
+    log = Path(__file__).parent / "fixtures" / "nccl_tests" / "all_reduce_perf_8xh100.log"
+    fit = import_log(log).comm_fits
+    row = fit.sort_values("r2", ascending=False).iloc[0]
+    link = link_from_fit(str(log))
+    alpha, bw = ring_link_from_allreduce(float(row["alpha_us"]),
+                                         float(row["beta_us_per_byte"]), 8)
+    assert (link.alpha_us, link.bandwidth_gb_s) == pytest.approx((alpha, bw))
+    gather = tmp_path / "all_gather_perf.log"  # an all_gather log has no allreduce fit
+    gather.write_text((log.parent / "ag_2nodes.log").read_text())
+    with pytest.raises(DgtracesError) as exc:
+        link_from_fit(str(gather))
+    assert exc.value.code == "NOT_FOUND"
+    junk = tmp_path / "notes.txt"
+    junk.write_text("hello\nworld\n")
+    with pytest.raises(DgtracesError) as exc:
+        link_from_fit(str(junk))
+    assert exc.value.code == "BAD_FILE" and "nccl-tests" in exc.value.failures[0].expected
+
+
+def test_linear_scaling_baseline_beside_the_predictor(published):
+    s = published.scored()
+    speed = s[s["metric"] == "speedup"]
+    assert list(speed["linear"]) == list(speed["gpus"].astype(float))
+    thr = s[(s["metric"] == "img_s") & s["source_1gpu_img_s"].notna()]
+    assert len(thr) and list(thr["linear"]) == pytest.approx(
+        list(thr["gpus"] * thr["source_1gpu_img_s"]))
+    assert s.loc[(s["metric"] == "img_s") & s["source_1gpu_img_s"].isna(), "linear"].isna().all()
+    assert list(s["linear_error_pct"].dropna()) == pytest.approx(
+        list((s["linear"] / s["published"] - 1).dropna() * 100))
+    by = published.by_source().set_index("source")
+    for src, part in s.groupby("source"):
+        lin = part["linear_ape_pct"].dropna()
+        assert by.loc[src, "linear_rows"] == len(lin)
+        if len(lin):
+            assert by.loc[src, "linear_mape_pct"] == pytest.approx(lin.mean())
+    h = published.headline()
+    near = (s["pred_speedup"] >= 0.99 * s["gpus"]) & (s["gpus"] > 1)
+    assert h["pred_linear_rows"] == int(near.sum())
+    assert h["linear_rows"] == int(s["linear_ape_pct"].notna().sum())
+    assert "linear-scaling baseline" in published.report()
+    assert f"for {h['pred_linear_rows']} of {h['rows']} rows" in published.report()

@@ -195,7 +195,7 @@ def test_cli_errors_exit_1_with_code(release):
                  ["sweep", "--models", "alexnet", "--device", "cpu-test", "--workers", "1,,2"]):
         res = runner.invoke(main, args)
         assert res.exception.code == "BAD_INPUT", args
-    from dgtraces.cli.predict import _ints, _split
+    from dgtraces.cli.sweep import _ints, _split
 
     assert _ints("1-4,2", "--workers") == (1, 2, 3, 4)
     assert _split("alexnet,resnet50,alexnet") == ("alexnet", "resnet50")
@@ -309,7 +309,7 @@ def test_sweep_guard_is_sized_by_measured_memory(empty_store):
     """3M configurations (750 x 5 x 200 x 4 default policies, under the old 10M limit)
     exceed the 2 GiB budget at the measured bytes per configuration
     (benchmarks/sweep_memory.py): refused before running."""
-    from dgtraces.cli.predict import SWEEP_BYTES_PER_CONFIG, SWEEP_MEMORY_MIB, max_sweep
+    from dgtraces.cli.sweep import SWEEP_BYTES_PER_CONFIG, SWEEP_MEMORY_MIB, max_sweep
 
     assert max_sweep() * SWEEP_BYTES_PER_CONFIG <= SWEEP_MEMORY_MIB * 2**20 < 10_000_000 * 700
     res = CliRunner().invoke(main, ["sweep", "--device", "k80", "--workers", "1-750",

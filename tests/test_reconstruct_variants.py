@@ -102,7 +102,7 @@ def test_fragment_states_variants_loo_and_a_cause_for_every_miss():
     rep = build_report(frames={})
     rep.loo = {d: {name: (1.0, -4.0, 12.0) for name in LOO_CONFIGS} for d in ("k80", "v100")}
     md = markdown(rep)
-    assert "symbols/alexnet.py" in md and "tf_cnn_benchmarks/alexnet_model.py" in md
+    assert "symbols/alexnet.py" in md and "tf_cnn_benchmarks/models/alexnet_model.py" in md
     assert "| k80 | variants, 5 parameters | 5.7% | 4.0% |" in md
     assert "no cause identified" not in md
     assert sum(len(rep.misses(d)) for d in rep.calibrations) == 9

@@ -49,6 +49,35 @@ def _aux_only_with_aux(model: str, aux: bool) -> None:
                             f"{model}", code="BAD_INPUT")
 
 
+def _eager_device(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """--device: a CUDA device on a machine without one is NO_CUDA at once, before click
+    reports a missing option or anything is measured (an eager callback)."""
+    from ..collect.gpu import parse_device, require_cuda
+
+    if ctx.resilient_parsing:
+        return value
+    target = parse_device(value)
+    if target.cuda:
+        require_cuda(f"collect {ctx.info_name} --device {value}", target.index)
+    return value
+
+
+def _eager_backend(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """--backend nccl: NO_CUDA at once on a machine without CUDA (an eager callback; the
+    collector checks the GPU count against --workers later)."""
+    if value == "nccl" and not ctx.resilient_parsing:
+        from ..collect.gpu import require_cuda
+
+        require_cuda(f"collect {ctx.info_name} --backend nccl")
+    return value
+
+
+def _backend_option():
+    return click.option("--backend", type=click.Choice(["gloo", "nccl"]), default="gloo",
+                        show_default=True, is_eager=True, callback=_eager_backend,
+                        help="nccl: one process per GPU (needs --workers GPUs)")
+
+
 def _fmt(csv: bool) -> Format:
     return "csv" if csv else "parquet"
 
@@ -60,8 +89,8 @@ def _fmt(csv: bool) -> Format:
 @click.option("--warmup", type=int, default=2, show_default=True)
 @click.option("--threads", type=int, default=1, show_default=True, help="intra-op threads")
 @click.option("--aux", is_flag=True, help="GoogLeNet: include the auxiliary classifiers.")
-@click.option("--device", default="cpu", show_default=True,
-              help="cpu, cuda or cuda:N (CUDA-event timing on that GPU)")
+@click.option("--device", default="cpu", show_default=True, is_eager=True,
+              callback=_eager_device, help="cpu, cuda or cuda:N (CUDA-event timing on that GPU)")
 @click.option("--precision", type=click.Choice(["fp32", "amp"]), default="fp32",
               show_default=True, help="amp: fp16 autocast + GradScaler (GPU only)")
 @click.option("--profile", "profile_trace", default=None, type=OutPath(dir_okay=False),
@@ -73,7 +102,7 @@ def _fmt(csv: bool) -> Format:
 def layers(model, batch_size, repeats, warmup, threads, aux, device, precision,
            profile_trace, out, csv) -> None:
     """Caffe-time-style per-layer forward/backward timing plus the whole iteration."""
-    from ..collect.gpu import check_precision, parse_device, require_cuda
+    from ..collect.gpu import check_precision, parse_device
     from ..collect.layers import collect_layers
     from ..models import get_spec
     from ..tables_io import check_out, write_tables
@@ -84,8 +113,7 @@ def layers(model, batch_size, repeats, warmup, threads, aux, device, precision,
     positive_int("batch size", batch_size)
     target = parse_device(device)
     check_precision(precision, target)
-    if target.cuda:  # NO_CUDA at once, before the progress bar
-        require_cuda(f"collect layers --device {device}", target.index)
+    # a CUDA --device without CUDA was refused (NO_CUDA) by its eager callback
     check_out(out)  # before measuring: a used --out must not cost the measurement
     bar, update = _progress(f"{model} b{batch_size} {device} {precision}")
     with bar:
@@ -128,8 +156,7 @@ def _device_note(entry: dict) -> None:
 
 
 @collect.command()
-@click.option("--backend", type=click.Choice(["gloo", "nccl"]), default="gloo",
-              show_default=True, help="nccl: one process per GPU (needs --workers GPUs)")
+@_backend_option()
 @click.option("--workers", type=int, default=2, show_default=True)
 @click.option("--sizes", default="4B..64MiB", show_default=True,
               help="range LO..HI (x --factor) or a comma list")
@@ -172,8 +199,7 @@ def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv
               help="Comma list of " + " | ".join((*COLLECTED_POLICIES, "ddp"))
                    + " (ddp = torch DistributedDataParallel, stored as bucketed).")
 @deprecated_alias("--policy", "--policies", "policies", multiple=True)
-@click.option("--backend", type=click.Choice(["gloo", "nccl"]), default="gloo",
-              show_default=True, help="nccl: one process per GPU (needs --workers GPUs)")
+@_backend_option()
 @click.option("--bucket-mib", type=float, default=25.0, show_default=True,
               help="Bucket size of the bucketed and ddp policies (MiB).")
 @deprecated_alias("--bucket-mb", "--bucket-mib", "bucket_mib", type=float)

@@ -1,4 +1,5 @@
-"""predict, sweep, validate-predictor: the DAG predictor of S-SGD iteration time."""
+"""``dgtraces predict``: one DAG-model prediction of an S-SGD iteration, and the options and
+value checks it shares with ``sweep`` (:mod:`.sweep`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import click
 
 from ..predict.comm import ALGORITHMS as ALGOS  # the collective registry
 from ..predict.policy_registry import POLICY_NAMES as POLICIES  # the policy registry
-from . import OutPath, model_list, model_option
+from . import OutPath, model_option
 from .options import (
     deprecated_alias,
     gbit_to_gbyte,
@@ -46,8 +47,8 @@ def _cluster_options(f):
                      help="The collective runs on the compute cores (no overlap)."),
         click.option("--link-fit", default=None, metavar="FILE|INTERCONNECT[@WORKERS]",
                      help="Use an allreduce fit for both links: a comm_fits / comm file or "
-                          "folder (collect comm, import nccl-tests), an OSU output, or an "
-                          "interconnect of the release's comm_fits."),
+                          "folder (collect comm, import nccl-tests), a raw nccl-tests log, "
+                          "an OSU output, or an interconnect of the release's comm_fits."),
     ]):
         f = opt(f)
     return f
@@ -200,148 +201,6 @@ def _gbps(bandwidth_gb_s: float | None) -> float | None:
     return None if bandwidth_gb_s is None else bandwidth_gb_s * 8.0
 
 
-def _ints(text: str, option: str) -> tuple[int, ...]:
-    """'1,2,4' or '1-64' or '2-64:2' -> ints; anything else is BAD_INPUT naming ``option``."""
-    from ..predict.cluster import bad
-
-    out = []
-    parts = [x.strip() for x in str(text).split(",")]
-    if any(not x for x in parts) and len(parts) > 1:
-        raise bad(option, "empty item in the list", "e.g. 1,2,4", text)
-    for part in filter(None, parts):
-        try:
-            if "-" not in part:
-                out.append(int(part))
-                continue
-            span, _, step_text = part.partition(":")
-            lo, hi = (int(x) for x in span.split("-", 1))
-            step = int(step_text or 1)
-        except ValueError:
-            raise bad(option, "not an integer or a range LO-HI[:STEP]",
-                      "e.g. 1,2,4 or 1-64 or 2-64:2", part) from None
-        if step < 1:
-            raise bad(option, "range step must be >= 1", ">= 1", part)
-        if lo > hi:
-            raise bad(option, "empty range (LO > HI)", "LO <= HI", part)
-        out.extend(range(lo, hi + 1, step))
-    if not out:
-        raise bad(option, "no values", "at least one integer", text)
-    out = list(dict.fromkeys(out))  # "1-4,2" lists 2 once: one row per configuration
-    return tuple(out)
-
-
-@click.command()
-@click.option("--models", default="resnet50", show_default=True, callback=model_list,
-              help="Comma list of registry models.")
-@click.option("--device", required=True, help="Device key of the traces.")
-@click.option("--batch-sizes", default="64", show_default=True, help="Comma list.")
-@click.option("--workers", "workers_", default="1,2,4,8,16", show_default=True,
-              help="Comma list or ranges (1-64, 2-64:2).")
-@click.option("--gpus-per-node", "gpn", default="1", show_default=True, help="Comma list.")
-@click.option("--intra", default="pcie3", show_default=True, help="Comma list of presets.")
-@click.option("--inter", default="10gbe", show_default=True, help="Comma list of presets.")
-@click.option("--algorithms", default="ring", show_default=True,
-              help="Comma list of collective algorithms: " + ", ".join(ALGOS) + ".")
-@click.option("--policies", default=",".join(POLICIES), show_default=True,
-              help="Comma list of policies: " + ", ".join(POLICIES) + ".")
-@io_overlap_option(("off", "on", "both"))
-@click.option("--servers", default=1, show_default=True, type=int)
-@click.option("--bucket-mib", default=25.0, show_default=True, type=float,
-              help="Bucket size of the bucketed policy (MiB).")
-@deprecated_alias("--bucket-mb", "--bucket-mib", "bucket_mib", type=float)
-@click.option("--link-alpha-us", type=float, default=None,
-              help="Override every link's latency (us).")
-@click.option("--link-bandwidth-gb-s", type=float, default=None,
-              help="Override every link's bandwidth (GB/s, as bandwidth_gb_s).")
-@deprecated_alias("--link-gbps", "--link-bandwidth-gb-s", "link_bandwidth_gb_s", type=float,
-                  convert=gbit_to_gbyte)
-@release_option("Release for traces and comm fits ('latest': the newest).")
-@_h2d_link
-@click.option("--staging", default=None, help="Link of the copies around each message.")
-@click.option("--staging-passes", default=2, show_default=True, type=int)
-@click.option("--shared-cpu", is_flag=True, help="Collective on the compute cores.")
-@click.option("--calibrate-img-s", type=float, default=None,
-              help="Scale compute so that 1 worker runs at this many img/s (one model and "
-                   "one batch size only; lets datasheet-only devices such as a100 sweep).")
-@click.option("--out", type=OutPath(dir_okay=False), default=None,
-              help="Write all rows to .parquet or .csv.")
-def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, policies,
-          io_overlap, servers, bucket_mib, link_alpha_us, link_bandwidth_gb_s, release,
-          h2d_link, staging,
-          staging_passes, shared_cpu, calibrate_img_s, out) -> None:
-    """Predict every combination of the lists (vectorised); modelled numbers."""
-    from rich.console import Console
-    from rich.progress import Progress
-
-    from ..predict.sweep import Grid, run_sweep
-
-    grid = Grid(models=models, batch_sizes=_ints(batch_sizes, "--batch-sizes"),
-                workers=_ints(workers_, "--workers"),
-                gpus_per_node=_ints(gpn, "--gpus-per-node"), intra=_split(intra),
-                inter=_split(inter),
-                algorithms=_split(algorithms), policies=_split(policies),
-                io_overlap={"off": (False,), "on": (True,), "both": (False, True)}[io_overlap],
-                bucket_bytes=_bucket_bytes(bucket_mib), servers=servers,
-                alpha_us=link_alpha_us, gbps=_gbps(link_bandwidth_gb_s), staging=staging,
-                staging_passes=staging_passes, shared_cpu=shared_cpu,
-                release=release or "latest")
-    if out:
-        _suffix(out, "--out", (".parquet", ".csv"))
-    console = Console(stderr=True)
-    if grid.size() > max_sweep():
-        from ..predict.cluster import bad
-
-        raise bad("sweep", f"{grid.size():,} configurations; the limit is {max_sweep():,} "
-                  f"(about {SWEEP_MEMORY_MIB} MiB at the measured {SWEEP_BYTES_PER_CONFIG} "
-                  "bytes per configuration): split the sweep", f"<= {max_sweep():,}",
-                  grid.size())
-    console.print(f"{grid.size():,} configurations")
-    with Progress(console=console, transient=True) as bar:
-        task = bar.add_task("sweep", total=grid.size())
-        df = run_sweep(grid, _sweep_loader(device, release, h2d_link, calibrate_img_s, grid),
-                       progress=lambda n: bar.advance(task, n))
-    if io_overlap == "both" and (df["trace_io_ms"] == 0).any():
-        console.print("[yellow]warning:[/yellow] --io-overlap both with traces whose io time "
-                      "is 0: their on and off rows are identical (give --io-ms or traces "
-                      "with an io phase)")
-    if out:
-        _write_frame(df, out)
-        click.echo(f"wrote {len(df)} rows to {out}")
-    best = df.sort_values("throughput_img_s", ascending=False).head(10)
-    click.echo(f"{len(df)} configurations (modelled); top by throughput:")
-    click.echo(best[["model", "batch_size", "workers", "gpus_per_node", "intra", "inter",
-                     "algorithm", "policy", "io_overlap", "iter_ms", "throughput_img_s",
-                     "efficiency"]].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-
-
-# Peak memory per configuration of run_sweep (x2: the printed top-10 sorts a copy), measured by
-# benchmarks/sweep_memory.py (ResNet-50, 100k and 400k configurations); the guard keeps a
-# sweep within SWEEP_MEMORY_MIB.
-SWEEP_BYTES_PER_CONFIG = 850  # run_sweep ~410 (200k: 413, 800k: 380); the top-10 sort copies it
-SWEEP_MEMORY_MIB = 2048
-
-
-def max_sweep() -> int:
-    return SWEEP_MEMORY_MIB * 2**20 // SWEEP_BYTES_PER_CONFIG
-
-
-def _sweep_loader(device, release, h2d_link, calibrate_img_s, grid):
-    """Trace loader of ``sweep``: ``resolve`` as ``predict`` does, calibrated when asked."""
-    from ..predict import Policy, calibrate, resolve
-    from ..predict.cluster import bad
-
-    if calibrate_img_s is not None and (len(grid.models) > 1 or len(grid.batch_sizes) > 1):
-        raise bad("calibrate_img_s", "one 1-worker throughput fits one model and one batch "
-                  "size", "a single --models and --batch-sizes value", calibrate_img_s)
-
-    def load(model: str, batch: int):
-        trace = resolve(model, device, batch, release=release, h2d_link=h2d_link,
-                        shape_only=calibrate_img_s is not None)
-        return trace if calibrate_img_s is None else calibrate(trace, calibrate_img_s,
-                                                               Policy())
-    return load
-
-
 def _bucket_bytes(bucket_mib: float) -> int:
     """--bucket-mib as bytes: a finite number of MiB > 0 (BAD_INPUT otherwise)."""
     from ..predict.cluster import bad
@@ -365,65 +224,3 @@ def _suffix(path: str, option: str, allowed: tuple[str, ...]) -> None:
 
     if not path.lower().endswith(allowed):
         raise bad(option, "unsupported file type", " | ".join(allowed), path)
-
-
-def _write_frame(df, out: str) -> None:
-    import io
-
-    from ..store import atomic_write_bytes
-
-    buf = io.BytesIO()
-    if out.lower().endswith(".csv"):
-        buf.write(df.to_csv(index=False).encode())
-    else:
-        df.to_parquet(buf, index=False)
-    atomic_write_bytes(out, buf.getvalue())
-
-
-@click.command("validate-predictor")
-@release_option("Release to validate against ('latest': the newest).")
-@click.option("--published", is_flag=True,
-              help="Also predict every published multi-GPU row (shipped "
-                   "reference/scaling_published.csv): per-row and per-source error and MAPE.")
-@click.option("--plot", type=OutPath(dir_okay=False), default=None,
-              help="Write a parity plot PNG to this path (default: no plot).")
-@click.option("--out", type=OutPath(dir_okay=False), default=None,
-              help="Write per-row predictions to .csv or .parquet.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the headline, per-model, per-policy and per-row results as JSON "
-                   "(with --published: {measured, published}).")
-def validate_predictor(release, published, plot, out, as_json) -> None:
-    """Predict every measured/published iterations row; print MAPE; optional parity plot.
-    With --published, the published multi-GPU results too (--out then writes those rows)."""
-    from ..predict.validation import parity_plot, validate
-
-    if out:
-        _suffix(out, "--out", (".parquet", ".csv"))
-    if plot:
-        _suffix(plot, "--plot", (".png",))
-    res = validate(release)
-    pub = None
-    if published:
-        from ..predict.published import validate_published
-
-        pub = validate_published(release)
-    if plot:
-        if pub is None:
-            parity_plot(res, plot)
-        else:
-            from ..predict.published import published_plot
-
-            published_plot(res, pub, plot)
-    if out:
-        _write_frame(res.rows if pub is None else pub.rows, out)
-    if as_json:
-        doc = res.to_dict() if pub is None else {"measured": res.to_dict(),
-                                                  "published": pub.to_dict()}
-        click.echo(json.dumps(doc, indent=2, default=str, allow_nan=False))
-        return
-    click.echo(res.report())
-    if pub is not None:
-        click.echo("")
-        click.echo(pub.report())
-    if plot:
-        click.echo(f"wrote parity plot {plot}")

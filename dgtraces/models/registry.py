@@ -74,12 +74,14 @@ REGISTRY: tuple[ModelEntry, ...] = (
     # fitting-only: the architectures the published calibration rows ran
     ModelEntry("alexnet-tf", "framework_variants:alexnet_tf", "AlexNet (TensorFlow)",
                "AlexNet, 'one weird trick' layout", "tensorflow/benchmarks "
-               "scripts/tf_cnn_benchmarks/alexnet_model.py (2017)", "alexnet", Role.FITTING,
+               "scripts/tf_cnn_benchmarks/models/alexnet_model.py (AlexnetModel; 2017, "
+               "read at commit 2088ec3e)", "alexnet", Role.FITTING,
                confidence="medium", notes=(
                    "conv 64/192/384/384/256, 227 input (224 + 3, VALID conv1), no LRN, no "
-                   "groups, 1001 classes, default batch 512 (matches the row). The conv3-5 "
-                   "widths are recalled, not checked: torchvision's and tensorflow/models' "
-                   "alexnet_benchmark.py use 384/256/256 (15% fewer forward FLOPs)")),
+                   "groups, 1001 classes, default batch 512 (matches the row), as in "
+                   "tf_cnn_benchmarks/models/alexnet_model.py AlexnetModel.add_inference; "
+                   "torchvision's and tensorflow/models' alexnet_benchmark.py use "
+                   "384/256/256 for conv3-5 (15% fewer forward FLOPs)")),
     ModelEntry("alexnet-mxnet", "framework_variants:alexnet_mxnet", "AlexNet (MXNet)",
                "AlexNet without grouped convolutions", "apache/mxnet "
                "example/image-classification/symbols/alexnet.py (1.2)", "alexnet",

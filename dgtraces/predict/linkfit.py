@@ -10,6 +10,9 @@ inverted through the ring cost (:func:`.links.ring_link_from_allreduce`) into a 
 * a ``comm`` file (points: ``collective, workers, message_bytes, time_ms``): fitted here
   with the collector's weighted alpha-beta fit;
 * a folder holding either (a ``collect comm`` output folder);
+* a raw nccl-tests log (``all_reduce_perf`` output; recognised by its ``# nThread`` /
+  ``# Using devices`` header): imported with :mod:`dgtraces.importers.nccl_tests` and its
+  allreduce ``comm_fits`` row used;
 * an OSU ``osu_allreduce`` text output (``# Size  Avg Latency(us)`` rows, optionally
   ``P,size`` as in the B-Caffe logs); ``@WORKERS`` gives P when the file does not (default 2).
 
@@ -19,6 +22,7 @@ for the shipped ``10gbe-mpi`` row.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,6 +34,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 MIN_FIT_BYTES = 12288
 OSU_WORKERS = 2
+ACCEPTED = ("a comm_fits or comm table (.csv/.parquet), a folder holding one, a raw nccl-tests "
+            "log (all_reduce_perf), an OSU osu_allreduce output, or INTERCONNECT[@WORKERS] of "
+            "a release's comm_fits")
 
 
 def _bad(message: str, found: object, expected: str = "a comm_fits/comm file, an OSU "
@@ -88,6 +95,13 @@ def _read_table(path: Path) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
+def _is_nccl_tests(path: Path) -> bool:
+    """Whether ``path`` looks like an nccl-tests log (its header lines)."""
+    with path.open("r", encoding="utf-8", errors="replace") as f:
+        head = f.read(65536)
+    return "# Using devices" in head or bool(re.search(r"^#\s*nThread\s+\d+", head, re.M))
+
+
 def _osu(path: Path, workers: int | None) -> pd.DataFrame | None:
     """OSU allreduce text output as comm points, or None if the file is not one."""
     import pandas as pd
@@ -131,10 +145,14 @@ def _from_path(path: Path, workers: int | None) -> dict:
         if {"message_bytes", "time_ms"} <= set(df.columns):
             return _fit_points(df, workers, str(path))
         raise _bad("a CSV/Parquet that is neither a comm_fits nor a comm table", str(path))
+    if _is_nccl_tests(path):
+        from ..importers.nccl_tests import import_log
+
+        imported = import_log(path)
+        return _pick_fit(imported.comm_fits, workers, f"nccl-tests log {path.name}")
     osu = _osu(path, workers)
     if osu is None:
-        raise _bad("not an OSU allreduce output (no 'Latency' header, no size/latency rows)",
-                   str(path))
+        raise _bad("unrecognised file format", str(path), expected=ACCEPTED, code="BAD_FILE")
     return _fit_points(osu, workers, f"OSU output {path.name}")
 
 

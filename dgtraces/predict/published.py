@@ -16,6 +16,13 @@ How a row becomes a configuration (declared here, never fitted to the rows):
   shape-only roofline (:func:`.devices.shape_trace`), used only for speedup rows;
 * rows with ``img_s`` are compared as throughput, rows with only ``speedup`` as speedup;
 * "synthetic data" rows (and their "same" followers) have no input copy (h2d 0).
+
+Beside the predictor, every scored row gets the **linear-scaling baseline**: N x the source's
+own 1-GPU ``img_s`` figure for throughput rows (none when the source gives no 1-GPU figure),
+N for speedup rows; its error and per-source MAPE are reported next to the predictor's. Rows
+whose predicted speedup is within :data:`NEAR_LINEAR` of N (communication almost or fully
+hidden behind backward compute) do not exercise the communication model; they are counted
+(``pred_linear``; ``pred_exact_linear`` for speedup equal to N within 1e-6).
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ UPDATE_RULES = (
 BOARD_LINK = {"p100": "nvlink1", "v100": "nvlink2", "a100": "nvlink3", "h100": "nvlink4"}
 UNSTATED_IB = "ib-fdr"
 HOST_LINK = "pcie3"
+NEAR_LINEAR = 0.01  # predicted speedup >= (1 - this) x N counts as linear scaling
 
 
 @dataclass(frozen=True)
@@ -66,12 +74,22 @@ class PublishedValidation:
         return g.agg(rows=("ape_pct", "size"), metric=("metric", "first"),
                      mape_pct=("ape_pct", "mean"), median_ape_pct=("ape_pct", "median"),
                      max_ape_pct=("ape_pct", "max"),
-                     mean_signed_pct=("error_pct", "mean")).reset_index()
+                     mean_signed_pct=("error_pct", "mean"),
+                     linear_rows=("linear_ape_pct", "count"),
+                     linear_mape_pct=("linear_ape_pct", "mean"),
+                     pred_linear_rows=("pred_linear", "sum")).reset_index()
 
     def headline(self) -> dict:
-        s = self.scored()["ape_pct"]
+        sc = self.scored()
+        s, lin = sc["ape_pct"], sc["linear_ape_pct"].dropna()
         return {"rows": len(s), "mape_pct": float(s.mean()) if len(s) else None,
-                "median_ape_pct": float(s.median()) if len(s) else None}
+                "median_ape_pct": float(s.median()) if len(s) else None,
+                "linear_rows": len(lin),
+                "linear_mape_pct": float(lin.mean()) if len(lin) else None,
+                "predictor_mape_on_linear_rows_pct": float(sc.loc[lin.index, "ape_pct"].mean())
+                if len(lin) else None,
+                "pred_linear_rows": int(sc["pred_linear"].sum()),
+                "pred_exact_linear_rows": int(sc["pred_exact_linear"].sum())}
 
     def to_dict(self) -> dict:
         from .validation import _no_nan
@@ -85,13 +103,14 @@ class PublishedValidation:
         lines = [(f"predictor vs published multi-GPU results (dgtraces/reference/{FILE}; "
                  "predictions are modelled)"),
                  (f"  all sources: MAPE {h['mape_pct']:.2f}%, median error "
-                 f"{h['median_ape_pct']:.2f}% over {h['rows']} scored rows")]
+                 f"{h['median_ape_pct']:.2f}% over {h['rows']} scored rows"),
+                 self._baseline_line(h)]
         fmt = {k: "{:.2f}".format for k in ("mape_pct", "median_ape_pct", "max_ape_pct",
-                                             "mean_signed_pct")}
+                                             "mean_signed_pct", "linear_mape_pct")}
         lines += ["per source:", self.by_source().to_string(index=False, formatters=fmt),
                   "per row:"]
         cols = ["model", "device", "gpus", "update", "metric", "published", "predicted",
-                "error_pct", "calibration"]
+                "error_pct", "linear", "linear_error_pct", "calibration"]
         part = self.rows[self.rows["role"] == "scored"][cols]
         lines.append(part.to_string(index=False, float_format=lambda v: f"{v:.4g}",
                                     max_colwidth=48))
@@ -99,6 +118,18 @@ class PublishedValidation:
             lines.append(f"  {r.role}: {r.model}/{r.device} x{r.gpus} ({r.update}): "
                          f"{r.reason}")
         return "\n".join(lines)
+
+
+    @staticmethod
+    def _baseline_line(h: dict) -> str:
+        lin = (f"MAPE {h['linear_mape_pct']:.2f}% over the {h['linear_rows']} rows that have "
+               f"one (predictor on those rows: {h['predictor_mape_on_linear_rows_pct']:.2f}%)"
+               if h["linear_rows"] else "no row has one")
+        return (f"  linear-scaling baseline (N x the source's own 1-GPU figure; N for "
+                f"speedup rows): {lin}\n  the predictor predicts linear scaling (speedup "
+                f"within {NEAR_LINEAR:.0%} of N: communication hidden) for "
+                f"{h['pred_linear_rows']} of {h['rows']} rows ({h['pred_exact_linear_rows']} "
+                "exactly); those rows do not exercise its communication model")
 
 
 def _rule(update: str) -> tuple:
@@ -189,6 +220,7 @@ def validate_published(release: str | None = None) -> PublishedValidation:
         try:
             cfg = _configure(r, calib)
             base.update({k: v for k, v in cfg.items() if k != "calibrate_img_s"})
+            base["source_1gpu_img_s"] = cfg["calibrate_img_s"]
             base.update(_predict(r, cfg, release))
         except DgtracesError as exc:
             base.update(role="skipped", reason=f"[{exc.code}] {exc.message}")
@@ -204,7 +236,31 @@ def validate_published(release: str | None = None) -> PublishedValidation:
     df = pd.DataFrame(out)
     df["error_pct"] = (df["predicted"] / df["published"] - 1) * 100
     df["ape_pct"] = df["error_pct"].abs()
-    return PublishedValidation(df)
+    return PublishedValidation(_with_linear_baseline(df))
+
+
+def _with_linear_baseline(df: pd.DataFrame) -> pd.DataFrame:
+    """Add the linear-scaling baseline (module doc) and whether the predictor predicted
+    linear scaling."""
+    import numpy as np
+
+    one = df["source_1gpu_img_s"] if "source_1gpu_img_s" in df else np.nan
+    gpus = df["gpus"].astype(float)
+    df["linear"] = np.where(df["metric"] == "speedup", gpus, gpus * _as_float(one))
+    df["linear_error_pct"] = (df["linear"] / df["published"] - 1) * 100
+    df["linear_ape_pct"] = df["linear_error_pct"].abs()
+    ratio = _as_float(df.get("pred_speedup", np.nan)) / gpus
+    multi = (df["gpus"] > 1) & ratio.notna()
+    df["pred_linear"] = multi & (ratio >= 1 - NEAR_LINEAR)
+    df["pred_exact_linear"] = multi & ((ratio - 1).abs() < 1e-6)
+    return df
+
+
+def _as_float(values: Any) -> Any:
+    """``values`` as float (None -> NaN), a Series kept a Series."""
+    import pandas as pd
+
+    return pd.to_numeric(values, errors="coerce") if isinstance(values, pd.Series) else values
 
 
 def published_plot(measured, pub: PublishedValidation, path) -> None:
@@ -229,6 +285,9 @@ def published_plot(measured, pub: PublishedValidation, path) -> None:
         right.scatter(part["published"], part["predicted"], marker=marker, s=40,
                       label=f"{src.split('/')[0]} {src[src.rfind('('):]} "
                             f"({part['metric'].iloc[0]})")
+    if len(scored):
+        right.scatter(scored["published"], scored["linear"], marker="x", s=24, color="grey",
+                      label="linear-scaling baseline (N x 1-GPU figure)")
     for ax, x, y, unit in ((left, cpu["measured_ms"], cpu["predicted_ms"], "iteration ms"),
                            (right, scored["published"], scored["predicted"],
                             "img/s or speedup")):
