@@ -73,7 +73,7 @@ def phases(folder: Path, root: Path) -> dict[str, float]:
     contrib = read_contribution(folder)
     t["read"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    store_known(root).update(staged_known(root))
+    store_known(root, contrib.frames).update(staged_known(root))
     t["store+staging keys"] = time.perf_counter() - t0
     frames = dict(contrib.frames)
     frames["layer_timings"] = frames["layer_timings"].drop(columns=["grad_bytes"])
@@ -105,9 +105,12 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="dgtraces-bench-"))
     try:
         root = tmp / "data"
-        shutil.copytree(REPO / "data" / "releases", root / "releases")
-        os.environ["DGTRACES_DATA"] = str(root)
         from dgtraces import store
+        from dgtraces.shards import copy_release
+
+        for version in store.list_releases(REPO / "data"):
+            copy_release(version, root, REPO / "data")
+        os.environ["DGTRACES_DATA"] = str(root)
 
         print(f"cores available: {len(os.sched_getaffinity(0))}; store copy: releases "
               f"{', '.join(store.list_releases(root))}")

@@ -225,13 +225,15 @@ def _yaml_header(manifest: dict, stats: dict, data_dir: str, models: tuple[str, 
                  ) -> str:
     import yaml
 
+    from .store import export_names
+
     tables = sorted(manifest["tables"])
     default = default_config(tables)
     configs = []
     for t in tables:
-        path = f"{data_dir}/{manifest['tables'][t]['file']}" if data_dir else \
-            manifest["tables"][t]["file"]
-        cfg = {"config_name": t, "data_files": [{"split": "train", "path": path}]}
+        paths = [f"{data_dir}/{rel}" if data_dir else rel
+                 for rel, _ in export_names(t, manifest["tables"][t])]
+        cfg = {"config_name": t, "data_files": [{"split": "train", "path": paths}]}
         if t == default:
             cfg["default"] = True
         configs.append(cfg)
@@ -267,11 +269,12 @@ def _provenance_table(stats: dict) -> list[str]:
 
 def _table_section(table: str, stat: dict, entry: dict, max_sources: int = 25) -> list[str]:
     from .schema_export import describe, file_columns
+    from .store import export_names
 
     desc = describe(table)
     out = [f"### `{table}`", "", desc["description"], "",
-           f"{stat['rows']} rows; primary key ({', '.join(desc['primary_key'])}); file "
-           f"`{entry['file']}` (sha256 `{entry['sha256']}`).", ""]
+           f"{stat['rows']} rows; primary key ({', '.join(desc['primary_key'])}); "
+           f"{len(export_names(table, entry))} Parquet shard(s), listed under Files.", ""]
     out += ["| column | dtype | unit | nullable | description |", "| --- | --- | --- | --- | --- |"]
     for col in file_columns(table, entry):
         dtype = "string" if col["dtype"].startswith("str") else col["dtype"]
@@ -317,7 +320,7 @@ def render_card(version: str | None = None, root=None, *, data_dir: str = "data"
                 fragments_dir: str | Path | None = None, stats: dict | None = None) -> str:
     """The card text of a release (default: latest). Deterministic for a given release.
     ``stats``: its :func:`provenance_stats`, when the caller has them already."""
-    from .store import read_manifest
+    from .store import export_names, read_manifest
 
     manifest = read_manifest(version, root)
     version = manifest["version"]
@@ -344,9 +347,10 @@ def render_card(version: str | None = None, root=None, *, data_dir: str = "data"
         lines += [f"<!-- from cards/fragments/{name} -->", "", text, ""]
     lines += ["## Files (manifest)", "", "| file | rows | bytes | sha256 |",
               "| --- | ---: | ---: | --- |"]
-    for _table, e in sorted(manifest["tables"].items()):
-        lines.append(f"| `{data_dir + '/' if data_dir else ''}{e['file']}` | {e['rows']} | "
-                     f"{e['bytes']} | `{e['sha256']}` |")
+    for table, e in sorted(manifest["tables"].items()):
+        for rel, s in export_names(table, e):
+            lines.append(f"| `{data_dir + '/' if data_dir else ''}{rel}` | {s['rows']} | "
+                         f"{s['bytes']} | `{s['sha256']}` |")
     lines += ["", f"Manifest digest: `{manifest['digest']}`. `dgtraces verify` re-checks every "
               f"file against it.", "", "## Citation", "",
               (f"Cite the package, naming dataset release {version}, and the paper whose DAG "

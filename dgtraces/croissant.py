@@ -90,16 +90,29 @@ def build(version: str | None = None, root=None, data_dir: str = "data",
     version = manifest["version"]
     files, record_sets = [], []
     for table, entry in sorted(manifest["tables"].items()):
+        shards = store.export_names(table, entry)
+        for i, (rel, s) in enumerate(shards):  # every shard, with its sha256
+            files.append({
+                "@type": "cr:FileObject",
+                "@id": f"{table}-shard-{i}",
+                "name": rel,
+                "description": f"Parquet shard {i + 1} of {len(shards)} of the {table} table "
+                               f"({s['rows']} rows).",
+                "contentUrl": f"{data_dir}/{rel}" if data_dir else rel,
+                "contentSize": f"{s['bytes']} B",
+                "encodingFormat": "application/x-parquet",
+                "sha256": s["sha256"],
+            })
         file_id = f"{table}-parquet"
-        files.append({
-            "@type": "cr:FileObject",
+        files.append({  # the record set reads the table's shards together
+            "@type": "cr:FileSet",
             "@id": file_id,
-            "name": f"{table}.parquet",
-            "description": f"Parquet file of the {table} table ({entry['rows']} rows).",
-            "contentUrl": f"{data_dir}/{entry['file']}" if data_dir else entry["file"],
-            "contentSize": f"{entry['bytes']} B",
+            "name": f"{table} shards",
+            "description": f"The {len(shards)} Parquet shard(s) of the {table} table "
+                           f"({entry['rows']} rows).",
             "encodingFormat": "application/x-parquet",
-            "sha256": entry["sha256"],
+            "includes": (f"{data_dir}/" if data_dir else "") + (
+                shards[0][0] if store.is_legacy(entry) else f"{table}/*.parquet"),
         })
         desc = describe(table)
         fields = [{
@@ -108,7 +121,7 @@ def build(version: str | None = None, root=None, data_dir: str = "data",
             "name": col["name"],
             "description": _field_description(col),
             "dataType": data_type(col["dtype"]),
-            "source": {"fileObject": {"@id": file_id}, "extract": {"column": col["name"]}},
+            "source": {"fileSet": {"@id": file_id}, "extract": {"column": col["name"]}},
         } for col in file_columns(table, entry)]
         record_sets.append({
             "@type": "cr:RecordSet",

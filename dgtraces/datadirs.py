@@ -5,8 +5,9 @@
 3. a checkout's own ``data/`` (the repository this package was imported from);
 4. the user data directory (``platformdirs.user_data_dir("dgtraces")``).
 
-An installed wheel carries the releases as package data, ``dgtraces/_data/releases/``
-(``setup.py`` copies whatever lies under the checkout's ``data/releases/`` at build time;
+An installed wheel carries the releases as package data, ``dgtraces/_data/releases/`` and
+the shard pool their manifests list, ``dgtraces/_data/shards/``
+(``setup.py`` copies the checkout's ``data/releases/`` and ``data/shards/`` at build time;
 read through :mod:`importlib.resources`). A store of kind 2 or 4 is created on first use and
 seeded with every packaged release it lacks, so contributions, staging and new releases are
 written there, never into site-packages. When that folder cannot be created (a read-only
@@ -77,6 +78,7 @@ def seed(root: Path, packaged: Path | None = None) -> list[str]:
     packaged = packaged_root() if packaged is None else packaged
     if packaged is None:
         return []
+    _seed_shards(packaged / "shards", root / "shards")  # before the manifests listing them
     src, dst = packaged / "releases", root / "releases"
     dst.mkdir(parents=True, exist_ok=True)
     copied = []
@@ -91,6 +93,25 @@ def seed(root: Path, packaged: Path | None = None) -> list[str]:
             pass
         copied.append(rel.name)
     return copied
+
+
+def _seed_shards(src: Path, dst: Path) -> None:
+    """Copy the packaged shards ``dst`` lacks (temp file renamed into place). A shard's name
+    is its sha256, so one already there has the same content and is kept."""
+    if not src.is_dir():
+        return
+    for shard in sorted(src.glob("*/*.parquet")):
+        target = dst / shard.parent.name / shard.name
+        if target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.parent / f".tmp-seed-{shard.name}-{secrets.token_hex(3)}"
+        try:
+            shutil.copyfile(shard, tmp)
+            os.replace(tmp, target)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
 
 
 def locate(root: str | os.PathLike | None = None) -> DataLocation:

@@ -2,12 +2,16 @@
 
 Layout of ``OUT``::
 
-    README.md           card with YAML ``configs`` (one per table -> data/<table>.parquet)
-    croissant.json      Croissant 1.0 metadata (sha256 of every Parquet file)
+    README.md           card with YAML ``configs``: one per table, its ``data_files`` the
+                        table's shard list (data/<table>/<sha256>.parquet, in row order)
+    croissant.json      Croissant 1.0 metadata (every shard, with its sha256)
     manifest.json       the release manifest, unchanged
-    data/<table>.parquet  byte-for-byte copies of the release files (sha256 re-checked)
+    data/<table>/<sha256>.parquet  byte-for-byte copies of the release's shards (sha256
+                        re-checked); a legacy release gives data/<table>.parquet
 
-No loading script: ``datasets`` reads the Parquet files named in the YAML configs, and the
+The shard names are content hashes, so on the Hub (docs/hub-hosting.md) a release commit
+uploads only the shards that the repository does not hold yet. No loading script:
+``datasets`` reads the Parquet files named in the YAML configs, and the
 Hub streams them (``streaming=True``) without downloading a whole release. The folder is
 built beside ``OUT`` and renamed into place, so a failure leaves no half-written export.
 """
@@ -37,18 +41,21 @@ def export(out: str | os.PathLike, version: str | None = None, root=None, *,
     src = store.release_path(version, root)
     manifest = store.read_manifest(version, root)
     version = manifest["version"]
-    store.table_paths(version, root)  # INTEGRITY (hint: verify) if a table file is missing
+    files = store.table_files(version, root)  # INTEGRITY (hint: verify) if a file is missing
     with atomic_folder(out) as tmp:
         (tmp / DATA_DIR).mkdir()
         bad = []
         for table, entry in sorted(manifest["tables"].items()):
-            dst = tmp / DATA_DIR / entry["file"]
-            shutil.copyfile(src / entry["file"], dst)
-            digest = store.sha256_file(dst)
-            if digest != entry["sha256"]:
-                bad.append(Failure("INTEGRITY", f"table {table}: sha256 differs from the "
-                                   f"manifest", file=str(src / entry["file"]),
-                                   expected=entry["sha256"], found=digest))
+            for (rel, want), path in zip(store.export_names(table, entry), files[table],
+                                          strict=True):
+                dst = tmp / DATA_DIR / rel
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, dst)
+                digest = store.sha256_file(dst)
+                if digest != want["sha256"]:
+                    bad.append(Failure("INTEGRITY", f"table {table}: sha256 differs from "
+                                       f"the manifest", file=str(path),
+                                       expected=want["sha256"], found=digest))
         if bad:
             raise IntegrityError(f"release {version} fails its manifest", failures=bad,
                                  hint=store.VERIFY_HINT)

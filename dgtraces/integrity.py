@@ -1,8 +1,8 @@
 """Readers check what they read against the release manifest (sha256), with a cache.
 
 Every reader of a release (``load()``/``store.read_table``, ``dgtraces sql``/``Query``,
-``export-hf``) hashes each file it opens and compares it with the manifest's ``sha256`` and
-``bytes``; a mismatch is :class:`~dgtraces.errors.IntegrityError` (code ``INTEGRITY``) naming
+``export-hf``) hashes each file it opens (each shard of a table, see :mod:`dgtraces.shards`)
+and compares it with the manifest's ``sha256`` and ``bytes``; a mismatch is :class:`~dgtraces.errors.IntegrityError` (code ``INTEGRITY``) naming
 every bad file. Hashing a large release on every cold start would cost more than the query,
 so a verified file is remembered by its identity (resolved path, size, mtime, ctime, inode,
 device) in this process and in a small per-user cache file *outside* the release folder
@@ -95,12 +95,15 @@ def raise_failures(folder: Path, failures: list[Failure]) -> None:
 
 def verify_files(folder: Path, entries: Mapping[str, Mapping], names=None) -> None:
     """Check the files of tables ``names`` (default all) of release ``folder`` against their
-    manifest ``entries``; INTEGRITY listing every file that differs."""
+    manifest ``entries`` (every shard, or the legacy per-table file); INTEGRITY listing
+    every file that differs."""
+    from .store import entry_files
+
     cache: dict[str, list] | None = None
     failures, dirty = [], False
-    for name in sorted(entries if names is None else names):
-        entry = entries[name]
-        path = folder / entry["file"]
+    files = [(name, path, want) for name in sorted(entries if names is None else names)
+             for path, want in entry_files(folder, name, entries[name])]
+    for name, path, entry in files:
         try:
             st = path.stat()
         except OSError:

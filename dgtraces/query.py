@@ -2,8 +2,9 @@
 
 Design:
 
-* **Out-of-core views.** Each table of the release is a *view* over its Parquet file, so
-  DuckDB scans only the columns and row groups a query needs.
+* **Out-of-core views.** Each table of the release is a *view* over its list of Parquet
+  shards (``read_parquet([...])``, see :mod:`dgtraces.shards`), so DuckDB scans only the
+  columns and row groups a query needs.
 * **The connection** (:mod:`dgtraces.sandbox`): the only readable paths are the release's
   table files, checked against the manifest's sha256 (INTEGRITY otherwise), served from
   sealed private copies that nothing can write (Linux, releases up to 256 MiB); no other
@@ -76,7 +77,7 @@ def resolve(version: str | None = None, root=None) -> Release:
 
     path = store.release_path(version, root).resolve()
     entries = store.manifest_at(path)["tables"]  # INTEGRITY if missing or malformed
-    store.checked_paths(path, entries)  # INTEGRITY if a file is missing
+    store.checked_files(path, entries)  # INTEGRITY if a file (a shard) is missing
     return Release(path.name[1:], path, dict(entries))
 
 

@@ -99,26 +99,31 @@ def _close_fds(fds: list[int]) -> None:
     fds.clear()
 
 
-def readable_paths(folder: Path, entries: Mapping[str, Mapping]) -> tuple[dict[str, str],
-                                                                          list[int]]:
-    """Table -> the path DuckDB reads it from, and the private fds to close afterwards.
-    Either way the bytes are checked against the manifest (INTEGRITY otherwise)."""
+def readable_paths(folder: Path, entries: Mapping[str, Mapping]
+                   ) -> tuple[dict[str, list[str]], list[int]]:
+    """Table -> the paths DuckDB reads its shards from (in row order), and the private fds
+    to close afterwards. Either way the bytes are checked against the manifest (INTEGRITY
+    otherwise)."""
     from .integrity import raise_failures, verify_files
+    from .store import entry_files
 
+    files = {n: entry_files(folder, n, e) for n, e in sorted(entries.items())}
     total = sum(int(e["bytes"]) for e in entries.values())
     if not (sys.platform.startswith("linux") and hasattr(os, "memfd_create")) or \
             total > PRIVATE_COPY_MAX_BYTES:
         verify_files(folder, entries)
-        return {n: str(folder / e["file"]) for n, e in entries.items()}, []
+        return {n: [str(p) for p, _ in fs] for n, fs in files.items()}, []
     fds: list[int] = []
-    paths, failures = {}, []
+    paths: dict[str, list[str]] = {}
+    failures = []
     try:
-        for name, entry in sorted(entries.items()):
-            fd, bad = _sealed_copy(name, folder / entry["file"], entry)
-            fds.append(fd)
-            paths[name] = f"/proc/self/fd/{fd}"
-            if bad is not None:
-                failures.append(bad)
+        for name, shards in files.items():
+            for path, want in shards:
+                fd, bad = _sealed_copy(name, path, want)
+                fds.append(fd)
+                paths.setdefault(name, []).append(f"/proc/self/fd/{fd}")
+                if bad is not None:
+                    failures.append(bad)
         raise_failures(folder, failures)
     except BaseException:
         _close_fds(fds)
@@ -150,10 +155,12 @@ def open_connection(folder: Path, entries: Mapping[str, Mapping],
         raise
     weakref.finalize(con, _close_fds, fds)
     try:
-        for name, file in sorted(paths.items()):
+        for name, files in sorted(paths.items()):  # one view over the table's shard list
+            listed = ", ".join(quote_str(f) for f in files)
             con.execute(f"CREATE VIEW {_quote_ident(name)} AS SELECT * FROM "
-                        f"read_parquet({quote_str(file)})")
-        allowed = ", ".join(quote_str(f) for f in paths.values())
+                        f"read_parquet([{listed}])")
+        allowed = ", ".join(quote_str(f) for fs in paths.values() for f in fs)
+        con.execute("SET enable_progress_bar = false")  # a library prints nothing
         con.execute(f"SET allowed_paths = [{allowed}]")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")

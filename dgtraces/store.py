@@ -12,17 +12,15 @@ import hashlib
 import json
 import os
 import re
-import secrets
 import shutil
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .datadirs import DATA_ENV  # noqa: F401  (re-exported: store.DATA_ENV)
 from .errors import DgtracesError, Failure, IntegrityError, StoreError, VersionError
-from .tables_io import TMP_PREFIX, atomic_file, atomic_folder, fsync_dir
+from .tables_io import TMP_PREFIX, atomic_file, fsync_dir
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -148,34 +146,76 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 
 
 VERIFY_HINT = "run `dgtraces verify`"
+MIGRATE_HINT = "run `dgtraces migrate-store` once (it rewrites old releases into shards)"
+SHARDS = "shards"
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
-
-
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-def entry_failure(name, entry, where: str) -> Failure | None:
-    """An INTEGRITY failure unless the manifest entry of table ``name`` names exactly
-    ``<name>.parquet`` (a plain file in the release folder, never a path elsewhere) and
-    carries whole ``bytes`` and ``rows`` and a hex ``sha256``."""
-    file = entry.get("file") if isinstance(entry, dict) else None
-    if not (isinstance(name, str) and _TABLE_NAME.match(name) and file == f"{name}.parquet"):
-        return Failure("INTEGRITY", f"table {name!r}: manifest file entry is not "
-                       f"'<table>.parquet'", file=where, column="file",
-                       expected=f"{name}.parquet", found=repr(file)[:120])
+def shards_dir(root=None) -> Path:
+    """The shared shard pool ``data/shards/<table>/<sha256>.parquet``."""
+    return data_root(root) / SHARDS
+
+
+def shard_path(table: str, sha256: str, root=None) -> Path:
+    return shards_dir(root) / table / f"{sha256}.parquet"
+
+
+def is_legacy(entry: Mapping) -> bool:
+    """A v1 manifest entry (``file``: one ``<table>.parquet`` inside the release folder),
+    written before the shard layout; still readable, rewritten by ``migrate-store``."""
+    return "file" in entry and "shards" not in entry
+
+
+def _num_failures(name: str, entry: Mapping, where: str, label: str) -> Failure | None:
     for key, ok in (("bytes", lambda v: type(v) is int and v >= 0),
                     ("rows", lambda v: type(v) is int and v >= 0),
                     ("sha256", lambda v: isinstance(v, str) and bool(_HEX64.fullmatch(v)))):
         if not ok(entry.get(key)):
-            return Failure("INTEGRITY", f"table {name}: manifest entry {key!r} missing or "
+            return Failure("INTEGRITY", f"table {name}: {label} entry {key!r} missing or "
                            "malformed", file=where, column=key,
+                           expected="64 hex digits" if key == "sha256" else "an integer >= 0",
                            found=repr(entry.get(key))[:80])
     return None
 
 
+def entry_failure(name, entry, where: str) -> Failure | None:
+    """An INTEGRITY failure unless the manifest entry of table ``name`` is well formed:
+    a list of ``shards`` (each with whole ``bytes`` and ``rows`` and a hex ``sha256``, which
+    alone names the file: no path is ever read from a manifest), or the legacy ``file``
+    naming exactly ``<name>.parquet`` in the release folder with its bytes/rows/sha256."""
+    if not (isinstance(name, str) and _TABLE_NAME.match(name) and isinstance(entry, dict)):
+        return Failure("INTEGRITY", f"table {name!r}: malformed manifest entry", file=where,
+                       found=repr(entry)[:120])
+    shards = entry.get("shards")
+    if shards is None:
+        if entry.get("file") != f"{name}.parquet":
+            return Failure("INTEGRITY", f"table {name!r}: manifest file entry is not "
+                           f"'<table>.parquet'", file=where, column="file",
+                           expected=f"{name}.parquet", found=repr(entry.get("file"))[:120])
+        return _num_failures(name, entry, where, "manifest")
+    if "file" in entry:  # a path next to the shard list would be ambiguous: refused
+        return Failure("INTEGRITY", f"table {name}: both 'file' and 'shards'", file=where,
+                       column="file", expected="absent", found=repr(entry["file"])[:120])
+    if not isinstance(shards, list) or not all(isinstance(s, dict) for s in shards):
+        return Failure("INTEGRITY", f"table {name}: 'shards' is not a list of entries",
+                       file=where, column="shards", found=repr(shards)[:120])
+    for s in shards:
+        bad = _num_failures(name, s, where, "shard")
+        if bad is not None:
+            return bad
+    for key in ("rows", "bytes"):
+        total = sum(s[key] for s in shards)
+        if type(entry.get(key)) is not int or entry[key] != total:
+            return Failure("INTEGRITY", f"table {name}: {key} differ from the sum of its "
+                           "shards", file=where, column=key, expected=total,
+                           found=repr(entry.get(key))[:40])
+    return None
+
+
 def read_manifest(version: str | None = None, root=None) -> dict:
-    """The manifest of a release; INTEGRITY if it is not JSON or a table's ``file`` entry
-    is anything but ``<table>.parquet``."""
+    """The manifest of a release; INTEGRITY if it is not JSON, an entry is malformed or its
+    digest does not match."""
     return manifest_at(release_path(version, root))
 
 
@@ -202,31 +242,60 @@ def manifest_at(folder: Path) -> dict:
     return manifest
 
 
-def table_paths(version: str | None = None, root=None) -> dict[str, Path]:
-    """Table name -> Parquet path of a release; INTEGRITY (hint: verify) listing every file
-    the manifest names that is missing."""
+def entry_files(folder: Path, name: str, entry: Mapping) -> list[tuple[Path, dict]]:
+    """(path, {sha256, bytes, rows}) of every file of one table of the release in
+    ``folder``, in row order: its shards in the pool, or the legacy in-folder file."""
+    if is_legacy(entry):
+        return [(folder / entry["file"], {k: entry[k] for k in ("sha256", "bytes", "rows")})]
+    pool = folder.parent.parent / SHARDS  # releases/vX.Y.Z -> data/shards
+    return [(pool / name / f"{s['sha256']}.parquet", s) for s in entry["shards"]]
+
+
+def export_names(name: str, entry: Mapping) -> list[tuple[str, dict]]:
+    """(relative file name, {sha256, bytes, rows}) of each file of one table as exports
+    lay them out: ``<table>/<sha256>.parquet`` per shard (legacy: ``<table>.parquet``)."""
+    if is_legacy(entry):
+        return [(entry["file"], {k: entry[k] for k in ("sha256", "bytes", "rows")})]
+    return [(f"{name}/{s['sha256']}.parquet", s) for s in entry["shards"]]
+
+
+def table_files(version: str | None = None, root=None, verify: bool = False
+                ) -> dict[str, list[Path]]:
+    """Table name -> its Parquet files (shards, in row order) of a release; INTEGRITY
+    (hint: verify) listing every file the manifest names that is missing, and with
+    ``verify`` every file whose bytes differ from the manifest (hashes cached,
+    :mod:`dgtraces.integrity`)."""
     folder = release_path(version, root)
-    return checked_paths(folder, manifest_at(folder)["tables"])
+    files = checked_files(folder, manifest_at(folder)["tables"])
+    if verify:
+        from .integrity import verify_files
+
+        verify_files(folder, manifest_at(folder)["tables"])
+    return files
 
 
-def checked_paths(folder: Path, entries: Mapping[str, dict]) -> dict[str, Path]:
-    paths = {name: folder / e["file"] for name, e in sorted(entries.items())}
+def checked_files(folder: Path, entries: Mapping[str, dict]) -> dict[str, list[Path]]:
+    """Table -> its files (shards in row order); INTEGRITY listing every missing one."""
+    files = {name: [p for p, _ in entry_files(folder, name, e)]
+             for name, e in sorted(entries.items())}
     missing = [Failure("INTEGRITY", f"table {name}: file missing", file=str(p),
                        expected="present", found="absent")
-               for name, p in paths.items() if not p.is_file()]
+               for name, ps in files.items() for p in ps if not p.is_file()]
     if missing:
-        raise IntegrityError(f"release {folder.name}: {len(missing)} table file(s) listed in "
+        raise IntegrityError(f"release {folder.name}: {len(missing)} file(s) listed in "
                              f"the manifest are missing", failures=missing, hint=VERIFY_HINT)
-    return paths
+    return files
 
 
 def tables(version: str | None = None, root=None) -> dict[str, dict]:
-    """Table name -> manifest entry (file, bytes, sha256, rows) for a release."""
+    """Table name -> manifest entry (rows, bytes, columns, shards) for a release."""
     return read_manifest(version, root)["tables"]
 
 
-def read_table(table: str, version: str | None = None, root=None) -> "pd.DataFrame":
-    import pandas as pd
+def dataset(table: str, version: str | None = None, root=None):
+    """A ``pyarrow.dataset.Dataset`` over one table's shards (lazy: nothing is read yet;
+    filter and project with ``to_table(columns=, filter=)`` or scan it in batches)."""
+    import pyarrow.dataset as ds
 
     folder = release_path(version, root)
     entries = manifest_at(folder)["tables"]
@@ -235,9 +304,19 @@ def read_table(table: str, version: str | None = None, root=None) -> "pd.DataFra
                          f"tables: {', '.join(sorted(entries))}", code="NOT_FOUND")
     from .integrity import verify_files
 
-    path = checked_paths(folder, entries)[table]
+    files = checked_files(folder, entries)[table]  # any missing file of the release fails
     verify_files(folder, entries, [table])  # INTEGRITY if the bytes differ from the manifest
-    return pd.read_parquet(path)
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(files[0])  # every shard of a table is written with this schema
+    return ds.dataset([str(p) for p in files], schema=schema, format="parquet")
+
+
+def read_table(table: str, version: str | None = None, root=None,
+               columns: list[str] | None = None) -> "pd.DataFrame":
+    """One table of a release as a DataFrame (its shards in order; ``columns``: only those).
+    Every shard is checked against the manifest first (:mod:`dgtraces.integrity`)."""
+    return dataset(table, version, root).to_table(columns=columns).to_pandas()
 
 
 def read_all(version: str | None = None, root=None) -> dict[str, "pd.DataFrame"]:
@@ -255,74 +334,32 @@ def _write_parquet(df: "pd.DataFrame", path: Path) -> None:
 
 
 def clean_stale_temps(root=None) -> list[Path]:
-    """Remove temp folders/files left by an interrupted write; returns what was removed."""
-    rdir = releases_dir(root)
+    """Remove temp folders/files left by an interrupted write (in releases/ and in the shard
+    pool); returns what was removed."""
     removed = []
-    if rdir.is_dir():
-        for p in rdir.iterdir():
-            if p.name.startswith(TMP_PREFIX):
-                shutil.rmtree(p) if p.is_dir() else p.unlink()
-                removed.append(p)
+    pool = shards_dir(root)
+    for folder in (releases_dir(root), pool,
+                   *(sorted(pool.iterdir()) if pool.is_dir() else [])):
+        if folder.is_dir() and not folder.name.startswith(TMP_PREFIX):
+            for p in folder.iterdir():
+                if p.name.startswith(TMP_PREFIX):
+                    shutil.rmtree(p) if p.is_dir() else p.unlink()
+                    removed.append(p)
     return removed
 
 
-def write_release(version: str, frames: Mapping[str, "pd.DataFrame"], *, root=None,
-                  parent: str | None = None, notes: str = "", validate: bool = True,
-                  allow_older: bool = False) -> Path:
-    """Validate ``frames`` and write them as a new immutable release; returns its folder.
+def write_release(version: str, frames: Mapping[str, "pd.DataFrame"], **kw) -> Path:
+    """See :func:`dgtraces.shards.write_release` (kept here: the store's one entry point)."""
+    from .shards import write_release as _write
 
-    Refuses (code VERSION) an existing version or one not newer than the latest.
-    """
-    from .checks import validate_tables
+    return _write(version, frames, **kw)
 
-    version = norm_version(version)
-    existing = list_releases(root)
-    if version in existing or (releases_dir(root) / f"v{version}").exists():
-        raise VersionError(f"release {version} exists already; releases are immutable")
-    if existing and not allow_older and parse_version(version) <= parse_version(existing[-1]):
-        raise VersionError(f"release {version} is not newer than the latest "
-                           f"({existing[-1]})")
-    import pandas as pd
 
-    if not isinstance(frames, Mapping) or not frames:
-        raise DgtracesError("a release needs at least one table (a mapping name -> "
-                            "DataFrame)", code="EMPTY")
-    bad = sorted(str(n) for n, df in frames.items() if not isinstance(df, pd.DataFrame))
-    if bad:
-        raise DgtracesError(f"not DataFrames: {', '.join(bad)}", code="BAD_INPUT")
-    frames = dict(frames)
-    if validate:
-        frames = validate_tables(frames)
-    rdir = releases_dir(root)
-    rdir.mkdir(parents=True, exist_ok=True)
-    with atomic_folder(rdir / f"v{version}", exists_ok=True, tmp_name=(
-            f"{TMP_PREFIX}v{version}-{os.getpid()}-{secrets.token_hex(3)}")) as tmp:
-        entries = {}
-        for name in sorted(frames):
-            df = frames[name]
-            file = f"{name}.parquet"
-            _write_parquet(df, tmp / file)
-            entries[name] = {"file": file, "bytes": (tmp / file).stat().st_size,
-                             "sha256": sha256_file(tmp / file), "rows": int(len(df)),
-                             "columns": [str(c) for c in df.columns]}
-        from .schema import SCHEMA_VERSION
+def extend_release(version: str, additions: Mapping[str, "pd.DataFrame"], **kw) -> Path:
+    """See :func:`dgtraces.shards.extend_release`: the base's shards plus new ones."""
+    from .shards import extend_release as _extend
 
-        manifest = {
-            "dataset": DATASET,
-            "version": version,
-            "schema_version": SCHEMA_VERSION,
-            "created_utc": utc_now(),
-            "parent": parent,
-            "notes": notes,
-            "tables": entries,
-        }
-        manifest["digest"] = _digest(manifest)
-        with open(tmp / MANIFEST, "w", encoding="utf-8") as fh:
-            json.dump(manifest, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-    return rdir / f"v{version}"
+    return _extend(version, additions, **kw)
 
 
 def merge_frames(frames: Mapping[str, "pd.DataFrame"], additions: Mapping[str, "pd.DataFrame"],
@@ -341,92 +378,9 @@ def merge_frames(frames: Mapping[str, "pd.DataFrame"], additions: Mapping[str, "
     return out
 
 
-def extend_release(version: str, additions: Mapping[str, "pd.DataFrame"], *,
-                   base: str | None = None, root=None, notes: str = "",
-                   replace: Iterable[str] = ()) -> Path:
-    """New release = ``base`` (default latest) + rows in ``additions``.
+def verify(root=None, deep: bool = True):
+    """Check every release's manifest and every file it names (each shard once); see
+    :func:`dgtraces.verify.verify`."""
+    from .verify import verify as _verify
 
-    Tables named in ``replace`` are replaced instead of appended to.
-    """
-    base = latest(root) if base is None else norm_version(base)
-    frames = merge_frames(read_all(base, root), additions, replace)
-    return write_release(version, frames, root=root, parent=base, notes=notes)
-
-
-@dataclass
-class VerifyReport:
-    releases: list[str] = field(default_factory=list)
-    files_checked: int = 0
-    failures: list[Failure] = field(default_factory=list)
-    stale_temps: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.failures
-
-
-def _verify_one(path: Path, report: VerifyReport) -> None:
-    def fail(msg, file=None, expected=None, found=None):
-        report.failures.append(Failure("INTEGRITY", msg, file=file, expected=expected,
-                                       found=found))
-
-    mpath = path / MANIFEST
-    try:
-        manifest = json.loads(mpath.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        fail(f"manifest unreadable: {exc}", str(mpath))
-        return
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("tables"), dict):
-        fail("manifest is not a mapping with a tables mapping", str(mpath))
-        return
-    if manifest.get("digest") != _digest(manifest):
-        fail("manifest digest mismatch (the manifest was edited)", str(mpath),
-             manifest.get("digest"), _digest(manifest))
-    if manifest.get("version") != path.name[1:]:
-        fail("manifest version differs from folder name", str(mpath), path.name,
-             manifest.get("version"))
-    listed = {MANIFEST}
-    for name, entry in sorted(manifest.get("tables", {}).items()):
-        bad = entry_failure(name, entry, str(mpath))
-        if bad is not None:
-            report.failures.append(bad)
-            continue
-        fpath = path / entry["file"]
-        listed.add(entry["file"])
-        report.files_checked += 1
-        if not fpath.is_file():
-            fail(f"table {name}: file missing", str(fpath))
-            continue
-        size = fpath.stat().st_size
-        if size != entry["bytes"]:
-            fail(f"table {name}: size changed", str(fpath), entry["bytes"], size)
-        digest = sha256_file(fpath)
-        if digest != entry["sha256"]:
-            fail(f"table {name}: sha256 changed", str(fpath), entry["sha256"], digest)
-    for extra in sorted(p.name for p in path.iterdir() if p.name not in listed):
-        fail("file not listed in the manifest", str(path / extra))
-
-
-def verify(root=None) -> VerifyReport:
-    """Check every release's manifest digest, file sizes and sha256; lists stale temps."""
-    report = VerifyReport()
-    rdir = releases_dir(root)
-    if not rdir.is_dir():
-        report.failures.append(Failure("NOT_FOUND", "no releases folder", file=str(rdir)))
-        return report
-    for p in sorted(rdir.iterdir()):
-        if p.name.startswith(TMP_PREFIX):
-            report.stale_temps.append(str(p))
-        elif is_release_folder(p):
-            if not (p / MANIFEST).is_file():
-                report.failures.append(Failure("INTEGRITY", "release folder has no manifest",
-                                               file=str(p)))
-                continue
-            report.releases.append(norm_version(p.name))
-            _verify_one(p, report)
-        else:  # stray files, loose names (0.3.0, v0.03.0), links to other folders
-            report.failures.append(Failure("INTEGRITY", "unexpected entry in releases (a "
-                                           "release is a real folder named exactly vX.Y.Z)",
-                                           file=str(p)))
-    report.releases.sort(key=parse_version)
-    return report
+    return _verify(root, deep)

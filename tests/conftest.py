@@ -1,5 +1,4 @@
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,8 +13,12 @@ CI_FULL = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
 def tmp_store(tmp_path, monkeypatch):
     """A private store holding a copy of release v0.1.0 only (later releases come and go),
     with DGTRACES_DATA pointing at it."""
+    from dgtraces.migrate import migrate
+    from dgtraces.shards import copy_release
+
     root = tmp_path / "data"
-    shutil.copytree(REPO / "data" / "releases" / "v0.1.0", root / "releases" / "v0.1.0")
+    copy_release("0.1.0", root, REPO / "data")
+    migrate(root)  # a no-op once the shipped releases are shards
     monkeypatch.setenv("DGTRACES_DATA", str(root))
     return root
 

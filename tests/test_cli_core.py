@@ -4,6 +4,7 @@ import sys
 
 from click.testing import CliRunner
 
+from dgtraces import store
 from dgtraces.cli import main
 
 
@@ -29,7 +30,7 @@ def test_info_json(tmp_store):
 
 def test_verify_ok_and_failure_exit_code(tmp_store):
     assert invoke("verify").exit_code == 0
-    f = tmp_store / "releases" / "v0.1.0" / "layers.parquet"
+    (f,) = store.table_files("0.1.0")["layers"]
     f.write_bytes(f.read_bytes() + b"\0")
     out = subprocess.run([sys.executable, "-m", "dgtraces", "verify"], capture_output=True,
                          text=True)

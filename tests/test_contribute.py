@@ -32,8 +32,12 @@ SOURCE = "test rig: FLOP-derived timings of the template"
 
 def make_store(base: Path) -> Path:
     """A temp store holding only the committed v0.1.0 (layers)."""
+    from dgtraces.migrate import migrate
+    from dgtraces.shards import copy_release
+
     root = base / "data"
-    shutil.copytree(REPO / "data" / "releases" / "v0.1.0", root / "releases" / "v0.1.0")
+    copy_release("0.1.0", root, REPO / "data")
+    migrate(root)  # a no-op once the shipped releases are shards
     return root
 
 
@@ -130,8 +134,13 @@ def test_template_passes_against_the_shipped_releases(tmp_path, monkeypatch):
     from dgtraces import store as st
 
     root = tmp_path / "data"
-    shutil.copytree(Path(st.__file__).resolve().parents[1] / "data" / "releases",
-                    root / "releases")
+    from dgtraces.migrate import migrate
+    from dgtraces.shards import copy_release
+
+    shipped = Path(st.__file__).resolve().parents[1] / "data"
+    for version in st.list_releases(shipped):
+        copy_release(version, root, shipped)
+    migrate(root)  # a no-op once the shipped releases are shards
     monkeypatch.setenv("DGTRACES_DATA", str(root))
     assert st.list_releases(root)[-1] == st.latest()  # every shipped release, latest included
     write_template(tmp_path / "tpl")

@@ -68,8 +68,10 @@ def test_release_contents_changelog_and_refusals(store, tmp_path):
 
 def test_release_refuses_dirty_store(store, tmp_path):
     _stage(store, tmp_path, "a1")
-    f = store / "releases" / "v0.1.0" / "layers.parquet"
-    f.write_bytes(f.read_bytes() + b"\0")
+    from dgtraces import store as st
+
+    (f,) = st.table_files("0.1.0", store)["layers"]
+    f.write_bytes(f.read_bytes() + b"\0")  # a size change: found without hashing
     before = tree_digest(store)
     with pytest.raises(DgtracesError) as exc:
         build_release("0.2.0", root=store)

@@ -1,12 +1,12 @@
 """Data folder resolution and seeding of a writable store from the packaged releases
 (the wheel itself is exercised in tests/test_wheel.py)."""
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from dgtraces import datadirs, store
+from dgtraces.shards import copy_release
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -15,8 +15,8 @@ REPO = Path(__file__).resolve().parent.parent
 def packaged(tmp_path, monkeypatch):
     """A fake installed package: v0.1.0 and v0.2.0 under <pkg>/_data/releases."""
     pkg = tmp_path / "site" / "_data"
-    for v in ("v0.1.0", "v0.2.0"):
-        shutil.copytree(REPO / "data" / "releases" / v, pkg / "releases" / v)
+    for v in ("0.1.0", "0.2.0"):  # manifests + the shards they list (pkg/shards)
+        copy_release(v, pkg, REPO / "data")
     monkeypatch.setattr(datadirs, "packaged_root", lambda: pkg)
     monkeypatch.setattr(datadirs, "checkout_root", lambda: None)
     monkeypatch.setattr(datadirs, "user_root", lambda: tmp_path / "user")
@@ -49,7 +49,7 @@ def test_seed_adds_missing_releases_and_never_overwrites(packaged, tmp_path):
     marker = root / "releases" / "v0.1.0" / "manifest.json"
     marker.write_text(marker.read_text())  # same bytes, new mtime
     mtime = marker.stat().st_mtime_ns
-    shutil.copytree(REPO / "data" / "releases" / "v0.3.0", packaged / "releases" / "v0.3.0")
+    copy_release("0.3.0", packaged, REPO / "data")
     assert datadirs.seed(root) == ["v0.3.0"]  # an upgrade brings only the new release
     assert marker.stat().st_mtime_ns == mtime
     assert not [p for p in (root / "releases").iterdir() if p.name.startswith(".tmp")]

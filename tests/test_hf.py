@@ -38,11 +38,14 @@ def front_matter(readme: str) -> dict:
 def test_export_layout_bytes_and_yaml_configs(exported, mini_release_root):
     manifest = store.read_manifest(root=mini_release_root)
     files = sorted(str(p.relative_to(exported)) for p in exported.rglob("*") if p.is_file())
+    shards = {t: store.export_names(t, e) for t, e in manifest["tables"].items()}
     assert files == sorted(["README.md", "croissant.json", "manifest.json"]
-                           + [f"data/{t}.parquet" for t in TABLES])
-    src = store.release_path(root=mini_release_root)
-    for e in manifest["tables"].values():
-        assert (exported / "data" / e["file"]).read_bytes() == (src / e["file"]).read_bytes()
+                           + [f"data/{rel}" for t in TABLES for rel, _ in shards[t]])
+    src = store.table_files(root=mini_release_root)
+    for t in TABLES:  # byte copies of every shard, named by their sha256
+        assert [f.name for f in src[t]] == [f"{s['sha256']}.parquet" for _, s in shards[t]]
+        for (rel, _), f in zip(shards[t], src[t], strict=True):
+            assert (exported / "data" / rel).read_bytes() == f.read_bytes()
     assert json.loads((exported / "manifest.json").read_text()) == manifest
     meta = front_matter((exported / "README.md").read_text())
     # the mini release has B-Caffe-derived rows: their BSD-2-Clause is declared too
@@ -50,9 +53,11 @@ def test_export_layout_bytes_and_yaml_configs(exported, mini_release_root):
     assert meta["pretty_name"] and meta["tags"]
     configs = {c["config_name"]: c for c in meta["configs"]}
     assert sorted(configs) == TABLES
-    for c in configs.values():
+    for name, c in configs.items():
         (split,) = c["data_files"]
-        assert split["split"] == "train" and (exported / split["path"]).is_file()
+        assert split["split"] == "train"
+        assert split["path"] == [f"data/{rel}" for rel, _ in shards[name]]
+        assert all((exported / p).is_file() for p in split["path"])
     assert [c["config_name"] for c in meta["configs"] if c.get("default")] == ["layer_timings"]
     assert meta["size_categories"] == ["n<1K"]
 
@@ -94,13 +99,13 @@ def test_export_refuses_non_empty_out(mini_store, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert (empty / "README.md") in export(empty, version="0.1.0")
-    assert sorted(p.name for p in (empty / "data").iterdir()) == ["layers.parquet"]
+    assert sorted(p.name for p in (empty / "data").iterdir()) == ["layers"]
 
 
 def test_export_refuses_corrupt_release(mini_release_root, tmp_path):
     root = tmp_path / "data"
     shutil.copytree(mini_release_root, root)
-    f = root / "releases" / "v0.2.0" / "comm.parquet"
+    (f,) = store.table_files("0.2.0", root)["comm"]
     f.write_bytes(f.read_bytes()[:-1] + b"\0")
     with pytest.raises(DgtracesError) as exc:
         export(tmp_path / "out", root=root)
@@ -118,8 +123,9 @@ def test_export_cli(mini_store, tmp_path):
     res = CliRunner().invoke(main, ["export-hf", str(tmp_path / "x"), "--release", "0.1.0"])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "x" / "croissant.json").is_file()
-    assert "data/layers.parquet" in front_matter((tmp_path / "x" / "README.md").read_text()
-                                                  )["configs"][0]["data_files"][0]["path"]
+    (path,) = front_matter((tmp_path / "x" / "README.md").read_text()
+                           )["configs"][0]["data_files"][0]["path"]
+    assert path.startswith("data/layers/") and (tmp_path / "x" / path).is_file()
 
 
 def test_export_includes_fragments_and_their_figures(mini_store, tmp_path):

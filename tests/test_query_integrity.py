@@ -36,7 +36,8 @@ def test_sql_table_prints_values_and_names_verbatim(mini_store):
 def test_missing_parquet_file_is_integrity(own_store, tmp_path, call):
     from dgtraces import cards, hf, query
 
-    (own_store / "releases" / "v0.2.0" / "comm.parquet").unlink()
+    (comm,) = store.table_files("0.2.0")["comm"]
+    comm.unlink()
     run = {"sql": lambda: query.sql("SELECT count(*) FROM runs", "0.2.0"),
            "card": lambda: cards.render_card("0.2.0"),
            "export": lambda: hf.export(tmp_path / "hf", "0.2.0"),
@@ -44,15 +45,15 @@ def test_missing_parquet_file_is_integrity(own_store, tmp_path, call):
     with pytest.raises(DgtracesError) as exc:
         run()
     assert exc.value.code == "INTEGRITY" and exc.value.hint == store.VERIFY_HINT
-    assert [f.file.rsplit("/", 1)[-1] for f in exc.value.failures] == ["comm.parquet"]
+    assert [f.file for f in exc.value.failures] == [str(comm)]
     assert not (tmp_path / "hf").exists()
 
 
 def test_sql_out_refuses_the_releases_folder(own_store, tmp_path):
-    target = own_store / "releases" / "v0.2.0" / "runs.parquet"
+    (target,) = store.table_files("0.2.0")["runs"]
     digest = store.sha256_file(target)
-    (tmp_path / "rel").symlink_to(own_store / "releases")
-    for out in (target, tmp_path / "rel" / "v0.2.0" / "runs.parquet",
+    (tmp_path / "rel").symlink_to(own_store / "shards")
+    for out in (target, tmp_path / "rel" / "runs" / target.name,
                 own_store / "releases" / "new.csv"):
         with pytest.raises(DgtracesError) as exc:
             _invoke("sql", "SELECT 1 AS x", "--format", "csv", "--out", str(out))
@@ -81,19 +82,36 @@ def test_every_writing_command_refuses_the_data_folder(own_store, tmp_path):
 
 @pytest.mark.parametrize("file", ["../../../../etc/passwd", "/etc/passwd", "runs.csv",
                                   "sub/runs.parquet", None])
-def test_manifest_file_entry_must_be_table_parquet(own_store, file):
+def test_manifest_shard_entry_is_a_sha256_only(own_store, file):
+    """A shard is named by its sha256 alone: no path from a manifest is ever opened."""
     from dgtraces import query
 
     mpath = own_store / "releases" / "v0.2.0" / store.MANIFEST
     manifest = json.loads(mpath.read_text())
-    manifest["tables"]["runs"]["file"] = file
+    manifest["tables"]["runs"]["shards"][0]["sha256"] = file
     mpath.write_text(json.dumps(manifest))
     for call in (lambda: store.read_manifest("0.2.0"), lambda: query.connect("0.2.0"),
                  lambda: store.read_table("layers", "0.2.0")):
         with pytest.raises(DgtracesError) as exc:
             call()
         assert exc.value.code == "INTEGRITY"
-        assert [(f.expected, f.found) for f in exc.value.failures] == [
-            ("runs.parquet", repr(file))]
-    bad = [f for f in store.verify(own_store).failures if f.column == "file"]
-    assert [(f.expected, f.found) for f in bad] == [("runs.parquet", repr(file))]
+        assert [(f.column, f.found) for f in exc.value.failures] == [("sha256", repr(file))]
+    bad = [f for f in store.verify(own_store).failures if f.column == "sha256"]
+    assert [(f.expected, f.found) for f in bad] == [("64 hex digits", repr(file))]
+
+
+def test_manifest_legacy_file_entry_must_be_table_parquet(own_store):
+    mpath = own_store / "releases" / "v0.2.0" / store.MANIFEST
+    manifest = json.loads(mpath.read_text())
+    manifest["tables"]["runs"]["file"] = "../../../../etc/passwd"  # beside its shards
+    mpath.write_text(json.dumps(manifest))
+    with pytest.raises(DgtracesError) as exc:
+        store.read_manifest("0.2.0")
+    assert [(f.column, f.expected) for f in exc.value.failures] == [("file", "absent")]
+    for shard in manifest["tables"]["runs"].pop("shards"):  # a legacy entry: exact name
+        manifest["tables"]["runs"].update(shard)
+    mpath.write_text(json.dumps(manifest))
+    with pytest.raises(DgtracesError) as exc:
+        store.read_manifest("0.2.0")
+    assert [(f.expected, f.found) for f in exc.value.failures] == [
+        ("runs.parquet", repr("../../../../etc/passwd"))]

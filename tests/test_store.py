@@ -22,13 +22,17 @@ def test_write_release_manifest_and_reads(empty_store):
     path = store.write_release("0.1.0", {"layers": lf})
     m = json.loads((path / "manifest.json").read_text())
     assert m["tables"]["layers"]["rows"] == 23
-    assert m["tables"]["layers"]["sha256"] == store.sha256_file(path / "layers.parquet")
+    (shard,) = m["tables"]["layers"]["shards"]
+    file = store.shard_path("layers", shard["sha256"])
+    assert shard["sha256"] == store.sha256_file(file) and shard["rows"] == 23
+    assert shard["bytes"] == m["tables"]["layers"]["bytes"] == file.stat().st_size
+    assert [p.name for p in path.iterdir()] == ["manifest.json"]
     assert store.latest() == "0.1.0" and store.verify().ok
     assert store.read_table("layers")["params"].sum() == 60_965_224
 
 
 def test_verify_detects_any_changed_byte(tmp_store):
-    f = tmp_store / "releases" / "v0.1.0" / "layers.parquet"
+    (f,) = store.table_files("0.1.0")["layers"]
     data = bytearray(f.read_bytes())
     data[len(data) // 2] ^= 0x01
     f.write_bytes(bytes(data))
@@ -141,7 +145,11 @@ def test_copied_release_folder_is_an_integrity_error_for_readers(tmp_store):
     lambda m: {**m, "tables": []},
     lambda m: {**m, "tables": {"layers": {k: v for k, v in m["tables"]["layers"].items()
                                           if k != "bytes"}}},
-    lambda m: {**m, "tables": {"layers": {**m["tables"]["layers"], "sha256": 5}}},
+    lambda m: {**m, "tables": {"layers": {**m["tables"]["layers"], "shards": [
+        {**m["tables"]["layers"]["shards"][0], "sha256": 5}]}}},
+    lambda m: {**m, "tables": {"layers": {**m["tables"]["layers"], "shards": [
+        {k: v for k, v in m["tables"]["layers"]["shards"][0].items() if k != "rows"}]}}},
+    lambda m: {**m, "tables": {"layers": {**m["tables"]["layers"], "shards": "x"}}},
 ])
 def test_malformed_manifest_is_reported_not_raised(tmp_store, edit):
     path = store.releases_dir() / "v0.1.0" / store.MANIFEST

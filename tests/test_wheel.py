@@ -66,8 +66,10 @@ def _build_wheel(tmp: Path) -> Path:
         shutil.copy2(REPO / name, src / name)
     skip = shutil.ignore_patterns("__pycache__", "*.pyc", "_data")
     shutil.copytree(REPO / "dgtraces", src / "dgtraces", ignore=skip)
-    shutil.copytree(REPO / "data" / "releases", src / "data" / "releases",
-                    ignore=shutil.ignore_patterns(".tmp-*"))
+    for name in ("releases", "shards"):  # the manifests and the shard pool they list
+        if (REPO / "data" / name).is_dir():
+            shutil.copytree(REPO / "data" / name, src / "data" / name,
+                            ignore=shutil.ignore_patterns(".tmp-*"))
     dist = tmp / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *_isolation(),
                     "-w", str(dist), str(src)], check=True)
@@ -138,7 +140,7 @@ def test_wheel_ships_releases_and_seeds_user_store(tmp_path):
     subprocess.run([str(cli), "export-hf", "hub"], cwd=elsewhere, env=env, check=True,
                    capture_output=True)
     assert sorted(p.name for p in (elsewhere / "hub" / "data").iterdir()) == \
-        sorted(e["file"] for e in store.tables(store.latest()).values())
+        sorted(store.tables(store.latest()))  # data/<table>/<sha256>.parquet
     # DGTRACES_DATA names another writable store: seeded on first use as well
     env2 = dict(env, DGTRACES_DATA=str(tmp_path / "mine"))
     out2 = _probe(py, elsewhere, env2)

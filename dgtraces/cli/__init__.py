@@ -53,6 +53,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("dgtraces.cli.core:info", "Show version, releases, tables and row counts."),
     "validate": ("dgtraces.cli.core:validate", "Validate CSV/Parquet files against the schemas."),
     "verify": ("dgtraces.cli.core:verify", "Check every release's bytes against its manifest."),
+    "migrate-store": ("dgtraces.cli.core:migrate_store",
+                      "Rewrite old one-file-per-table releases into shards (idempotent)."),
     "schemas": ("dgtraces.cli.core:schemas", "Export the table schemas to schemas/*.json."),
     "predict": ("dgtraces.cli.predict:predict",
                 "Predict one S-SGD iteration (DAG model) with breakdown, timeline, Gantt."),

@@ -7,8 +7,12 @@ rerun of the same command completes):
 2. refuse a malformed/existing/older version (VERSION), an empty staging area (EMPTY), a
    store whose ``verify`` fails (INTEGRITY);
 3. write ``data/.release-journal.json`` (version, parent, staged ids) atomically;
-4. :func:`dgtraces.store.write_release` writes a temp folder and renames it into place:
-   **the commit point**. Before it, nothing visible has changed (staging untouched; a stale
+4. :func:`dgtraces.shards.append` streams each staged table into the shard pool as a new
+   shard (record batches; content-addressed, so a rerun reuses them), checks keys across
+   the shards with DuckDB, writes the manifest (the parent's shards + the new ones) into a
+   temp folder and renames it into place: **the commit point**. Nothing of the store is
+   loaded into pandas (the models check reads the ``layers.model`` column only): time and
+   memory follow the new rows. Before it, nothing visible has changed (staging untouched; a stale
    temp folder is removed by the rerun). After it, the remaining steps are idempotent:
 5. CHANGELOG entry (skipped if its heading is present), card regeneration (skipped with a
    note if :mod:`dgtraces.cards` is unavailable), removal of the released staged entries,
@@ -32,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import store
+from .. import shards, store
 from ..datadirs import sidecar_dir
 from ..errors import DgtracesError, IntegrityError, StoreError, VersionError
 from . import staging
@@ -210,7 +214,8 @@ def device_rows(entry_id: str, meta: dict, known: set[str]) -> list[dict]:
 
 def model_layers(models, frames: dict) -> "tuple[pd.DataFrame | None, list[dict]]":
     """The ``layers`` rows of registry ``models`` (UNKNOWN_MODEL for a name that is not a
-    dataset model) and their changelog facts; DUPLICATE for a model already in ``frames``."""
+    dataset model) and their changelog facts; DUPLICATE for a model already in ``frames``
+    (its ``layers`` frame needs the ``model`` column only)."""
     from ..models import layers_frame
     from ..models.registry import entry
 
@@ -227,26 +232,30 @@ def model_layers(models, frames: dict) -> "tuple[pd.DataFrame | None, list[dict]
                  "rows": int(counts[m])} for m in models]
 
 
-def _combine(parent: str | None, entries, root, models=()
-             ) -> tuple[dict, dict[str, int], list[dict]]:
+def _sources(parent: str | None, entries, root, models=()
+             ) -> tuple[dict[str, list], list[dict]]:
+    """What the new shards are written from: the registry models' layers rows, then each
+    staged entry's Parquet files (streamed) and the devices its contribution.yaml declares
+    that the store lacks, table by table. Of the store it reads two key columns."""
     import pandas as pd
 
-    frames = store.read_all(parent, root) if parent else {}
-    added: dict[str, int] = {}
-    known = set(frames["devices"]["device"]) if "devices" in frames else set()
-    layers, model_info = model_layers(models, frames)
-    if layers is not None:
-        frames = store.merge_frames(frames, {"layers": layers})
-        added["layers"] = len(layers)
+    from ..checks import validate_frame
+
+    tables = store.tables(parent, root) if parent else {}
+    have = ({"layers": store.read_table("layers", parent, root, columns=["model"])}
+            if "layers" in tables else {})
+    known = (set(store.read_table("devices", parent, root, columns=["device"])["device"])
+             if "devices" in tables else set())
+    layers, model_info = model_layers(models, have)
+    sources: dict[str, list] = {"layers": [layers]} if layers is not None else {}
     for entry in entries:
-        staged = dict(entry.frames())
+        for table in sorted(entry.info["rows"]):
+            sources.setdefault(table, []).append(entry.path / f"{table}.parquet")
         devices = device_rows(entry.id, entry.info["meta"], known)
         if devices:
-            staged["devices"] = pd.DataFrame(devices)
-        frames = store.merge_frames(frames, staged)
-        for name, df in staged.items():
-            added[name] = added.get(name, 0) + len(df)
-    return frames, added, model_info
+            sources.setdefault("devices", []).append(validate_frame("devices",
+                                                                    pd.DataFrame(devices)))
+    return sources, model_info
 
 
 def build_release(version: str, *, root=None, timeout: float = staging.LOCK_TIMEOUT,
@@ -280,12 +289,12 @@ def build_release(version: str, *, root=None, timeout: float = staging.LOCK_TIME
             raise DgtracesError("the staging area is empty: nothing to release", code="EMPTY",
                                 hint="stage contributions with `dgtraces contribute PATH`, "
                                      "or add registry models with --add-models")
-        report = store.verify(root)
+        report = store.verify(root, deep=False)  # manifests, presence, sizes (no hashing)
         if not report.ok and releases:
             raise IntegrityError(f"the store fails verify ({len(report.failures)} "
                                  "failure(s)); fix it before releasing",
                                  failures=report.failures)
-        frames, added, model_info = _combine(parent, entries, root, models)
+        sources, model_info = _sources(parent, entries, root, models)
         created = store.utc_now()
         journal = {"version": version, "parent": parent, "created_utc": created,
                    "models": model_info,
@@ -300,8 +309,8 @@ def build_release(version: str, *, root=None, timeout: float = staging.LOCK_TIME
                          + ([f"models: {', '.join(m['key'] for m in model_info)}"]
                             if model_info else []))
         try:
-            path = store.write_release(version, frames, root=root, parent=parent,
-                                       notes=what)
+            path, added = shards.append(version, sources, base=parent, root=root, notes=what,
+                                        created_utc=created)
         except DgtracesError:  # refused before the commit point: nothing to finish
             os.unlink(store.data_root(root) / JOURNAL)
             raise

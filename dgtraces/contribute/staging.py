@@ -142,7 +142,7 @@ def _recheck(checked: "Checked", root) -> None:
 
     known = staged_known(root)
     if store.latest_or_none(root) != checked.base_release:
-        known.update(store_known(root))
+        known.update(store_known(root, checked.frames))
     clash = (set(checked.fingerprints) & known.run_ids
              or set(checked.fingerprints.values()) & known.fingerprints
              or set(checked.iter_ids) & known.iter_ids

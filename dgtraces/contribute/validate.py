@@ -131,8 +131,48 @@ def content_digest(frames: Mapping[str, "pd.DataFrame"]) -> str:
     return h.hexdigest()
 
 
-def store_known(root=None) -> Known:
-    """Keys, fingerprints and devices of the latest release (empty store: nothing)."""
+def _candidate_runs(version: str, root, lt: "pd.DataFrame | None") -> list[str] | None:
+    """Stored runs whose per-run layer count and fwd/bwd sums match a run of ``lt`` (the
+    contribution's timings) within the fingerprint's rounding: the only ones whose
+    fingerprints can equal a new run's. One DuckDB aggregate over the stored shards (memory
+    per stored run, not per row). None: no usable ``lt`` (compute every fingerprint)."""
+    import pandas as pd
+
+    from .. import store
+    from ..shards import _duck, _scan
+
+    if lt is None or not {"run_id", "fwd_ms", "bwd_ms"} <= set(lt.columns):
+        return None
+    new = pd.DataFrame({"run_id": lt["run_id"].astype("string"),
+                        "f": pd.to_numeric(lt["fwd_ms"], errors="coerce"),
+                        "b": pd.to_numeric(lt["bwd_ms"], errors="coerce")})
+    agg = new.groupby("run_id").agg(n=("f", "size"), f=("f", "sum"), b=("b", "sum"))
+    con = _duck()
+    try:
+        con.register("c", agg.reset_index(drop=True))
+        files = store.table_files(version, root)["layer_timings"]
+        rows = con.execute(
+            "SELECT DISTINCT s.run_id FROM (SELECT run_id, count(*) AS n, "
+            "sum(coalesce(fwd_ms, 0)) AS f, sum(coalesce(bwd_ms, 0)) AS b FROM "
+            f"{_scan(files, ['run_id', 'fwd_ms', 'bwd_ms'])} GROUP BY run_id) s JOIN c "
+            "ON s.n = c.n AND abs(s.f - c.f) <= s.n * 1e-6 + 1e-9 * abs(c.f) "
+            "AND abs(s.b - c.b) <= s.n * 1e-6 + 1e-9 * abs(c.b)").fetchall()
+    finally:
+        con.close()
+    return [r[0] for r in rows]
+
+
+def store_known(root=None, frames: Mapping[str, "pd.DataFrame"] | None = None) -> Known:
+    """Keys, fingerprints and devices of the latest release (empty store: nothing).
+
+    With ``frames`` (the contribution's tables), run fingerprints are computed only for
+    the stored runs that could match one of its runs (:func:`_candidate_runs`), so memory
+    follows the contribution, not the store; key columns are read alone (column
+    projection over the shards).
+    """
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
     from .. import store
 
     known = Known()
@@ -142,21 +182,31 @@ def store_known(root=None) -> Known:
         return known
     tables = store.tables(version, root)
 
-    def read(name):
-        return store.read_table(name, version, root) if name in tables else None
+    def read(name, columns=None, run_ids=None):
+        if name not in tables:
+            return None
+        data = store.dataset(name, version, root)
+        where = None if run_ids is None else ds.field("run_id").isin(
+            pa.array(run_ids, type=data.schema.field("run_id").type))
+        return data.to_table(columns=columns, filter=where).to_pandas()
 
-    runs, lt = read("runs"), read("layer_timings")
+    runs = read("runs")
     if runs is not None:
         known.run_ids.update(runs["run_id"].astype(str))
-        if lt is not None and len(lt):
-            known.fingerprints.update(run_fingerprints(runs, lt).values())
-    it = read("iterations")
+        if "layer_timings" in tables and tables["layer_timings"]["rows"]:
+            cands = _candidate_runs(version, root, (frames or {}).get("layer_timings"))
+            lt = read("layer_timings", run_ids=cands) if cands != [] else None
+            if lt is not None and len(lt):
+                known.fingerprints.update(run_fingerprints(runs, lt).values())
+    it = read("iterations", ["iter_id"])
     if it is not None:
         known.iter_ids.update(it["iter_id"].astype(str))
-    comm = read("comm")
+    from ..schema import KEYS
+
+    comm = read("comm", list(KEYS["comm"]))
     if comm is not None:
         known.comm_keys.update(comm_keys(comm))
-    devices = read("devices")
+    devices = read("devices", ["device", "kind"])
     if devices is not None:
         known.devices.update(zip(devices["device"].astype(str), devices["kind"].astype(str),
                                  strict=True))
@@ -274,7 +324,7 @@ def validate_contribution(path: str | os.PathLike, *, root=None,
 
     contrib = read_contribution(path, limits)
     base = store.latest_or_none(root)
-    known = store_known(root).update(staged_known(root))
+    known = store_known(root, contrib.frames).update(staged_known(root))
     checked = check(contrib, known)
     checked.base_release = base
     return checked

@@ -1,0 +1,141 @@
+"""``dgtraces verify``: every release manifest and every file it names, each shard once
+(readers check the files they open through :mod:`dgtraces.integrity`).
+
+A release folder holds ``manifest.json`` only (shard layout) or ``manifest.json`` plus its
+legacy ``<table>.parquet`` files. Shards live in the pool ``data/shards/<table>/`` named by
+their sha256; several releases list the same shard and it is hashed once per run. A shard
+that no release lists (left by a release interrupted before its commit point) is reported
+in :attr:`VerifyReport.unreferenced`, not as a failure: nothing reads it, and a rerun of
+that release reuses it (same content, same name).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import store
+from .errors import Failure
+
+
+@dataclass
+class VerifyReport:
+    releases: list[str] = field(default_factory=list)
+    files_checked: int = 0
+    failures: list[Failure] = field(default_factory=list)
+    stale_temps: list[str] = field(default_factory=list)
+    unreferenced: list[str] = field(default_factory=list)
+    legacy: list[str] = field(default_factory=list)  # releases still in the v1 layout
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+class _Checker:
+    def __init__(self, report: VerifyReport, deep: bool = True) -> None:
+        self.report = report
+        self.deep = deep
+        self.seen: dict[Path, tuple[str | None, int]] = {}  # file -> (sha256, bytes) found
+
+    def fail(self, msg, file=None, expected=None, found=None) -> None:
+        self.report.failures.append(Failure("INTEGRITY", msg, file=file, expected=expected,
+                                            found=found))
+
+    def file(self, name: str, path: Path, want: dict) -> None:
+        if path not in self.seen:
+            if not path.is_file():
+                self.fail(f"table {name}: file missing", str(path))
+                return
+            self.report.files_checked += 1
+            self.seen[path] = (store.sha256_file(path) if self.deep else None,
+                               path.stat().st_size)
+        digest, size = self.seen[path]
+        if size != want["bytes"]:
+            self.fail(f"table {name}: size changed", str(path), want["bytes"], size)
+        if self.deep and digest != want["sha256"]:
+            self.fail(f"table {name}: sha256 changed", str(path), want["sha256"], digest)
+
+    def release(self, path: Path) -> None:
+        mpath = path / store.MANIFEST
+        try:
+            manifest = json.loads(mpath.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            self.fail(f"manifest unreadable: {exc}", str(mpath))
+            return
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("tables"), dict):
+            self.fail("manifest is not a mapping with a tables mapping", str(mpath))
+            return
+        if manifest.get("digest") != store._digest(manifest):
+            self.fail("manifest digest mismatch (the manifest was edited)", str(mpath),
+                      manifest.get("digest"), store._digest(manifest))
+        if manifest.get("version") != path.name[1:]:
+            self.fail("manifest version differs from folder name", str(mpath), path.name,
+                      manifest.get("version"))
+        listed = {store.MANIFEST}
+        for name, entry in sorted(manifest["tables"].items()):
+            bad = store.entry_failure(name, entry, str(mpath))
+            if bad is not None:
+                self.report.failures.append(bad)
+                continue
+            if store.is_legacy(entry):
+                listed.add(entry["file"])
+                if path.name[1:] not in self.report.legacy:
+                    self.report.legacy.append(path.name[1:])
+            for fpath, want in store.entry_files(path, name, entry):
+                self.file(name, fpath, want)
+        for extra in sorted(p.name for p in path.iterdir() if p.name not in listed):
+            self.fail("file not listed in the manifest", str(path / extra))
+
+    def pool(self, pool: Path) -> None:
+        """Stray entries in the shard pool; shards no release lists."""
+        if not pool.is_dir():
+            return
+        for tdir in sorted(pool.iterdir()):
+            if tdir.name.startswith(store.TMP_PREFIX):
+                self.report.stale_temps.append(str(tdir))
+                continue
+            if not tdir.is_dir() or tdir.is_symlink():
+                self.fail("unexpected entry in the shard pool", str(tdir))
+                continue
+            for f in sorted(tdir.iterdir()):
+                if f.name.startswith(store.TMP_PREFIX):
+                    self.report.stale_temps.append(str(f))
+                elif not (f.suffix == ".parquet" and store._HEX64.fullmatch(f.stem)
+                          and f.is_file() and not f.is_symlink()):
+                    self.fail("unexpected entry in the shard pool (a shard is "
+                              "<sha256>.parquet)", str(f))
+                elif f not in self.seen:
+                    self.report.unreferenced.append(str(f))
+
+
+def verify(root=None, deep: bool = True) -> VerifyReport:
+    """Check every release's manifest digest, file sizes and sha256 (each shard once);
+    lists stale temps, shards no release lists, and releases still in the legacy layout.
+    ``deep=False`` skips the hashing (manifests, presence and sizes only: a stat per file),
+    which is what ``release`` runs before it builds on the store."""
+    report = VerifyReport()
+    check = _Checker(report, deep)
+    rdir = store.releases_dir(root)
+    if not rdir.is_dir():
+        report.failures.append(Failure("NOT_FOUND", "no releases folder", file=str(rdir)))
+        return report
+    for p in sorted(rdir.iterdir()):
+        if p.name.startswith(store.TMP_PREFIX):
+            report.stale_temps.append(str(p))
+        elif store.is_release_folder(p):
+            if not (p / store.MANIFEST).is_file():
+                report.failures.append(Failure("INTEGRITY", "release folder has no manifest",
+                                               file=str(p)))
+                continue
+            report.releases.append(store.norm_version(p.name))
+            check.release(p)
+        else:  # stray files, loose names (0.3.0, v0.03.0), links to other folders
+            report.failures.append(Failure("INTEGRITY", "unexpected entry in releases (a "
+                                           "release is a real folder named exactly vX.Y.Z)",
+                                           file=str(p)))
+    check.pool(rdir.parent / store.SHARDS)
+    report.releases.sort(key=store.parse_version)
+    report.legacy.sort(key=store.parse_version)
+    return report
