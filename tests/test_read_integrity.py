@@ -52,6 +52,12 @@ def rewrite(path, keep_mtime=True):
 TAMPER = {"flipped byte": flip_byte, "rewritten file": rewrite}
 
 
+def _runs_file(root):
+    """The one shard of the runs table of v0.2.0 (data/shards/runs/<sha256>.parquet)."""
+    (path,) = store.table_files("0.2.0", root)["runs"]
+    return path
+
+
 @pytest.mark.parametrize("copy_max", [sandbox.PRIVATE_COPY_MAX_BYTES, 0])
 @pytest.mark.parametrize("how", sorted(TAMPER))
 @pytest.mark.parametrize("reader", sorted(READERS))
@@ -59,12 +65,13 @@ def test_tampered_file_is_integrity_even_after_a_cached_read(own_store, monkeypa
                                                              how, copy_max):
     monkeypatch.setattr(sandbox, "PRIVATE_COPY_MAX_BYTES", copy_max)
     READERS[reader]()  # verified and cached
-    TAMPER[how](own_store / "releases" / "v0.2.0" / "runs.parquet")
+    runs_file = _runs_file(own_store)
+    TAMPER[how](runs_file)
     with pytest.raises(DgtracesError) as exc:
         READERS[reader]()
     record(f"tampered release file ({how})", exc.value.code == "INTEGRITY")
     assert exc.value.code == "INTEGRITY"
-    assert [f.file.rsplit("/", 1)[-1] for f in exc.value.failures] == ["runs.parquet"]
+    assert [f.file.rsplit("/", 1)[-1] for f in exc.value.failures] == [runs_file.name]
 
 
 @pytest.mark.parametrize("reader", sorted(READERS))
@@ -100,7 +107,7 @@ def test_verification_is_cached_across_processes(own_store, monkeypatch):
     assert len(calls) == 8
     assert (integrity.cache_dir() / integrity.CACHE_NAME).is_file()
     assert not any(p.name == integrity.CACHE_NAME for p in own_store.rglob("*"))
-    path = own_store / "releases" / "v0.2.0" / "runs.parquet"
+    path = _runs_file(own_store)
     st = path.stat()
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
     dgtraces.load("runs")  # identity changed: hashed again (and still fine)

@@ -27,12 +27,12 @@ ATTACKS = {
     "copy to/from files": [
         "COPY layers TO '{out}/copy.csv'",
         "copy (select 1) to '{root}/releases/v0.2.0/x.parquet' (format parquet)",
-        "COPY (SELECT 'x' AS run_id) TO '{rel}/runs.parquet' (FORMAT parquet, USE_TMP_FILE "
+        "COPY (SELECT 'x' AS run_id) TO '{runs}' (FORMAT parquet, USE_TMP_FILE "
         "false)",
         "COPY layers FROM '{out}/outside.csv'",
         "SELECT 1; COPY layers TO '{out}/copy.csv'",
         "EXPLAIN ANALYZE COPY (SELECT 1) TO '{out}/x.csv'",
-        "EXPLAIN (ANALYZE) COPY (SELECT 1) TO '{rel}/runs.parquet'",
+        "EXPLAIN (ANALYZE) COPY (SELECT 1) TO '{runs}'",
         "EXPLAIN /* c */ ANALYZE /* c */ COPY layers TO '{out}/x.csv'",
         "EXPLAIN ANALYZE EXPLAIN ANALYZE COPY (SELECT 1) TO '{out}/x.csv'",
         "EXPLAIN ANALYZE IMPORT DATABASE '{out}/dump'",
@@ -40,7 +40,7 @@ ATTACKS = {
     "attach/detach/use": [
         "ATTACH '{out}/attached.duckdb' AS other",
         "attach ':memory:' as m",
-        "ATTACH '{rel}/runs.parquet' AS r",
+        "ATTACH '{runs}' AS r",
         "DETACH memory",
         "USE memory",
     ],
@@ -77,9 +77,9 @@ ATTACKS = {
         "SELECT * FROM read_blob('/etc/passwd')",
         "SELECT * FROM read_text('/proc/self/environ')",
         "SELECT * FROM read_json('{rel}/manifest.json')",
-        "SELECT * FROM read_parquet('{root}/releases/v0.1.0/layers.parquet')",
-        "SELECT * FROM parquet_scan('{root}/releases/v0.1.0/layers.parquet')",
-        "SELECT * FROM parquet_metadata('{root}/releases/v0.1.0/layers.parquet')",
+        "SELECT * FROM read_parquet('{layers}')",
+        "SELECT * FROM parquet_scan('{layers}')",
+        "SELECT * FROM parquet_metadata('{layers}')",
         "SELECT * FROM sniff_csv('{out}/outside.csv')",
         "SELECT * FROM read_ndjson('{out}/x.json')",
         "SELECT * FROM read_parquet('https://example.com/x.parquet')",
@@ -108,19 +108,23 @@ def tree_hash(*roots) -> str:
 @pytest.fixture
 def arena(mini_store, tmp_path, monkeypatch):
     """An outside folder with a CSV, and a working directory with DuckDB's default `.tmp`."""
+    from dgtraces import store
+
+    files = store.table_files("0.2.0", mini_store)  # the shards the views read
+    (runs,), (layers,) = files["runs"], files["layers"]
     out = tmp_path / "outside"
     (out / "dump").mkdir(parents=True)
     (out / "outside.csv").write_text("a,b\n1,2\n")
     (out / "x.json").write_text('{"a": 1}\n')
     (out / "dump" / "schema.sql").write_text("CREATE TABLE pwned(a INT);\n")
     (out / "dump" / "load.sql").write_text(
-        f"COPY (SELECT 1 AS a) TO '{mini_store}/releases/v0.2.0/runs.parquet' (FORMAT parquet);\n")
+        f"COPY (SELECT 1 AS a) TO '{runs}' (FORMAT parquet);\n")
     cwd = tmp_path / "cwd"
     (cwd / ".tmp").mkdir(parents=True)
     (cwd / ".tmp" / "x.csv").write_text("secret\n42\n")
     monkeypatch.chdir(cwd)
     return {"out": out, "root": mini_store, "rel": mini_store / "releases" / "v0.2.0",
-            "cwd": cwd}
+            "cwd": cwd, "runs": runs, "layers": layers}
 
 
 @pytest.mark.parametrize("cls,template", CASES)
