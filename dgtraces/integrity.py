@@ -3,7 +3,8 @@
 Every reader of a release (``load()``/``store.read_table``, ``dgtraces sql``/``Query``,
 ``export-hf``) hashes each file it opens (each shard of a table, see :mod:`dgtraces.shards`)
 and compares it with the manifest's ``sha256`` and ``bytes``; a mismatch is
-:class:`~dgtraces.errors.IntegrityError` (code ``INTEGRITY``) naming every bad file. Hashing a large release on every cold start would cost more than the query,
+:class:`~dgtraces.errors.IntegrityError` (code ``INTEGRITY``) naming every bad file.
+Hashing a large release on every cold start would cost more than the query,
 so a verified file is remembered by its identity (resolved path, size, mtime, ctime, inode,
 device) in this process and in a small per-user cache file *outside* the release folder
 (``$DGTRACES_CACHE`` or ``$XDG_CACHE_HOME/dgtraces`` or ``~/.cache/dgtraces``,
