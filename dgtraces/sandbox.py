@@ -160,7 +160,10 @@ def open_connection(folder: Path, entries: Mapping[str, Mapping],
             con.execute(f"CREATE VIEW {_quote_ident(name)} AS SELECT * FROM "
                         f"read_parquet([{listed}])")
         allowed = ", ".join(quote_str(f) for fs in paths.values() for f in fs)
-        con.execute("SET enable_progress_bar = false")  # a library prints nothing
+        try:  # a library prints nothing (in Jupyter, DuckDB refuses the setting
+            con.execute("SET enable_progress_bar = false")  # without ipywidgets)
+        except duckdb.Error:
+            pass
         con.execute(f"SET allowed_paths = [{allowed}]")
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")

@@ -114,7 +114,10 @@ def _duck():
 
     con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
                                              "autoload_known_extensions": False})
-    con.execute("SET enable_progress_bar = false")
+    try:  # no bars in release output (Jupyter without ipywidgets refuses the setting)
+        con.execute("SET enable_progress_bar = false")
+    except duckdb.Error:
+        pass
     con.execute(f"SET memory_limit = '{DUCKDB_MEMORY}'")
     con.execute("SET preserve_insertion_order = false")
     return con
