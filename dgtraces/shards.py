@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import store
-from .errors import Failure, StoreError, ValidationError, VersionError
+from .errors import DgtracesError, Failure, IntegrityError, ValidationError, VersionError
 from .tables_io import atomic_folder, fsync_dir
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,11 +59,11 @@ def _conform(batch, schema, table: str, origin: str):
     """``batch`` (Table or RecordBatch) with ``schema``'s columns in its order and types."""
     names = list(batch.schema.names)
     if sorted(names) != sorted(schema.names):
-        raise StoreError(f"{origin}: columns of table {table} differ from its earlier "
-                         f"shards", code="SCHEMA",
-                         failures=[Failure("SCHEMA", "shard columns differ", file=origin,
-                                           expected=", ".join(schema.names),
-                                           found=", ".join(names))])
+        raise ValidationError(f"{origin}: columns of table {table} differ from its earlier "
+                              "shards",
+                              failures=[Failure("SCHEMA", "shard columns differ", file=origin,
+                                                expected=", ".join(schema.names),
+                                                found=", ".join(names))])
     batch = batch.select(schema.names)
     return batch if batch.schema.equals(schema) else batch.cast(schema)
 
@@ -250,9 +250,9 @@ def base_state(base: str | None, root=None) -> tuple[dict[str, dict], dict[str, 
     manifest = store.read_manifest(base, root)
     legacy = sorted(n for n, e in manifest["tables"].items() if store.is_legacy(e))
     if legacy:
-        raise StoreError(f"release {base} is in the old one-file-per-table layout; new "
-                         "releases are built on shard releases only", code="INTEGRITY",
-                         hint=store.MIGRATE_HINT)
+        raise IntegrityError(f"release {base} is in the old one-file-per-table layout; new "
+                             "releases are built on shard releases only",
+                             hint=store.MIGRATE_HINT)
     files = store.table_files(base, root)
     return ({n: {"columns": e["columns"], "shards": list(e["shards"])}
              for n, e in manifest["tables"].items()}, files)
@@ -321,11 +321,11 @@ def _frames_or_refuse(frames) -> dict:
     import pandas as pd
 
     if not isinstance(frames, Mapping) or not frames:
-        raise StoreError("a release needs at least one table (a mapping name -> DataFrame)",
-                         code="EMPTY")
+        raise DgtracesError("a release needs at least one table (a mapping name -> "
+                            "DataFrame)", code="EMPTY")
     bad = sorted(str(n) for n, df in frames.items() if not isinstance(df, pd.DataFrame))
     if bad:
-        raise StoreError(f"not DataFrames: {', '.join(bad)}", code="BAD_INPUT")
+        raise DgtracesError(f"not DataFrames: {', '.join(bad)}", code="BAD_INPUT")
     return dict(frames)
 
 
