@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cache
 from typing import TYPE_CHECKING
 
 from .errors import DgtracesError, Failure
@@ -44,15 +45,23 @@ GENERIC_FLOPS = {"cpu": (1e8, 5e13), "gpu": (1e9, 2.5e15)}  # FLOP/s, per device
 SHOWN_MISSING = 5
 
 
-def missing_layers(model: str, timed) -> list[str]:
-    """Layers of ``model`` without a timing row (empty when only all aux layers lack one)."""
+@cache
+def _structure(model: str) -> tuple[tuple[str, bool], ...]:
+    """(layer, aux) of ``model`` in order; built once per model (a contribution has
+    hundreds of runs of the same model)."""
     from .models import layers_frame
 
-    structure = layers_frame(model)
-    missing = structure.loc[~structure["layer"].isin(set(timed))]
-    if len(missing) and missing["aux"].all():
+    frame = layers_frame(model)
+    return tuple(zip(frame["layer"].tolist(), frame["aux"].astype(bool).tolist(), strict=True))
+
+
+def missing_layers(model: str, timed) -> list[str]:
+    """Layers of ``model`` without a timing row (empty when only all aux layers lack one)."""
+    have = set(timed)
+    missing = [(name, aux) for name, aux in _structure(model) if name not in have]
+    if missing and all(aux for _, aux in missing):
         return []
-    return list(missing["layer"])
+    return [name for name, _ in missing]
 
 
 def incomplete_runs(runs: "pd.DataFrame", timings: "pd.DataFrame") -> dict[str, list[str]]:
