@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import TYPE_CHECKING
 
-from .errors import DgtracesError, Failure
+from .errors import Failure
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -162,10 +162,6 @@ def reference_peaks() -> dict[str, float]:
 
     from . import reference
 
-    rows = list(reference.rows("devices.csv"))
-    try:
-        rows += list(reference.rows("devices_datasheet.csv"))
-    except DgtracesError:  # not shipped (yet)
-        pass
+    rows = reference.device_rows()  # devices.csv + devices_datasheet.csv, one reader
     frame = pd.DataFrame(rows).replace("", None) if rows else None
     return device_peaks(frame)
