@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DgtracesError
-from .tables_io import atomic_folder
+from .tables_io import atomic_file, atomic_folder
 
 DATA_ENV = "DGTRACES_DATA"
 PACKAGED = "_data"  # folder inside the installed package (built from data/releases)
@@ -104,14 +104,8 @@ def _seed_shards(src: Path, dst: Path) -> None:
         target = dst / shard.parent.name / shard.name
         if target.exists():
             continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.parent / f".tmp-seed-{shard.name}-{secrets.token_hex(3)}"
-        try:
-            shutil.copyfile(shard, tmp)
-            os.replace(tmp, target)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
+        with atomic_file(target) as fh, open(shard, "rb") as packaged:
+            shutil.copyfileobj(packaged, fh)
 
 
 def locate(root: str | os.PathLike | None = None) -> DataLocation:

@@ -22,11 +22,13 @@ that of one legacy table (they predate the shard layout and are small).
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import shards, store
 from .errors import Failure, IntegrityError
+from .tables_io import atomic_file
 
 
 @dataclass
@@ -71,10 +73,8 @@ def _table_shards(name: str, path: Path, entry: dict, parent: tuple[str | None, 
             return out
     target = store.shard_path(name, entry["sha256"], root)
     if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.parent / f"{store.TMP_PREFIX}{target.name}"
-        tmp.write_bytes(path.read_bytes())
-        tmp.rename(target)
+        with atomic_file(target) as fh, open(path, "rb") as src:
+            shutil.copyfileobj(src, fh)
         result.bytes_after += entry["bytes"]
     return [{"sha256": entry["sha256"], "bytes": entry["bytes"], "rows": entry["rows"]}]
 
