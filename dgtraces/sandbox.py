@@ -52,17 +52,16 @@ STARTUP_CONFIG: dict[str, str | bool | int | float | list[str]] = {
 def check_limits(timeout_s: object, memory_limit_mib: object) -> tuple[float, int]:
     """The limits as numbers; BAD_INPUT unless a finite time > 0 and whole MiB >= 64."""
     import math
-    from numbers import Integral, Real
+    from numbers import Real
+
+    from .values import whole_number
 
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, Real) or \
             not math.isfinite(float(timeout_s)) or not 0 < float(timeout_s) <= 7 * 86400:
         raise DgtracesError(f"timeout_s must be a number of seconds in (0, 604800], got "
                             f"{timeout_s!r}", code="BAD_INPUT")
-    if isinstance(memory_limit_mib, bool) or not isinstance(memory_limit_mib, Integral) or \
-            not 64 <= int(memory_limit_mib) <= 1 << 30:
-        raise DgtracesError(f"memory_limit_mib must be a whole number of MiB >= 64, got "
-                            f"{memory_limit_mib!r}", code="BAD_INPUT")
-    return float(timeout_s), int(memory_limit_mib)
+    memory = whole_number("memory_limit_mib", memory_limit_mib, least=64, most=1 << 30)
+    return float(timeout_s), memory
 
 
 def _sealed_copy(name: str, path: Path, entry: Mapping) -> tuple[int, Failure | None]:

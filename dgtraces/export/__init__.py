@@ -10,7 +10,6 @@ work, and carries the trace's provenance and source next to what it writes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from numbers import Integral
 from typing import TYPE_CHECKING
 
 from ..errors import DgtracesError, Failure
@@ -38,13 +37,9 @@ class BackwardSplit:
 
 def check_workers(workers: int) -> int:
     """An integer NPU count in [1, MAX_WORKERS] (BAD_INPUT otherwise)."""
-    from ..predict.cluster import bad
+    from ..values import whole_number
 
-    if isinstance(workers, bool) or not isinstance(workers, Integral) \
-            or not 1 <= workers <= MAX_WORKERS:
-        raise bad("workers", f"must be an integer in [1, {MAX_WORKERS}]",
-                  f"1..{MAX_WORKERS}", workers)
-    return int(workers)
+    return whole_number("workers", workers, least=1, most=MAX_WORKERS)
 
 
 def load_run_trace(run_id: str, release: str | None = None, *, whole: bool = True) -> Trace:
