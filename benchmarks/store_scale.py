@@ -6,7 +6,7 @@ grown by contributions of ``--step`` layer_timings rows each, built from the tem
 contribution (ResNet-50, 228 layers per run; every run scaled differently so no two runs are
 duplicates; the template's placeholder contributor and source replaced as a contributor
 must), written as Parquet: ``contribute`` then ``release`` per step. Each command runs in a
-fresh process that reports its own wall time and peak RSS (``ru_maxrss``). Storage growth
+fresh process that reports its own wall time and peak RSS (VmHWM). Storage growth
 per release is the growth of ``releases/`` + ``shards/`` divided by the contribution's own
 Parquet bytes (pandas ``to_parquet``). When the store reaches each size in ``--sizes``, a
 cold ``dgtraces sql`` and a cold ``dgtraces.load("layer_timings")`` run in fresh processes
@@ -47,12 +47,14 @@ CHILD = {
 
 
 def child(kind: str, arg: str, env: dict) -> dict:
-    """Run one command in a fresh interpreter; its wall time (inside and outside) and RSS."""
-    code = ("import sys, time, resource, json; t0 = time.perf_counter()\n"
+    """Run one command in a fresh interpreter; its wall time (inside and outside) and peak
+    RSS. The peak is the child's VmHWM (its own address space since exec): ``ru_maxrss``
+    would carry over the benchmark's own peak from before the fork."""
+    code = ("import sys, time, json; t0 = time.perf_counter()\n"
             f"{CHILD[kind]}\n"
+            "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')]\n"
             "print('@@' + json.dumps({'wall_s': time.perf_counter() - t0, 'rss_mb': "
-            "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "
-            "**globals().get('T', {})}))")
+            "int(hwm[0].split()[1]) / 1024, **globals().get('T', {})}))")
     t0 = time.perf_counter()
     res = subprocess.run([sys.executable, "-c", code, kind, arg], capture_output=True,
                          text=True, env=env, check=False)

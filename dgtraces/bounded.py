@@ -17,6 +17,7 @@ RecursionError or a machine brought to its knees).
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -104,20 +105,22 @@ def csv_shape(path: Path) -> tuple[int, int]:
     return lines, cols
 
 
-def check_csv(path: Path, max_rows: int, max_cells: int) -> None:
+def check_csv(path: Path, max_rows: int, max_cells: int | None) -> None:
+    """Rows and rows x columns of a CSV file within the limits (None: no cell limit)."""
     rows, cols = csv_shape(path)
     if rows > max_rows:
         raise bad_file(path.name, "too many rows", f"<= {max_rows}", rows)
-    if rows * max(cols, 1) > max_cells:
+    if max_cells is not None and rows * max(cols, 1) > max_cells:
         raise bad_file(path.name, "too many cells (rows x columns)", f"<= {max_cells}",
                        rows * cols)
 
 
-def read_parquet(path: Path, *, max_rows: int, max_cells: int, max_bytes: int,
-                 max_field_chars: int) -> "pd.DataFrame":
-    """A Parquet file as a DataFrame, its sizes checked before materialising (module doc)."""
+def _open_parquet(path: Path, *, max_rows: int, max_cells: int | None, max_bytes: int,
+                  max_group_bytes: int | None = None):
+    """The file's ParquetFile and its text columns, after the footer checks (module doc);
+    ``max_group_bytes`` bounds each row group's declared uncompressed size (a streamed
+    read decodes one row group at a time)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     name = path.name
@@ -128,17 +131,22 @@ def read_parquet(path: Path, *, max_rows: int, max_cells: int, max_bytes: int,
         raise bad_file(name, f"not a readable Parquet file ({type(exc).__name__})") from exc
     if md.num_rows > max_rows:
         raise bad_file(name, "too many rows", f"<= {max_rows}", md.num_rows)
-    if md.num_rows * max(md.num_columns, 1) > max_cells:
+    if max_cells is not None and md.num_rows * max(md.num_columns, 1) > max_cells:
         raise bad_file(name, "too many cells (rows x columns)", f"<= {max_cells}",
                        md.num_rows * md.num_columns)
     nested = [f.name for f in schema if pa.types.is_nested(f.type)]
     if nested:
         raise bad_file(name, "nested column types are not table columns", "flat columns",
                        ", ".join(nested)[:200])
-    declared = sum(md.row_group(i).column(j).total_uncompressed_size
-                   for i in range(md.num_row_groups) for j in range(md.num_columns))
-    if declared > max_bytes:
-        raise bad_file(name, "uncompressed size too large", f"<= {max_bytes} bytes", declared)
+    groups = [sum(md.row_group(i).column(j).total_uncompressed_size
+                  for j in range(md.num_columns)) for i in range(md.num_row_groups)]
+    if sum(groups) > max_bytes:
+        raise bad_file(name, "uncompressed size too large", f"<= {max_bytes} bytes",
+                       sum(groups))
+    if max_group_bytes is not None and groups and max(groups) > max_group_bytes:
+        raise bad_file(name, "a row group too large to stream", f"<= {max_group_bytes} "
+                       "bytes per row group", max(groups))
+
     def is_text(t) -> bool:
         if pa.types.is_dictionary(t):
             t = t.value_type
@@ -147,11 +155,19 @@ def read_parquet(path: Path, *, max_rows: int, max_cells: int, max_bytes: int,
 
     text = [f.name for f in schema if is_text(f.type)]
     try:
-        table = pq.ParquetFile(path, read_dictionary=text).read()
+        return pq.ParquetFile(path, read_dictionary=text), text
     except Exception as exc:
-        raise bad_file(name, f"cannot read Parquet data ({type(exc).__name__}: "
-                             f"{str(exc)[:200]})") from exc
-    decoded = 0
+        raise bad_file(name, f"not a readable Parquet file ({type(exc).__name__})") from exc
+
+
+def _decoded(table, text: list[str], name: str, *, max_bytes: int, max_field_chars: int,
+             decoded: int = 0) -> "tuple[pd.DataFrame, int]":
+    """``table`` (text columns as dictionaries) as a DataFrame, once the bytes its text
+    decodes to (``decoded`` counted before it, the total returned) and its longest value
+    are within the limits; a stored NaN is kept visible as "NaN" text."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     for col in text:
         for chunk in table.column(col).chunks:
             if not pa.types.is_dictionary(chunk.type) or len(chunk.dictionary) == 0:
@@ -176,4 +192,43 @@ def read_parquet(path: Path, *, max_rows: int, max_cells: int, max_bytes: int,
             if nan.any():
                 df[f.name] = df[f.name].astype(object)
                 df.loc[nan, f.name] = "NaN"
-    return df
+    return df, decoded
+
+
+def read_parquet(path: Path, *, max_rows: int, max_cells: int, max_bytes: int,
+                 max_field_chars: int) -> "pd.DataFrame":
+    """A Parquet file as a DataFrame, its sizes checked before materialising (module doc)."""
+    pf, text = _open_parquet(path, max_rows=max_rows, max_cells=max_cells,
+                             max_bytes=max_bytes)
+    try:
+        table = pf.read()
+    except Exception as exc:
+        raise bad_file(path.name, f"cannot read Parquet data ({type(exc).__name__}: "
+                                  f"{str(exc)[:200]})") from exc
+    return _decoded(table, text, path.name, max_bytes=max_bytes,
+                    max_field_chars=max_field_chars)[0]
+
+
+def iter_parquet(path: Path, batch_rows: int, *, max_rows: int, max_bytes: int,
+                 max_group_bytes: int, max_field_chars: int) -> "Iterator[pd.DataFrame]":
+    """A Parquet file as DataFrames of at most ``batch_rows`` rows, with the checks of
+    :func:`read_parquet` (decoded text counted over the whole file; no cell limit: memory
+    is one row group plus one batch, whatever the file's size)."""
+    import pyarrow as pa
+
+    pf, text = _open_parquet(path, max_rows=max_rows, max_cells=None, max_bytes=max_bytes,
+                             max_group_bytes=max_group_bytes)
+    decoded = 0
+    batches = pf.iter_batches(batch_size=batch_rows)
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except Exception as exc:
+            raise bad_file(path.name, f"cannot read Parquet data ({type(exc).__name__}: "
+                                      f"{str(exc)[:200]})") from exc
+        df, decoded = _decoded(pa.Table.from_batches([batch]), text, path.name,
+                               max_bytes=max_bytes, max_field_chars=max_field_chars,
+                               decoded=decoded)
+        yield df

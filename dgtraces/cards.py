@@ -3,7 +3,8 @@ and the release's manifest, plus every ``cards/fragments/*.md`` (sorted) that ot
 the project contribute (published data, reconstruction method and error).
 
 Numbers in the card (rows, provenance counts, sources) are computed from the release's Parquet
-files through the sandboxed DuckDB connection, so the card cannot disagree with the data.
+shards once their hashes match the manifest (:mod:`dgtraces.card_stats`, per shard and
+cached by its sha256), so the card cannot disagree with the data.
 ``write_card`` writes ``README.md`` and ``croissant.json``; the same text is the README of the
 Hub export (:mod:`dgtraces.hf`), whose layout (``data/<table>.parquet``) the YAML ``configs``
 and Croissant ``contentUrl`` refer to.
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 from .models.registry import MODELS, entry
 
@@ -123,65 +123,12 @@ def size_category(rows: int) -> str:
     return next((label for bound, label in bounds if rows < bound), "10M<n<100M")
 
 
-def _provenance_from(table: str, cols: set[str], entries: dict) -> str | None:
-    """SQL FROM clause giving ``provenance`` and ``source`` for each row of ``table``: its own
-    columns, or those of the row it references (layer_timings -> runs); None if neither."""
-    from .schema import FOREIGN_KEYS
-
-    if {"provenance", "source"} <= cols:
-        return f'"{table}"'
-    for fk in FOREIGN_KEYS:
-        if len(fk.columns) != 1 or fk.via:
-            continue
-        (col,), ref, (ref_col,) = fk.columns, fk.parent, fk.parent_columns
-        ref_cols = set(entries.get(ref, {}).get("columns") or [])
-        if fk.table == table and col in cols and {"provenance", "source"} <= ref_cols:
-            return (f'(SELECT coalesce(r.provenance, \'unknown\') AS provenance, '
-                    f'coalesce(r.source, \'{ref} row not found\') AS source FROM "{table}" t '
-                    f'LEFT JOIN "{ref}" r ON t."{col}" = r."{ref_col}")')
-    return None
-
-
 def provenance_stats(version: str | None = None, root=None) -> dict[str, dict]:
-    """Per table: rows, provenance counts, (provenance, source, rows) and B-Caffe rows.
+    """Per table: rows, provenance counts, (provenance, source, rows) and B-Caffe rows
+    (computed per shard and cached by its sha256: :mod:`dgtraces.card_stats`)."""
+    from .card_stats import provenance_stats as stats
 
-    Rows of tables without their own ``provenance`` column take it from the row they
-    reference (``layer_timings`` from ``runs``, ``via`` names it); ``layers`` has none.
-    """
-    from .query import connect
-    from .store import read_manifest
-
-    entries = read_manifest(version, root)["tables"]
-    con = connect(version, root)
-    stats = {}
-    try:
-        for table, entry in sorted(entries.items()):
-            cols = set(entry.get("columns") or [])
-            item: dict[str, Any] = {"rows": int(entry["rows"]), "provenance": {},
-                                    "sources": [], "bcaffe": 0, "via": None,
-                                    "third_party": {}}
-            frm = _provenance_from(table, cols, entries)
-            if frm is not None:
-                item["via"] = None if frm == f'"{table}"' else "runs"
-                item["sources"] = con.execute(
-                    f"SELECT provenance, source, count(*) FROM {frm} GROUP BY ALL "
-                    f"ORDER BY provenance, count(*) DESC, source").fetchall()
-                for prov, _, n in item["sources"]:
-                    item["provenance"][prov] = item["provenance"].get(prov, 0) + n
-                (item["bcaffe"],) = con.execute(
-                    f"SELECT count(*) FROM {frm} WHERE regexp_matches(source, ?)",
-                    [BCAFFE_PATTERN]).fetchone() or (0,)
-                third: dict[str, int] = {}
-                for pattern, repo, _, _ in THIRD_PARTY:
-                    hit = con.execute(f"SELECT count(*) FROM {frm} WHERE regexp_matches("
-                                      f"source, ?)", [pattern]).fetchone()
-                    if hit and hit[0]:
-                        third[repo] = int(hit[0])
-                item["third_party"] = third
-            stats[table] = item
-    finally:
-        con.close()
-    return stats
+    return stats(version, root)
 
 
 def licenses(stats: dict) -> list[tuple[str, str]]:

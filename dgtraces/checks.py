@@ -8,7 +8,7 @@ excluded); for CSV files the message also gives the 1-based line number.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
@@ -37,8 +37,30 @@ def table_for_path(path: str | os.PathLike) -> str:
     return stem
 
 
-def read_file(path: str | os.PathLike) -> "pd.DataFrame":
-    """Read a CSV (UTF-8) or Parquet file; unreadable input raises code BAD_FILE."""
+def _csv_options(path: Path, table: str | None) -> dict[str, Any]:
+    """pandas.read_csv options of every CSV read: UTF-8, only :data:`NULL_SPELLINGS` mean
+    "missing" (a written NaN/inf stays text and is refused as non-finite, PLAUSIBILITY,
+    instead of becoming null silently), and with a known ``table`` its text columns read as
+    text (a run id ``007`` stays ``007``, and chunks of one file agree on the type)."""
+    from .strict import text_columns
+
+    opts: dict[str, Any] = dict(encoding="utf-8", encoding_errors="strict",
+                                keep_default_na=False, na_values=NULL_SPELLINGS)
+    if table is not None:
+        opts["dtype"] = {c: str for c in text_columns(table)}
+    return opts
+
+
+def _unreadable(path: Path, suffix: str, exc: Exception) -> BadFileError:
+    if isinstance(exc, UnicodeDecodeError):
+        return BadFileError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})")
+    return BadFileError(f"{path}: cannot read {suffix[1:]} ({type(exc).__name__}: "
+                        f"{str(exc)[:300]})")
+
+
+def read_file(path: str | os.PathLike, table: str | None = None) -> "pd.DataFrame":
+    """Read a CSV (UTF-8) or Parquet file; unreadable input raises code BAD_FILE.
+    ``table``: the table the file holds (its text columns are read as text)."""
     import pandas as pd
 
     path = Path(path)
@@ -51,17 +73,29 @@ def read_file(path: str | os.PathLike) -> "pd.DataFrame":
                                              expected="csv | parquet", found=suffix)])
     try:
         if suffix == ".csv":
-            # only these spellings mean "missing": a written NaN/inf stays text and is
-            # refused as non-finite (PLAUSIBILITY) instead of becoming null silently
-            return pd.read_csv(path, encoding="utf-8", encoding_errors="strict",
-                               keep_default_na=False, na_values=NULL_SPELLINGS)
+            return pd.read_csv(path, **_csv_options(path, table))
         return pd.read_parquet(path)
-    except UnicodeDecodeError as exc:
-        raise BadFileError(f"{path}: not UTF-8 text ({exc.reason} at byte "
-                           f"{exc.start})") from exc
     except Exception as exc:  # pyarrow / pandas parser errors vary by version
-        raise BadFileError(f"{path}: cannot read {suffix[1:]} ({type(exc).__name__}: "
-                           f"{str(exc)[:300]})") from exc
+        raise _unreadable(path, suffix, exc) from exc
+
+
+def csv_chunks(path: Path, table: str, chunk_rows: int) -> "Iterator[pd.DataFrame]":
+    """A CSV file read as :func:`read_file` reads it, in frames of ``chunk_rows`` rows."""
+    import pandas as pd
+
+    try:
+        reader = pd.read_csv(path, chunksize=chunk_rows, **_csv_options(path, table))
+    except Exception as exc:
+        raise _unreadable(path, ".csv", exc) from exc
+    with reader:
+        while True:
+            try:
+                chunk = next(reader)
+            except StopIteration:
+                return
+            except Exception as exc:
+                raise _unreadable(path, ".csv", exc) from exc
+            yield chunk
 
 
 def _check_label(check) -> str:
@@ -142,9 +176,11 @@ def _schema_failures(table: str, errors, file: str | None,
     return cells + [f for f in frame_wide if f.row is None or f.row not in bad_rows]
 
 
-def validate_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
-                   ) -> "pd.DataFrame":
-    """Validate one table lazily (all failures at once); returns the coerced frame."""
+def typed_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
+                ) -> "tuple[pd.DataFrame | None, list[Failure]]":
+    """Validate one table lazily: (the coerced frame, or None when it fails its schema;
+    every failure). A cell refused by the strict pass alone (set to null there, e.g. a
+    spelled-out NaN: PLAUSIBILITY) leaves the frame typed."""
     import pandas as pd
     import pandera.errors as pe
 
@@ -156,20 +192,30 @@ def validate_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
     if not df.index.is_unique or not isinstance(df.index, pd.RangeIndex):
         df = df.reset_index(drop=True)  # rows are reported by position
     df, failures = strict_cells(table, df, file)  # no guessing of booleans and integers
+    out = None
     try:
         out = TABLES[table].validate(df, lazy=True)
     except pe.SchemaErrors as errors:
         skip = frozenset((f.row, f.column) for f in failures)
         failures += _schema_failures(table, errors, file, skip)
-    if failures:
-        failures.sort(key=lambda f: (f.row is not None, f.row or 0))
+    if any(f.code == "SCHEMA" for f in failures):
+        out = None
+    failures.sort(key=lambda f: (f.row is not None, f.row or 0))
+    return out, failures
+
+
+def validate_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
+                   ) -> "pd.DataFrame":
+    """Validate one table lazily (all failures at once); returns the coerced frame."""
+    out, failures = typed_frame(table, df, file=file)
+    if failures or out is None:
         raise ValidationError(f"{file or table}: {len(failures)} schema failure(s)",
                               failures=failures) from None
     return out
 
 
 @lru_cache(maxsize=1)
-def _catalog(parent: str) -> "pd.DataFrame":
+def catalog(parent: str) -> "pd.DataFrame":
     """Rows of a parent table the package itself defines (``schema.CATALOG_PARENTS``):
     ``layers`` = every layer of every shipped model (built once per process)."""
     from .models import layers_frame
@@ -188,7 +234,7 @@ def _parent_rows(fk, frames: Mapping[str, "pd.DataFrame"],
     from .schema import CATALOG_PARENTS
 
     if fk.parent in CATALOG_PARENTS:
-        return _catalog(fk.parent)
+        return catalog(fk.parent)
     parts = [f for f in (known.get(fk.parent), frames.get(fk.parent))
              if f is not None and set(fk.parent_columns) <= set(f.columns)]
     if not parts:
@@ -324,13 +370,9 @@ def check_tables(frames: Mapping[str, "pd.DataFrame"], *,
     failures: list[Failure] = []
     out = {}
     for name, df in frames.items():
-        try:
-            out[name] = validate_frame(name, df, file=files.get(name))
-        except ValidationError as exc:
-            if exc.code != "SCHEMA":
-                raise
-            failures.extend(exc.failures)
-            out[name] = df
+        typed, found = typed_frame(name, df, file=files.get(name))
+        failures.extend(found)
+        out[name] = typed if typed is not None else df
     # a cell that failed its schema is not reported again by the key checks
     bad_cells = {(f.file, f.row, f.column) for f in failures if f.row is not None}
     failures.extend(f for f in cross_failures(out, files=files, known_runs=known_runs,

@@ -90,6 +90,11 @@ def _kinds(table: str) -> dict[str, str]:
     return out
 
 
+def text_columns(table: str) -> list[str]:
+    """The table's text columns (kind "str" or "json")."""
+    return [c for c, kind in _kinds(table).items() if kind in ("str", "json")]
+
+
 def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 

@@ -4,7 +4,10 @@ Nothing here writes into the data folder. A zip is checked member by member (no 
 paths, no ``..``, no links, no encryption, size and compression-ratio limits) and extracted
 into a private temp folder with byte counting, so declared sizes are never trusted. Folders
 may not contain symlinks. Tables are read with :func:`dgtraces.checks.read_file` after
-size, row-count and field-length limits.
+size, row-count and field-length limits, except the tables of :data:`STREAMED_TABLES`
+(``layer_timings``: one row per layer per run, the table that grows with a contribution),
+which are left on disk and validated in chunks by :mod:`dgtraces.contribute.stream` under
+their own, larger limits.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ import os
 import shutil
 import stat
 import tempfile
+import weakref
 import zipfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -28,6 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 META_FILE = "contribution.yaml"
 REQUIRED_TABLES = ("runs", "layer_timings")
 OPTIONAL_TABLES = ("iterations", "comm")
+STREAMED_TABLES = ("layer_timings",)  # validated in chunks: memory does not grow with it
 TABLE_SUFFIXES = (".csv", ".parquet")
 EXTRA_FILES = ("README.md",)
 
@@ -38,12 +43,23 @@ class Limits:
 
     max_members: int = 32            # files in a zip or folder
     max_file_bytes: int = 256 << 20  # one file, uncompressed
-    max_total_bytes: int = 512 << 20  # all files, uncompressed
+    max_total_bytes: int = (8 << 30) + (512 << 20)  # all files, uncompressed
     max_ratio: float = 100.0         # uncompressed / compressed, per zip member > 64 KiB
     max_rows: int = 5_000_000        # rows per table
     max_field_chars: int = 65_536    # one text cell
     max_meta_bytes: int = 64 << 10   # contribution.yaml
     max_cells: int = 20_000_000      # rows x columns per table (memory: ~1-2 GB worst case)
+    # a streamed table (STREAMED_TABLES) is read in chunks: its limits bound disk and time,
+    # not memory (which is one chunk, see contribute.stream)
+    max_stream_rows: int = 100_000_000
+    max_stream_file_bytes: int = 8 << 30
+    max_row_group_bytes: int = 256 << 20  # one Parquet row group of a streamed table
+    chunk_rows: int = 250_000        # rows validated at a time in a streamed table
+
+    def file_bytes(self, name: str) -> int:
+        """Size limit of one file (a streamed table's file has its own)."""
+        return self.max_stream_file_bytes if name.split(".")[0] in STREAMED_TABLES \
+            else self.max_file_bytes
 
 
 DEFAULT_LIMITS = Limits()
@@ -58,6 +74,13 @@ class Contribution:
     frames: dict[str, "pd.DataFrame"] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
     meta_failures: list = field(default_factory=list)  # METADATA problems, reported by check
+    streamed: dict[str, Path] = field(default_factory=dict)  # STREAMED_TABLES, left on disk
+    limits: Limits = DEFAULT_LIMITS
+    _closer: ExitStack = field(default_factory=ExitStack, repr=False)
+
+    def close(self) -> None:
+        """Remove the temp copy of a zip's files (also done when garbage-collected)."""
+        self._closer.close()
 
 
 def _unsafe(message: str, name: str, found: str | None = None) -> DgtracesError:
@@ -108,9 +131,10 @@ def _check_zip(zf: zipfile.ZipFile, limits: Limits) -> list[zipfile.ZipInfo]:
                           found=clash)
         if info.is_dir():
             continue
-        if info.file_size > limits.max_file_bytes:
+        cap = limits.file_bytes(path.name)
+        if info.file_size > cap:
             raise _unsafe("member too large", info.filename,
-                          found=f"{info.file_size} > {limits.max_file_bytes} bytes")
+                          found=f"{info.file_size} > {cap} bytes")
         if (info.file_size > 65_536
                 and info.file_size > limits.max_ratio * max(info.compress_size, 1)):
             raise _unsafe("compression ratio too high (zip bomb?)", info.filename,
@@ -141,7 +165,8 @@ def _extract(zpath: Path, dest: Path, limits: Limits) -> None:
                     for chunk in iter(lambda: src.read(1 << 16), b""):
                         written += len(chunk)
                         total += len(chunk)
-                        if written > max(info.file_size, 0) or written > limits.max_file_bytes \
+                        if written > max(info.file_size, 0) \
+                                or written > limits.file_bytes(target.name) \
                                 or total > limits.max_total_bytes:
                             raise _unsafe("member inflates beyond its declared/allowed size",
                                           info.filename)
@@ -164,8 +189,8 @@ def _scan_folder(folder: Path, limits: Limits) -> list[Path]:
                 continue
             if not stat.S_ISREG(st.st_mode):
                 raise _unsafe("special file in contribution folder", str(p.relative_to(folder)))
-            if st.st_size > limits.max_file_bytes:
-                raise _bad_file("file too large", str(p), limits.max_file_bytes, st.st_size)
+            if st.st_size > limits.file_bytes(name):
+                raise _bad_file("file too large", str(p), limits.file_bytes(name), st.st_size)
             total += st.st_size
             found.append(p)
     if len(found) > limits.max_members:
@@ -248,6 +273,7 @@ def read_bounded(path: Path, limits: Limits = DEFAULT_LIMITS) -> "pd.DataFrame":
     BAD_FILE past them). Contributions and ``dgtraces validate`` read through it."""
     from .. import bounded
     from ..checks import read_file
+    from ..schema import TABLES
 
     if path.suffix.lower() == ".parquet":  # sizes checked from the footer and dictionaries
         df = bounded.read_parquet(path, max_rows=limits.max_rows, max_cells=limits.max_cells,
@@ -256,34 +282,53 @@ def read_bounded(path: Path, limits: Limits = DEFAULT_LIMITS) -> "pd.DataFrame":
     else:
         bounded.check_csv(path, limits.max_rows, limits.max_cells)
         try:
-            df = read_file(path)
+            stem = path.name.split(".")[0]
+            df = read_file(path, stem if stem in TABLES else None)
         except ValidationError as exc:
             exc.failures = exc.failures or [Failure(exc.code, exc.message, file=path.name)]
             raise
     if len(df) > limits.max_rows:
         raise _bad_file("too many rows", path.name, limits.max_rows, len(df))
+    check_cells(df, path.name, limits)
+    return df
+
+
+def check_cells(df: "pd.DataFrame", name: str, limits: Limits) -> None:
+    """Column names and text cells within ``limits`` (BAD_FILE otherwise)."""
     for col in df.columns:
         if len(str(col)) > 256:
-            raise _bad_file("huge column name", path.name, "<= 256 chars", len(str(col)))
+            raise _bad_file("huge column name", name, "<= 256 chars", len(str(col)))
         if df[col].dtype == object or str(df[col].dtype).startswith("str"):
             import pandas as pd
 
             longest = df[col].astype("string").str.len().max()
             if pd.notna(longest) and longest > limits.max_field_chars:
-                raise _bad_file("huge field", path.name, f"<= {limits.max_field_chars} chars",
+                raise _bad_file("huge field", name, f"<= {limits.max_field_chars} chars",
                                 int(longest))
-    return df
 
 
 def read_contribution(path: str | os.PathLike, limits: Limits = DEFAULT_LIMITS) -> Contribution:
-    """Open ``path`` safely and read its metadata and tables (no validation yet)."""
+    """Open ``path`` safely and read its metadata and tables (no validation yet). The
+    tables of :data:`STREAMED_TABLES` stay on disk (a zip's in a temp folder that lives as
+    long as the returned object, or until its ``close()``)."""
     from .metadata import read_meta
 
-    with opened(path, limits) as folder:
+    closer = ExitStack()
+    try:
+        folder = closer.enter_context(opened(path, limits))
         problems: list[Failure] = []
         meta = read_meta(folder / META_FILE, limits.max_meta_bytes, problems)
-        out = Contribution(source=str(path), meta=meta, meta_failures=problems)
+        out = Contribution(source=str(path), meta=meta, meta_failures=problems,
+                           limits=limits)
         for table, p in _table_files(folder).items():
-            out.frames[table] = read_bounded(p, limits)
+            if table in STREAMED_TABLES:
+                out.streamed[table] = p
+            else:
+                out.frames[table] = read_bounded(p, limits)
             out.files[table] = p.name
+    except BaseException:
+        closer.close()
+        raise
+    out._closer = closer
+    weakref.finalize(out, closer.close)
     return out

@@ -80,10 +80,10 @@ def grad_failures(lt: "pd.DataFrame", grads: "pd.DataFrame", runs: "pd.DataFrame
     """Compare contributed grad_numel/grad_bytes with the model structure."""
     import pandas as pd
 
-    from ..models import layers_frame
+    from ..checks import catalog
 
     out: list[Failure] = []
-    layers = layers_frame()[["model", "layer", "params"]]
+    layers = catalog("layers")[["model", "layer", "params"]]  # built once per process
     run_info = runs[["run_id", "model", "precision"]].drop_duplicates("run_id")
     key = lt[["run_id", "layer"]].reset_index(drop=True)
     merged = key.merge(run_info, on="run_id", how="left").merge(

@@ -113,8 +113,8 @@ def get_staged(entry_id: str, root=None) -> StagedEntry:
 
 
 def staged_known(root=None) -> "Known":
+    from .known import Known
     from .metadata import device_keys
-    from .validate import Known
 
     known = Known()
     for entry in list_staged(root):
@@ -138,11 +138,12 @@ def clean_temps(sdir: Path) -> None:
 def _recheck(checked: "Checked", root) -> None:
     """Under the lock: staging may have changed since validation (concurrent contribute),
     and so may the latest release (a release that took in and cleared staging meanwhile)."""
-    from .validate import SEP, store_known
+    from .identity import SEP
+    from .known import store_known
 
     known = staged_known(root)
     if store.latest_or_none(root) != checked.base_release:
-        known.update(store_known(root, checked.frames))
+        known.update(store_known(root, checked.run_sums))
     clash = (set(checked.fingerprints) & known.run_ids
              or set(checked.fingerprints.values()) & known.fingerprints
              or set(checked.iter_ids) & known.iter_ids
@@ -162,6 +163,8 @@ def _write_entry(tmp: Path, checked: "Checked", entry_id: str, source: str) -> N
 
     for name, df in sorted(checked.frames.items()):
         _write_parquet(df, tmp / f"{name}.parquet")
+    for name, spooled in sorted(checked.spools.items()):  # streamed, in file order
+        spooled.write(tmp / f"{name}.parquet")
     store.atomic_write_bytes(tmp / "contribution.yaml",
                              yaml.safe_dump(checked.meta, sort_keys=True).encode())
     info = {"id": entry_id, "digest": checked.digest, "source": Path(source).name,

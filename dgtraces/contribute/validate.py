@@ -1,27 +1,41 @@
 """Validating a contribution: schemas and keys, structure, plausibility, duplicates.
 
-:func:`check` never writes anything. It raises one
+:func:`check` never writes anything outside a private temp folder. It raises one
 :class:`~dgtraces.errors.ValidationError` listing every failure it found (schema and key
 failures first: the later checks need well-typed tables), with the most fundamental code
 on the error itself (see :data:`CODE_ORDER`).
 
-Duplicates are found by content, not by name: a run's *fingerprint* is a sha256 over its
-descriptive columns and the sorted per-layer timing rows (floats rounded to 1e-6 ms), so a
-renamed copy of a stored or staged run is still a DUPLICATE.
+``runs``, ``iterations`` and ``comm`` are checked in memory; ``layer_timings`` (the table
+that grows with a contribution) is checked in chunks by :mod:`dgtraces.contribute.stream`,
+so memory does not grow with it. Duplicates are found by content, not by name
+(:mod:`dgtraces.contribute.identity`): a renamed copy of a stored or staged run is still a
+DUPLICATE.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..coverage import device_peaks, incomplete_failures, reference_peaks, throughput_failures
+from ..coverage import incomplete_failures, throughput_failures
 from ..errors import Failure, ValidationError
 from . import plausibility as pl
+from . import stream
+from .identity import (
+    SEP,
+    combined_digest,
+    comm_keys,
+    frame_digest,
+    run_digests,
+    run_fingerprints,
+    runs_digest,
+)
 from .intake import DEFAULT_LIMITS, Contribution, Limits, read_contribution
+from .known import Known, store_known
 from .metadata import device_keys, json_failures
 from .template import EXAMPLE_RUN_PREFIX, EXAMPLE_SOURCE, PLACEHOLDER_CONTRIBUTOR
 
@@ -30,33 +44,14 @@ if TYPE_CHECKING:  # pragma: no cover
 
 CODE_ORDER = ("SCHEMA", "CROSS_TABLE", "METADATA", "UNKNOWN_LAYER", "GRAD_MISMATCH",
               "UNKNOWN_DEVICE", "DEVICE_MISMATCH", "PLAUSIBILITY", "DUPLICATE")
-RUN_DESCRIPTORS = ("model", "device", "framework", "precision", "batch_size", "threads")
-TIMING_COLUMNS = ("layer", "fwd_ms", "bwd_ms", "fwd_p10_ms", "fwd_p90_ms", "bwd_p10_ms",
-                  "bwd_p90_ms", "comm_ms", "n")
-SEP = "\x1f"
-
-
-@dataclass
-class Known:
-    """Content already in the store or in staging (for duplicate and device checks)."""
-
-    run_ids: set = field(default_factory=set)
-    fingerprints: set = field(default_factory=set)
-    iter_ids: set = field(default_factory=set)
-    comm_keys: set = field(default_factory=set)
-    digests: set = field(default_factory=set)
-    devices: dict = field(default_factory=dict)  # device key -> kind (cpu | gpu)
-    peaks: dict = field(default_factory=dict)  # device key -> datasheet peak FLOP/s
-
-    def update(self, other: "Known") -> "Known":
-        for name in self.__dataclass_fields__:
-            getattr(self, name).update(getattr(other, name))
-        return self
+__all__ = ["CODE_ORDER", "SEP", "Checked", "Known", "check", "store_known",
+           "validate_contribution"]
 
 
 @dataclass
 class Checked:
-    """A contribution that passed every check, with the keys staging records."""
+    """A contribution that passed every check, with the keys staging records. Streamed
+    tables stay in a temp spool (``spools``) until staged."""
 
     meta: dict
     frames: dict
@@ -66,152 +61,15 @@ class Checked:
     iter_ids: list
     comm_keys: list
     base_release: str | None = None  # latest release when checked (None: empty store)
+    spools: dict = field(default_factory=dict)  # table -> stream.Spool
+    run_sums: "pd.DataFrame | None" = None  # per new run: n, f, b (store_known matches it)
+    _tmp: object = field(default=None, repr=False)  # keeps the spool folder alive
 
     @property
     def rows(self) -> dict[str, int]:
-        return {name: int(len(df)) for name, df in self.frames.items()}
-
-
-def _rounded(df: "pd.DataFrame") -> "pd.DataFrame":
-    import numpy as np
-
-    out = df.copy()
-    with np.errstate(over="ignore", invalid="ignore"):  # huge values round to themselves
-        for col in out.columns:
-            if out[col].dtype.kind == "f":
-                out[col] = out[col].round(6)
-    return out
-
-
-def joined(df: "pd.DataFrame", cols) -> list[str]:
-    """Row keys: the columns' text joined by a separator (missing values as <NA>)."""
-    parts = [df[c].astype("string").fillna("<NA>") for c in cols]
-    return list(parts[0].str.cat(parts[1:], sep=SEP)) if len(parts) > 1 else list(parts[0])
-
-
-def run_fingerprints(runs: "pd.DataFrame", lt: "pd.DataFrame") -> dict[str, str]:
-    """run_id -> sha256 of (descriptors, sorted timing rows); order- and name-independent."""
-    import numpy as np
-    import pandas as pd
-
-    lt = lt.sort_values(["run_id", "layer"], kind="stable")
-    cols = [c for c in TIMING_COLUMNS if c in lt.columns]
-    rows = pd.util.hash_pandas_object(_rounded(lt[cols]), index=False).to_numpy()
-    rid = lt["run_id"].astype(str).to_numpy()
-    uniq, start = np.unique(rid, return_index=True)
-    ends = list(start[1:]) + [len(rid)]
-    desc_cols = [c for c in RUN_DESCRIPTORS if c in runs.columns]
-    desc = dict(zip(runs["run_id"].astype(str), joined(runs, desc_cols), strict=True))
-    out = {}
-    for run_id, a, b in zip(uniq, start, ends, strict=True):
-        h = hashlib.sha256(desc.get(run_id, "").encode())
-        h.update(rows[a:b].tobytes())
-        out[str(run_id)] = h.hexdigest()
-    return out
-
-
-def comm_keys(comm: "pd.DataFrame") -> list[str]:
-    from ..schema import KEYS
-
-    return joined(comm, KEYS["comm"])
-
-
-def content_digest(frames: Mapping[str, "pd.DataFrame"]) -> str:
-    """sha256 of the normalised tables (sorted columns and rows, rounded floats)."""
-    import pandas as pd
-
-    from ..schema import KEYS
-
-    h = hashlib.sha256()
-    for name in sorted(frames):
-        df = frames[name]
-        df = df[sorted(df.columns)].sort_values(list(KEYS[name]), kind="stable")
-        h.update(name.encode() + b"\0" + SEP.join(df.columns).encode() + b"\0")
-        h.update(pd.util.hash_pandas_object(_rounded(df), index=False).to_numpy().tobytes())
-    return h.hexdigest()
-
-
-def _candidate_runs(version: str, root, lt: "pd.DataFrame | None") -> list[str] | None:
-    """Stored runs whose per-run layer count and fwd/bwd sums match a run of ``lt`` (the
-    contribution's timings) within the fingerprint's rounding: the only ones whose
-    fingerprints can equal a new run's. One DuckDB aggregate over the stored shards (memory
-    per stored run, not per row). None: no usable ``lt`` (compute every fingerprint)."""
-    import pandas as pd
-
-    from .. import store
-    from ..shards import _duck, _scan
-
-    if lt is None or not {"run_id", "fwd_ms", "bwd_ms"} <= set(lt.columns):
-        return None
-    new = pd.DataFrame({"run_id": lt["run_id"].astype("string"),
-                        "f": pd.to_numeric(lt["fwd_ms"], errors="coerce"),
-                        "b": pd.to_numeric(lt["bwd_ms"], errors="coerce")})
-    agg = new.groupby("run_id").agg(n=("f", "size"), f=("f", "sum"), b=("b", "sum"))
-    con = _duck()
-    try:
-        con.register("c", agg.reset_index(drop=True))
-        files = store.table_files(version, root)["layer_timings"]
-        rows = con.execute(
-            "SELECT DISTINCT s.run_id FROM (SELECT run_id, count(*) AS n, "
-            "sum(coalesce(fwd_ms, 0)) AS f, sum(coalesce(bwd_ms, 0)) AS b FROM "
-            f"{_scan(files, ['run_id', 'fwd_ms', 'bwd_ms'])} GROUP BY run_id) s JOIN c "
-            "ON s.n = c.n AND abs(s.f - c.f) <= s.n * 1e-6 + 1e-9 * abs(c.f) "
-            "AND abs(s.b - c.b) <= s.n * 1e-6 + 1e-9 * abs(c.b)").fetchall()
-    finally:
-        con.close()
-    return [r[0] for r in rows]
-
-
-def store_known(root=None, frames: Mapping[str, "pd.DataFrame"] | None = None) -> Known:
-    """Keys, fingerprints and devices of the latest release (empty store: nothing).
-
-    With ``frames`` (the contribution's tables), run fingerprints are computed only for
-    the stored runs that could match one of its runs (:func:`_candidate_runs`), so memory
-    follows the contribution, not the store; key columns are read alone (column
-    projection over the shards).
-    """
-    import pyarrow as pa
-    import pyarrow.dataset as ds
-
-    from .. import store
-
-    known = Known()
-    known.peaks.update(reference_peaks())
-    version = store.latest_or_none(root)
-    if version is None:
-        return known
-    tables = store.tables(version, root)
-
-    def read(name, columns=None, run_ids=None):
-        if name not in tables:
-            return None
-        data = store.dataset(name, version, root)
-        where = None if run_ids is None else ds.field("run_id").isin(
-            pa.array(run_ids, type=data.schema.field("run_id").type))
-        return data.to_table(columns=columns, filter=where).to_pandas()
-
-    runs = read("runs")
-    if runs is not None:
-        known.run_ids.update(runs["run_id"].astype(str))
-        if "layer_timings" in tables and tables["layer_timings"]["rows"]:
-            cands = _candidate_runs(version, root, (frames or {}).get("layer_timings"))
-            lt = read("layer_timings", run_ids=cands) if cands != [] else None
-            if lt is not None and len(lt):
-                known.fingerprints.update(run_fingerprints(runs, lt).values())
-    it = read("iterations", ["iter_id"])
-    if it is not None:
-        known.iter_ids.update(it["iter_id"].astype(str))
-    from ..schema import KEYS
-
-    comm = read("comm", list(KEYS["comm"]))
-    if comm is not None:
-        known.comm_keys.update(comm_keys(comm))
-    devices = read("devices", ["device", "kind"])
-    if devices is not None:
-        known.devices.update(zip(devices["device"].astype(str), devices["kind"].astype(str),
-                                 strict=True))
-    known.peaks.update(device_peaks(devices))
-    return known
+        out = {name: int(len(df)) for name, df in self.frames.items()}
+        out.update({name: sp.rows for name, sp in self.spools.items()})
+        return out
 
 
 def _duplicates(frames, files, fingerprints: dict, known: Known) -> list[Failure]:
@@ -267,44 +125,91 @@ def placeholder_failures(meta: dict, runs: "pd.DataFrame", files) -> list[Failur
     return out
 
 
-def check(contrib: Contribution, known: Known) -> Checked:
-    """Run every check on a read contribution; raise one error listing all failures."""
+def _per_run(sp, runs: "pd.DataFrame", files: dict, partial: bool, known: Known,
+             later: stream.Failures, fingerprints: dict) -> str:
+    """Pass 2 over the spool, whole runs at a time: layer sums, coverage and throughput per
+    run, run fingerprints; returns the table's digest. Runs with no timing row are checked
+    at the end against an empty table."""
+    import numpy as np
+    import pandas as pd
+
+    runs = runs.reset_index(drop=True)
+    seen = np.zeros(len(runs), dtype=bool)
+    ids = runs["run_id"].astype(str)
+
+    def checked(lt: "pd.DataFrame", rows, pos) -> None:
+        sub = runs.iloc[pos].reset_index(drop=True)
+        found = pl.layer_sum_failures(sub, lt, files)
+        if not partial:
+            found += incomplete_failures(sub, lt, files.get("runs"))
+        found += throughput_failures(sub, lt, known.peaks, files.get("runs"))
+        found = stream._shifted(found, files.get(sp.table), rows)
+        later.extend(stream._shifted(found, files.get("runs"), pos))
+        fingerprints.update(run_fingerprints(sub, lt))
+
+    digests: dict[str, str] = {}
+    for lt, rows in stream.run_groups(sp, sp.chunk_rows):
+        pos = np.flatnonzero(ids.isin(lt["run_id"].astype(str).unique()).to_numpy())
+        seen[pos] = True
+        checked(lt, rows, pos)
+        digests.update(run_digests(lt))
+    digest = runs_digest(sp.table, sp.dtypes, digests)
+    empty = pd.DataFrame({c: pd.Series(dtype=d) for c, d in sp.dtypes.items()})
+    if not seen.all():
+        checked(empty, np.zeros(0, dtype="int64"), np.flatnonzero(~seen))
+    return digest
+
+
+def check(contrib: Contribution, known: Known,
+          known_for: Callable[["pd.DataFrame"], Known] | None = None) -> Checked:
+    """Run every check on a read contribution; raise one error listing all failures.
+    ``known_for(sums)`` adds what the store knows, given the contribution's per-run sums
+    (:func:`dgtraces.contribute.stream.run_sums`)."""
     from ..checks import check_tables
 
-    frames, files = dict(contrib.frames), contrib.files
-    lt = frames["layer_timings"]
-    gcols = [c for c in pl.GRAD_COLUMNS if c in lt.columns]
-    grads = lt[gcols].reset_index(drop=True) if gcols else None
-    frames["layer_timings"] = lt.drop(columns=gcols)
-    frames, failures = check_tables(frames, files=files)
-    failures = list(contrib.meta_failures) + failures
-    if any(f.code in ("SCHEMA", "CROSS_TABLE") for f in failures):
-        _refuse(contrib, failures)  # the later checks need typed values and intact keys
-    runs, lt = frames["runs"], frames["layer_timings"]
+    files = dict(contrib.files)
+    first, later = stream.Failures(), stream.Failures()
+    first.extend(contrib.meta_failures)
+    frames, found = check_tables(dict(contrib.frames), files=files)
+    first.extend(found)
+    tmp = tempfile.TemporaryDirectory(prefix="dgtraces-spool-")
+    spools = {}
+    for table, path in contrib.streamed.items():
+        sp = stream.spool(path, table, files[table], frames["runs"], contrib.limits,
+                          Path(tmp.name), first, later)
+        if sp is not None:
+            spools[table] = sp
+    if {"SCHEMA", "CROSS_TABLE"} & set(first.per_code):
+        _refuse(contrib, first.all())  # the later checks need typed values and intact keys
+    runs, sp = frames["runs"], spools["layer_timings"]
+    sums = stream.run_sums(sp)
+    known = Known().update(known)
+    if known_for is not None:
+        known.update(known_for(sums))
     if not contrib.meta_failures:  # a bad field is reported once, not again as non-JSON
-        failures += json_failures(contrib.meta)
-    failures += placeholder_failures(contrib.meta, runs, files)
-    failures += pl.finite_failures(frames, files)
-    if grads is not None:
-        failures += pl.grad_failures(lt, grads, runs, files.get("layer_timings"))
-    failures += pl.layer_sum_failures(runs, lt, files)
-    if contrib.meta.get("partial") is not True:
-        failures += incomplete_failures(runs, lt, files.get("runs"))
-    failures += throughput_failures(runs, lt, known.peaks, files.get("runs"))
-    failures += pl.device_failures(frames, files, {**known.devices, **device_keys(contrib.meta)})
-    fingerprints = run_fingerprints(runs, lt)
-    failures += _duplicates(frames, files, fingerprints, known)
-    digest = content_digest(frames)
+        later.extend(json_failures(contrib.meta))
+    later.extend(placeholder_failures(contrib.meta, runs, files))
+    later.extend(pl.finite_failures(frames, files))
+    later.extend(pl.device_failures(frames, files,
+                                    {**known.devices, **device_keys(contrib.meta)}))
+    fingerprints: dict[str, str] = {}
+    digests = {name: frame_digest(name, df) for name, df in frames.items()}
+    digests[sp.table] = _per_run(sp, runs, files, contrib.meta.get("partial") is True, known,
+                                 later, fingerprints)
+    later.extend(_duplicates(frames, files, fingerprints, known))
+    digest = combined_digest(digests)
     if digest in known.digests:
-        failures.append(Failure("DUPLICATE", "identical contribution already staged",
-                                found=digest[:16]))
+        later.extend([Failure("DUPLICATE", "identical contribution already staged",
+                              found=digest[:16])])
+    failures = first.all() + later.all()
     if failures:
         _refuse(contrib, failures)
-    return Checked(meta=contrib.meta, frames=frames, files=dict(files), digest=digest,
+    return Checked(meta=contrib.meta, frames=frames, files=files, digest=digest,
                    fingerprints=fingerprints,
                    iter_ids=list(frames["iterations"]["iter_id"].astype(str))
                    if "iterations" in frames else [],
-                   comm_keys=comm_keys(frames["comm"]) if "comm" in frames else [])
+                   comm_keys=comm_keys(frames["comm"]) if "comm" in frames else [],
+                   spools=spools, run_sums=sums, _tmp=tmp)
 
 
 def _refuse(contrib: Contribution, failures: list[Failure]) -> None:
@@ -323,8 +228,10 @@ def validate_contribution(path: str | os.PathLike, *, root=None,
     from .staging import staged_known
 
     contrib = read_contribution(path, limits)
-    base = store.latest_or_none(root)
-    known = store_known(root, contrib.frames).update(staged_known(root))
-    checked = check(contrib, known)
+    try:
+        base = store.latest_or_none(root)
+        checked = check(contrib, staged_known(root), lambda sums: store_known(root, sums))
+    finally:
+        contrib.close()
     checked.base_release = base
     return checked

@@ -1,0 +1,109 @@
+"""What the store and the staging area hold already, for the duplicate and device checks.
+
+Memory follows the contribution, not the store: key columns are read alone (column
+projection over the shards), and stored run fingerprints are computed only for the stored
+runs whose layer count and fwd/bwd sums match a new run (one DuckDB aggregate).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..coverage import device_peaks, reference_peaks
+from .identity import comm_keys, run_fingerprints
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+
+@dataclass
+class Known:
+    """Content already in the store or in staging (for duplicate and device checks)."""
+
+    run_ids: set = field(default_factory=set)
+    fingerprints: set = field(default_factory=set)
+    iter_ids: set = field(default_factory=set)
+    comm_keys: set = field(default_factory=set)
+    digests: set = field(default_factory=set)
+    devices: dict = field(default_factory=dict)  # device key -> kind (cpu | gpu)
+    peaks: dict = field(default_factory=dict)  # device key -> datasheet peak FLOP/s
+
+    def update(self, other: "Known") -> "Known":
+        for name in self.__dataclass_fields__:
+            getattr(self, name).update(getattr(other, name))
+        return self
+
+
+def _candidate_runs(version: str, root, sums: "pd.DataFrame | None") -> list[str] | None:
+    """Stored runs whose per-run layer count and fwd/bwd sums match a new run's (``sums``:
+    one row per new run, columns n, f, b) within the fingerprint's rounding: the only ones
+    whose fingerprints can equal a new run's. None: no sums (compute every fingerprint)."""
+    from .. import store
+    from ..shards import _duck, _scan
+
+    if sums is None:
+        return None
+    con = _duck()
+    try:
+        con.register("c", sums[["n", "f", "b"]].reset_index(drop=True))
+        files = store.table_files(version, root)["layer_timings"]
+        rows = con.execute(
+            "SELECT DISTINCT s.run_id FROM (SELECT run_id, count(*) AS n, "
+            "sum(coalesce(fwd_ms, 0)) AS f, sum(coalesce(bwd_ms, 0)) AS b FROM "
+            f"{_scan(files, ['run_id', 'fwd_ms', 'bwd_ms'])} GROUP BY run_id) s JOIN c "
+            "ON s.n = c.n AND abs(s.f - c.f) <= s.n * 1e-6 + 1e-9 * abs(c.f) "
+            "AND abs(s.b - c.b) <= s.n * 1e-6 + 1e-9 * abs(c.b)").fetchall()
+    finally:
+        con.close()
+    return [r[0] for r in rows]
+
+
+def store_known(root=None, sums: "pd.DataFrame | None" = None) -> Known:
+    """Keys, fingerprints and devices of the latest release (empty store: nothing).
+
+    ``sums``: the contribution's per-run layer count and time sums (columns n, f, b; see
+    :func:`dgtraces.contribute.stream.run_sums`); without them every stored fingerprint
+    is computed.
+    """
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    from .. import store
+    from ..schema import KEYS
+
+    known = Known()
+    known.peaks.update(reference_peaks())
+    version = store.latest_or_none(root)
+    if version is None:
+        return known
+    tables = store.tables(version, root)
+
+    def read(name, columns=None, run_ids=None):
+        if name not in tables:
+            return None
+        data = store.dataset(name, version, root)
+        where = None if run_ids is None else ds.field("run_id").isin(
+            pa.array(run_ids, type=data.schema.field("run_id").type))
+        return data.to_table(columns=columns, filter=where).to_pandas()
+
+    runs = read("runs")
+    if runs is not None:
+        known.run_ids.update(runs["run_id"].astype(str))
+        if "layer_timings" in tables and tables["layer_timings"]["rows"]:
+            cands = _candidate_runs(version, root, sums)
+            lt = read("layer_timings", run_ids=cands) if cands != [] else None
+            if lt is not None and len(lt):
+                known.fingerprints.update(run_fingerprints(runs, lt).values())
+    it = read("iterations", ["iter_id"])
+    if it is not None:
+        known.iter_ids.update(it["iter_id"].astype(str))
+    comm = read("comm", list(KEYS["comm"]))
+    if comm is not None:
+        known.comm_keys.update(comm_keys(comm))
+    devices = read("devices", ["device", "kind"])
+    if devices is not None:
+        known.devices.update(zip(devices["device"].astype(str), devices["kind"].astype(str),
+                                 strict=True))
+    known.peaks.update(device_peaks(devices))
+    return known
