@@ -13,9 +13,15 @@ cold ``dgtraces sql`` and a cold ``dgtraces.load("layer_timings")`` run in fresh
 (wall time including interpreter start).
 
     python benchmarks/store_scale.py --sizes 1000000,5000000,20000000 [--step 1000000]
+    python benchmarks/store_scale.py --contribution 10000000
+
+``--contribution N`` instead times one contribution of N layer_timings rows into a copy
+of the shipped store, written run by run (as collectors write) and in random row order
+(the intake then sorts by run): contribute and release wall time and peak RSS.
 
 Goals (issue #18): release time and memory follow the new rows only; contribute/release
-peak RSS under 1 GB at 20M; storage growth per release under 1.5x the new rows' Parquet.
+peak RSS under 1 GB at 20M; storage growth per release under 1.5x the new rows' Parquet;
+a 10M-row contribution validated within 1 GB peak.
 """
 
 from __future__ import annotations
@@ -71,9 +77,9 @@ def child(kind: str, arg: str, env: dict) -> dict:
     return out
 
 
-def build(folder: Path, rows: int, first_run: int) -> tuple[int, int]:
-    """A template-based contribution of about ``rows`` layer_timings rows; returns (runs,
-    Parquet bytes)."""
+def build(folder: Path, rows: int, first_run: int, shuffle: bool = False) -> tuple[int, int]:
+    """A template-based contribution of about ``rows`` layer_timings rows (``shuffle``: in
+    random row order, not run by run); returns (runs, Parquet bytes)."""
     import numpy as np
     import pandas as pd
 
@@ -103,6 +109,8 @@ def build(folder: Path, rows: int, first_run: int) -> tuple[int, int]:
     meta = EXAMPLE_META.replace(PLACEHOLDER_CONTRIBUTOR, "Benchmark <bench@example.org>")
     (folder / "contribution.yaml").write_text(meta, encoding="utf-8")
     runs.to_parquet(folder / "runs.parquet", index=False)
+    if shuffle:
+        lt = lt.take(np.random.default_rng(first_run).permutation(len(lt)))
     lt.to_parquet(folder / "layer_timings.parquet", index=False)
     return n, sum(p.stat().st_size for p in folder.glob("*.parquet"))
 
@@ -117,6 +125,8 @@ def main() -> None:
     ap.add_argument("--sizes", default="1000000,5000000,20000000",
                     help="store sizes (layer_timings rows) at which to time cold sql/load")
     ap.add_argument("--step", type=int, default=1_000_000, help="rows per contribution")
+    ap.add_argument("--contribution", type=int, default=0,
+                    help="time one contribution of this many rows instead")
     args = ap.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
     from dgtraces import store
@@ -130,6 +140,9 @@ def main() -> None:
     migrate(root)
     env = dict(os.environ, DGTRACES_DATA=str(root), PYTHONPATH=str(REPO),
                DGTRACES_CHANGELOG=str(tmp / "CHANGELOG.md"), DGTRACES_CARDS=str(tmp / "cards"))
+    if args.contribution:
+        one_contribution(args.contribution, tmp, root, env)
+        return
     print(f"cores available: {len(os.sched_getaffinity(0))}; step {args.step:,} rows; "
           f"sizes {', '.join(f'{s:,}' for s in sizes)}")
     print("| store rows after | contribute s / MB | release s / MB | of which card s | "
@@ -165,6 +178,26 @@ def main() -> None:
                   f"{ld['cold_s']:.2f} ({ld['rss_mb']:.0f}) |")
         print(f"\nfinal store: {total:,} B in releases/ + shards/; "
               f"{len(store.list_releases(root))} releases")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def one_contribution(rows: int, tmp: Path, root: Path, env: dict) -> None:
+    """Contribute and release ``rows`` rows, run by run and in random row order."""
+    print(f"cores available: {len(os.sched_getaffinity(0))}; one contribution of "
+          f"{rows:,} layer_timings rows")
+    print("| row order | Parquet MB | contribute s / peak MB | release s / peak MB |")
+    print("| --- | ---: | ---: | ---: |")
+    try:
+        for minor, shuffle in enumerate((False, True), start=1):
+            folder = tmp / f"one-{minor}"
+            _, pq_bytes = build(folder, rows, minor * 10_000_000, shuffle=shuffle)
+            c = child("contribute", str(folder), env)
+            r = child("release", f"10.{minor}.0", env)
+            shutil.rmtree(folder)
+            print(f"| {'random' if shuffle else 'run by run'} | {pq_bytes / 1e6:.0f} | "
+                  f"{c['wall_s']:.1f} / {c['rss_mb']:.0f} | {r['wall_s']:.1f} / "
+                  f"{r['rss_mb']:.0f} |", flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

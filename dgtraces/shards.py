@@ -82,7 +82,7 @@ def write_shard(table: str, source: Source, root=None, schema=None) -> tuple[dic
     try:
         rows = 0
         if isinstance(source, Path):  # streamed: memory is one record batch
-            reader = pq.ParquetFile(source)
+            reader = pq.ParquetFile(source, pre_buffer=False, buffer_size=1 << 20)  # streamed
             schema = schema if schema is not None else reader.schema_arrow
             with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
                 for batch in reader.iter_batches(batch_size=BATCH_ROWS):

@@ -25,6 +25,31 @@ def test_provenance_stats(mini_release_root):
     assert sum(s["rows"] for s in st.values()) == 23 + 2 + 6 + 2 + 3 + 1 + 1 + 1
 
 
+def test_provenance_stats_scan_each_shard_once(mini_release_root, monkeypatch):
+    """Per-shard groups are cached by sha256: a second process (memo cleared) scans
+    nothing, and a damaged cache file only costs a rescan."""
+    from dgtraces import card_stats, integrity, shards
+
+    monkeypatch.setattr(card_stats, "_MEMO", {})  # as in a fresh process
+    first = cards.provenance_stats(root=mini_release_root)
+    cached = card_stats._load()
+    wanted = {f"v{card_stats.CACHE_VERSION}:{t}:{s['sha256']}"
+              for t, e in store.tables(root=mini_release_root).items()
+              for s in e["shards"] if t != "layers"}
+    assert {k.rsplit(":", 1)[0] for k in cached} == wanted
+    monkeypatch.setattr(card_stats, "_MEMO", {})
+
+    def no_scan():
+        raise AssertionError("a cached shard was scanned again")
+
+    monkeypatch.setattr(shards, "_duck", no_scan)
+    assert cards.provenance_stats(root=mini_release_root) == first
+    monkeypatch.undo()
+    monkeypatch.setattr(card_stats, "_MEMO", {})
+    (integrity.cache_dir() / card_stats.CACHE_NAME).write_text("{not json")
+    assert cards.provenance_stats(root=mini_release_root) == first
+
+
 def test_card_content_fragments_sorted_and_deterministic(mini_release_root, tmp_path):
     frag = tmp_path / "fragments"
     frag.mkdir()

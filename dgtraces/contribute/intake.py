@@ -54,7 +54,7 @@ class Limits:
     max_stream_rows: int = 100_000_000
     max_stream_file_bytes: int = 8 << 30
     max_row_group_bytes: int = 256 << 20  # one Parquet row group of a streamed table
-    chunk_rows: int = 250_000        # rows validated at a time in a streamed table
+    chunk_rows: int = 100_000        # rows validated at a time in a streamed table
 
     def file_bytes(self, name: str) -> int:
         """Size limit of one file (a streamed table's file has its own)."""

@@ -39,7 +39,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 ROW = "__row"  # the row's 0-based position in the contributed file
 MAX_PER_CODE = 1000  # failures listed per reason code; the rest are counted
-LATER_CODES = ("PLAUSIBILITY", "GRAD_MISMATCH")  # reported only when schema and keys pass
+STREAMED_READ = {"pre_buffer": False, "buffer_size": 1 << 20}  # see bounded._open_parquet
+DUCKDB_MEMORY = "128MB"  # DuckDB's share (key repeats, sort by run); it spills beyond
 
 
 @dataclass
@@ -74,7 +75,7 @@ class Spool:
     path: Path
     rows: int = 0
     chunks: int = 0
-    chunk_rows: int = 250_000  # rows per chunk in either pass
+    chunk_rows: int = 100_000  # rows per chunk in either pass
     contiguous: bool = True  # each run's rows consecutive in the file (no sort needed)
     dtypes: dict = field(default_factory=dict)  # pandas dtypes of the typed columns
     schema: object = None  # its Arrow schema (ROW included)
@@ -93,7 +94,8 @@ class Spool:
         schema = self.schema.remove(self.schema.get_field_index(ROW))  # type: ignore[attr-defined]
         with pq.ParquetWriter(dest, schema, compression="zstd") as writer:
             if self.rows:
-                for batch in pq.ParquetFile(self.path).iter_batches(batch_size=1 << 17):
+                spooled = pq.ParquetFile(self.path, **STREAMED_READ)
+                for batch in spooled.iter_batches(batch_size=1 << 17):
                     writer.write_batch(batch.drop_columns([ROW]))
         with open(dest, "rb+") as fh:
             os.fsync(fh.fileno())
@@ -243,6 +245,8 @@ def _duck(folder: Path):
 
     con = connect()
     con.execute("SET temp_directory = ?", [str(folder)])  # sorts spill here, not to RAM
+    con.execute(f"SET memory_limit = '{DUCKDB_MEMORY}'")
+    con.execute("SET threads = 1")  # one sort or aggregate at a time: memory at the limit
     return con
 
 
@@ -282,11 +286,10 @@ def _in_run_order(sp: Spool, batch_rows: int) -> Iterator[Iterator]:
     from ..shards import _q
 
     if sp.contiguous:
-        yield pq.ParquetFile(sp.path).iter_batches(batch_size=batch_rows)
+        yield pq.ParquetFile(sp.path, **STREAMED_READ).iter_batches(batch_size=batch_rows)
         return
     con = _duck(sp.path.parent)
     try:
-        con.execute("SET threads = 1")  # one sort, one thread: memory stays at the limit
         src = "read_parquet('" + str(sp.path).replace("'", "''") + "')"
         rel = con.sql(f"SELECT * FROM {src} ORDER BY {_q(KEYS[sp.table][0])}")
         # a relation's reader streams (DuckDB 2: to_arrow_reader; 1.x: fetch_arrow_reader)
