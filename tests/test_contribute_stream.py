@@ -203,3 +203,16 @@ def test_header_only_timings_are_refused_as_runs_without_timings(store, tmp_path
                         dry_run=True).value
     assert err.code == "PLAUSIBILITY"
     assert ("runs.csv", 0) in {(f.file, f.row) for f in err.failures}
+
+
+def test_streamed_parquet_limits_are_bad_file(store, tmp_path):
+    """A row group too large to stream, and text decoding past the size limit summed over
+    chunks (each chunk alone is within it), are BAD_FILE before any check runs."""
+    runs, lt = _runs(n=2)
+    lt["x"] = "a" * 3000  # one long value in every row: 138 kB decoded, ~3 kB stored
+    path = write_contrib(tmp_path / "c", runs, lt, fmt="parquet")
+    for limits in (Limits(max_row_group_bytes=1000),
+                   Limits(chunk_rows=10, max_stream_file_bytes=60_000)):
+        err = pytest.raises(DgtracesError, contribute, path, root=store, dry_run=True,
+                            limits=limits).value
+        assert err.code == "BAD_FILE", limits
