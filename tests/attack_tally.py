@@ -1,6 +1,7 @@
 """Tally of the attack classes the hardening tests try (issue #14): class -> [tried, refused].
 
-Tests call :func:`record` once per attempt; conftest prints the table at the end of a run."""
+Tests call :func:`record` once per attempt; conftest prints the table at the end of a run
+(under pytest-xdist, after adding up every worker's tally with :func:`merge`)."""
 
 TALLY: dict[str, list[int]] = {}
 
@@ -9,6 +10,14 @@ def record(attack_class: str, refused: bool) -> None:
     row = TALLY.setdefault(attack_class, [0, 0])
     row[0] += 1
     row[1] += bool(refused)
+
+
+def merge(other: dict[str, list[int]]) -> None:
+    """Add another process's tally (an xdist worker's) to this one."""
+    for name, (tried, refused) in other.items():
+        row = TALLY.setdefault(name, [0, 0])
+        row[0] += tried
+        row[1] += refused
 
 
 def lines() -> list[str]:

@@ -286,8 +286,11 @@ def test_profile_mode_imports_its_own_trace(tmp_path):
     from dgtraces.collect.profile import profile_layers
 
     trace = tmp_path / "alexnet.json.gz"
-    res = profile_layers("alexnet", 1, trace, iterations=2, warmup=1)
+    threads = torch.get_num_threads()
+    res = profile_layers("alexnet", 1, trace, iterations=2, warmup=1, threads=threads + 1)
     assert trace.is_file()
+    # the process is left as it was: thread count, and subnormals (no FTZ/DAZ)
+    assert torch.get_num_threads() == threads and 2.2250738585072014e-308 / 2 != 0.0
     run = res.runs.iloc[0]
     assert run.run_id.startswith("kineto-alexnet-") and run.device == "cpu"
     assert len(res.layer_timings) == len(layer_records("alexnet"))

@@ -1,12 +1,14 @@
 """Predictor against a synthetic release: store traces, comm_fits, validation, CLI, timelines."""
 
 import json
+import shutil
 from itertools import pairwise
 
 import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import seed_v010
 
 from dgtraces import store
 from dgtraces.cli import main
@@ -43,8 +45,26 @@ def _iter_row(iter_id, policy, iter_ms, workers=2, provenance="measured", phase=
             "timestamp_utc": TS, "phases_json": None, "notes": None}
 
 
+@pytest.fixture(scope="module")
+def _release_9(tmp_path_factory):
+    """A store holding v0.1.0 and the synthetic v9.0.0, written once per module; each test
+    gets its own copy (``release``)."""
+    root = seed_v010(tmp_path_factory.mktemp("release9") / "data")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DGTRACES_DATA", str(root))
+        return root, _write_release_9()
+
+
 @pytest.fixture
-def release(tmp_store):
+def release(_release_9, tmp_path, monkeypatch):
+    built, info = _release_9
+    root = tmp_path / "data"
+    shutil.copytree(built, root, symlinks=True)
+    monkeypatch.setenv("DGTRACES_DATA", str(root))
+    return info
+
+
+def _write_release_9() -> dict:
     lf = layers_frame("alexnet")
     rng = np.random.default_rng(1)
     timings = pd.DataFrame({"run_id": RUN, "layer": lf["layer"],

@@ -4,13 +4,17 @@
 import os
 from pathlib import Path
 
-import nbformat
 import pytest
+
+# nbformat is imported inside the tests: its jsonschema import takes ~3 s, which every
+# pytest-xdist worker would otherwise pay while collecting
 
 NB = Path(__file__).resolve().parent.parent / "docs" / "tutorial.ipynb"
 
 
 def test_tutorial_outputs_are_stripped():
+    import nbformat
+
     nb = nbformat.read(NB, as_version=4)
     nbformat.validate(nb)
     code = [c for c in nb.cells if c.cell_type == "code"]
@@ -22,6 +26,7 @@ def test_tutorial_outputs_are_stripped():
 
 def test_tutorial_runs(tmp_path, monkeypatch):
     pytest.importorskip("ipykernel")
+    import nbformat
     from nbclient import NotebookClient
 
     repo = str(NB.parent.parent)

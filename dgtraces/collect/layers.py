@@ -189,11 +189,19 @@ def collect_layers(model: str, batch_size: int, *, repeats: int = 10, warmup: in
              else env.require_torch("layer collection"))
     setup = Setup(model, int(batch_size), int(repeats), int(warmup), int(threads), aux, seed,
                   target, precision)
+    with process_state_kept(torch), gpu.on_device(target, torch):
+        return _measure(setup, progress)
+
+
+@contextlib.contextmanager
+def process_state_kept(torch):
+    """Leave the calling process as it was after :func:`prepare` (intra-op threads, and
+    FTZ/DAZ: process-global CPU state under which later float code, e.g. Hypothesis,
+    cannot represent subnormals)."""
     threads_before = torch.get_num_threads()
     try:
-        with gpu.on_device(target, torch):
-            return _measure(setup, progress)
-    finally:  # leave the calling process as it was (FTZ/DAZ is process-global CPU state)
+        yield
+    finally:
         torch.set_flush_denormal(False)
         torch.set_num_threads(threads_before)
 

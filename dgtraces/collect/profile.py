@@ -64,7 +64,7 @@ def profile_layers(model: str, batch_size: int, trace_path: str | os.PathLike, *
                    ) -> "KinetoImport":
     """Profile ``iterations`` scoped iterations (after ``warmup``) and import the trace."""
     from ..importers.kineto import import_trace
-    from .layers import prepare
+    from .layers import prepare, process_state_kept
 
     env.positive_int("iterations", iterations)
     env.nonneg_int("warmup", warmup)
@@ -75,7 +75,7 @@ def profile_layers(model: str, batch_size: int, trace_path: str | os.PathLike, *
     from torch.profiler import ProfilerActivity, profile, schedule
 
     trace_path = Path(trace_path)
-    with gpu.on_device(target, torch):
+    with process_state_kept(torch), gpu.on_device(target, torch):
         net, opt, x, labels = prepare(model, batch_size, threads, aux, seed, target)
         where = gpu.place(target)
         amp = gpu.Precision(precision, "cuda" if where != "cpu" else "cpu")

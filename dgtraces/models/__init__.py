@@ -133,14 +133,23 @@ def layer_records(name: str) -> list[dict]:
 
 def layers_frame(models: str | list[str] | tuple[str, ...] | None = None) -> "pd.DataFrame":
     """The ``layers`` table for one model, several, or all (default)."""
-    import pandas as pd
-
     if models is None:
         models = MODELS
     elif isinstance(models, str):
         models = (models,)
     elif not isinstance(models, (list, tuple)):
         raise UnknownModelError(repr(models)[:60], MODELS)
+    for m in models:
+        get_spec(m)  # UNKNOWN_MODEL (before the cache: a list item is not hashable)
+    return _layers_frame(tuple(models)).copy()  # a copy: callers may edit theirs
+
+
+@cache
+def _layers_frame(models: tuple[str, ...]) -> "pd.DataFrame":
+    """The frame of :func:`layers_frame`, built once per process and tuple of models (the
+    specs it derives from are fixed; predictor property tests build thousands of traces)."""
+    import pandas as pd
+
     rows = [r for m in models for r in layer_records(m)]
     df = pd.DataFrame(rows, columns=list(LAYER_COLUMNS))
     for col in ("layer_idx", "out_c", "out_h", "out_w", "params", "bias_params", "buffers",
