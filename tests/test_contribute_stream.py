@@ -216,3 +216,14 @@ def test_streamed_parquet_limits_are_bad_file(store, tmp_path):
         err = pytest.raises(DgtracesError, contribute, path, root=store, dry_run=True,
                             limits=limits).value
         assert err.code == "BAD_FILE", limits
+
+
+def test_progress_is_told_after_each_chunk(store, tmp_path):
+    runs, lt = _runs()
+    lines = []
+    checked = contribute(write_contrib(tmp_path / "c", runs, lt), root=store, dry_run=True,
+                         limits=SMALL, progress=lines.append)
+    read = [line for line in lines if "read and checked" in line]
+    assert len(read) == checked.spools["layer_timings"].chunks
+    assert read[-1] == f"layer_timings: {len(lt)} rows read and checked (schema, keys)"
+    assert lines[-1] == f"layer_timings: {len(lt)} of {len(lt)} rows checked run by run"

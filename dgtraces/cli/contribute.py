@@ -53,8 +53,9 @@ def contribute(path, template_dir, dry_run, lock_timeout) -> None:
                             code="BAD_INPUT")
     from ..contribute import contribute as run
 
-    with _status(f"validating {path}"):
-        result = run(path, timeout=lock_timeout, dry_run=dry_run)
+    with _status(f"validating {path}") as status:
+        result = run(path, timeout=lock_timeout, dry_run=dry_run,
+                     progress=lambda text: status.update(f"validating {path}: {text}"))
     rows = ", ".join(f"{t} {n}" for t, n in sorted(result.rows.items()))
     if dry_run:
         click.echo(f"ok  {path} passes every check ({rows} rows); nothing staged")

@@ -8,18 +8,21 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from .intake import DEFAULT_LIMITS, Limits
 
 
 def contribute(path: str | os.PathLike, *, root=None, limits: Limits = DEFAULT_LIMITS,
-               timeout: float | None = None, dry_run: bool = False):
+               timeout: float | None = None, dry_run: bool = False,
+               progress: Callable[[str], object] | None = None):
     """Validate ``path`` and stage it; returns the StagedEntry (or the Checked result when
-    ``dry_run``). Refused input raises a typed error and writes nothing."""
+    ``dry_run``). Refused input raises a typed error and writes nothing. ``progress`` gets
+    a line of text after each chunk of ``layer_timings`` (the CLI shows it)."""
     from .staging import LOCK_TIMEOUT, stage
     from .validate import validate_contribution
 
-    checked = validate_contribution(path, root=root, limits=limits)
+    checked = validate_contribution(path, root=root, limits=limits, progress=progress)
     if dry_run:
         return checked
     return stage(checked, str(path), root=root,

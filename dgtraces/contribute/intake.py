@@ -18,7 +18,7 @@ import stat
 import tempfile
 import weakref
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -76,6 +76,7 @@ class Contribution:
     meta_failures: list = field(default_factory=list)  # METADATA problems, reported by check
     streamed: dict[str, Path] = field(default_factory=dict)  # STREAMED_TABLES, left on disk
     limits: Limits = DEFAULT_LIMITS
+    progress: Callable[[str], object] | None = None  # told after each streamed chunk
     _closer: ExitStack = field(default_factory=ExitStack, repr=False)
 
     def close(self) -> None:

@@ -23,7 +23,7 @@ reason code (:class:`Failures`). The spool, in file order, is what staging store
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -161,7 +161,8 @@ def _chunks_or_header(path: Path, table: str, limits: Limits) -> Iterator[pd.Dat
 
 
 def spool(path: Path, table: str, file: str, runs: pd.DataFrame, limits: Limits,
-          folder: Path, failures: Failures, later: Failures) -> Spool | None:
+          folder: Path, failures: Failures, later: Failures,
+          progress: Callable[[str], object] | None = None) -> Spool | None:
     """Pass 1 (module doc): validate ``path`` chunk by chunk against the typed ``runs``;
     schema and key failures go to ``failures``, value checks to ``later``. Returns the
     spool, or None when a chunk failed its schema (nothing typed to spool)."""
@@ -193,6 +194,8 @@ def spool(path: Path, table: str, file: str, runs: pd.DataFrame, limits: Limits,
             broken = broken or any(f.code == "SCHEMA" for f in found)
             out.rows += len(raw)
             out.chunks += 1
+            if progress is not None:
+                progress(f"{table}: {out.rows:,} rows read and checked (schema, keys)")
             if broken:
                 continue
             checks = pl.finite_failures({table: lt}, {table: file})

@@ -126,7 +126,8 @@ def placeholder_failures(meta: dict, runs: "pd.DataFrame", files) -> list[Failur
 
 
 def _per_run(sp, runs: "pd.DataFrame", files: dict, partial: bool, known: Known,
-             later: stream.Failures, fingerprints: dict) -> str:
+             later: stream.Failures, fingerprints: dict,
+             progress: Callable[[str], object] | None = None) -> str:
     """Pass 2 over the spool, whole runs at a time: layer sums, coverage and throughput per
     run, run fingerprints; returns the table's digest. Runs with no timing row are checked
     at the end against an empty table."""
@@ -148,11 +149,15 @@ def _per_run(sp, runs: "pd.DataFrame", files: dict, partial: bool, known: Known,
         fingerprints.update(run_fingerprints(sub, lt))
 
     digests: dict[str, str] = {}
+    done = 0
     for lt, rows in stream.run_groups(sp, sp.chunk_rows):
         pos = np.flatnonzero(ids.isin(lt["run_id"].astype(str).unique()).to_numpy())
         seen[pos] = True
         checked(lt, rows, pos)
         digests.update(run_digests(lt))
+        done += len(lt)
+        if progress is not None:
+            progress(f"{sp.table}: {done:,} of {sp.rows:,} rows checked run by run")
     digest = runs_digest(sp.table, sp.dtypes, digests)
     empty = pd.DataFrame({c: pd.Series(dtype=d) for c, d in sp.dtypes.items()})
     if not seen.all():
@@ -176,7 +181,7 @@ def check(contrib: Contribution, known: Known,
     spools = {}
     for table, path in contrib.streamed.items():
         sp = stream.spool(path, table, files[table], frames["runs"], contrib.limits,
-                          Path(tmp.name), first, later)
+                          Path(tmp.name), first, later, contrib.progress)
         if sp is not None:
             spools[table] = sp
     if {"SCHEMA", "CROSS_TABLE"} & set(first.per_code):
@@ -195,7 +200,7 @@ def check(contrib: Contribution, known: Known,
     fingerprints: dict[str, str] = {}
     digests = {name: frame_digest(name, df) for name, df in frames.items()}
     digests[sp.table] = _per_run(sp, runs, files, contrib.meta.get("partial") is True, known,
-                                 later, fingerprints)
+                                 later, fingerprints, contrib.progress)
     later.extend(_duplicates(frames, files, fingerprints, known))
     digest = combined_digest(digests)
     if digest in known.digests:
@@ -222,12 +227,15 @@ def _refuse(contrib: Contribution, failures: list[Failure]) -> None:
 
 
 def validate_contribution(path: str | os.PathLike, *, root=None,
-                          limits: Limits = DEFAULT_LIMITS) -> Checked:
-    """Read ``path`` and check it against the latest release and the staging area."""
+                          limits: Limits = DEFAULT_LIMITS,
+                          progress: Callable[[str], object] | None = None) -> Checked:
+    """Read ``path`` and check it against the latest release and the staging area
+    (``progress``: see :func:`dgtraces.contribute.contribute`)."""
     from .. import store
     from .staging import staged_known
 
     contrib = read_contribution(path, limits)
+    contrib.progress = progress
     try:
         base = store.latest_or_none(root)
         checked = check(contrib, staged_known(root), lambda sums: store_known(root, sums))
