@@ -227,3 +227,12 @@ def test_progress_is_told_after_each_chunk(store, tmp_path):
     assert len(read) == checked.spools["layer_timings"].chunks
     assert read[-1] == f"layer_timings: {len(lt)} rows read and checked (schema, keys)"
     assert lines[-1] == f"layer_timings: {len(lt)} of {len(lt)} rows checked run by run"
+
+
+def test_runs_failing_its_schema_is_refused_before_any_value_check(store, tmp_path):
+    runs, lt = _runs(n=2)
+    err = pytest.raises(DgtracesError, contribute,
+                        write_contrib(tmp_path / "c", runs.drop(columns=["run_id"]), lt),
+                        root=store, dry_run=True, limits=SMALL).value
+    assert err.code == "SCHEMA"
+    assert ("runs.csv", "run_id") in {(f.file, f.column) for f in err.failures}

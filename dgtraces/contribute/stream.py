@@ -178,6 +178,7 @@ def spool(path: Path, table: str, file: str, runs: pd.DataFrame, limits: Limits,
     order = RunOrder()
     writer = None
     broken = False
+    values = True
     key_writer = pq.ParquetWriter(out.keys_path, _key_schema(keys))
     try:
         for raw in _chunks_or_header(path, table, limits):
@@ -198,10 +199,13 @@ def spool(path: Path, table: str, file: str, runs: pd.DataFrame, limits: Limits,
                 progress(f"{table}: {out.rows:,} rows read and checked (schema, keys)")
             if broken:
                 continue
-            checks = pl.finite_failures({table: lt}, {table: file})
-            if gcols:
-                checks += pl.grad_failures(lt, raw[gcols], runs, file)
-            later.extend(_shifted(checks, file, offset))
+            if not {"SCHEMA", "CROSS_TABLE"}.isdisjoint(failures.per_code):
+                values = False  # refused already (e.g. runs failed its schema): no value checks
+            if values:
+                checks = pl.finite_failures({table: lt}, {table: file})
+                if gcols:
+                    checks += pl.grad_failures(lt, raw[gcols], runs, file)
+                later.extend(_shifted(checks, file, offset))
             lt = lt.assign(**{ROW: range(offset, offset + len(lt))}).astype({ROW: "int64"})
             if writer is None:
                 out.dtypes = {c: lt[c].dtype for c in lt.columns if c != ROW}
