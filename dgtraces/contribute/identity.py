@@ -4,7 +4,7 @@ A run's *fingerprint* is a sha256 over its descriptive columns and its per-layer
 rows sorted by layer (floats rounded to 1e-6 ms), so a renamed copy of a stored or staged
 run is still recognised. A contribution's *digest* combines one sha256 per table over its
 normalised rows (sorted columns, rows in key order, rounded floats); a per-run table
-(``layer_timings``) is hashed run by run (:func:`run_digests`), in any order of runs.
+(``layer_timings``) is hashed run by run (:func:`run_hashes`), in any order of runs.
 """
 
 from __future__ import annotations
@@ -39,28 +39,36 @@ def joined(df: "pd.DataFrame", cols) -> list[str]:
     return list(parts[0].str.cat(parts[1:], sep=SEP)) if len(parts) > 1 else list(parts[0])
 
 
-def run_fingerprints(runs: "pd.DataFrame", lt: "pd.DataFrame") -> dict[str, str]:
-    """run_id -> sha256 of (descriptors, sorted timing rows); order- and name-independent.
-    ``lt`` must hold every row of each of its runs."""
+def run_hashes(runs: "pd.DataFrame", lt: "pd.DataFrame", *, digests: bool = False
+               ) -> tuple[dict[str, str], dict[str, str]]:
+    """Per run of ``lt`` (which holds every row of each of its runs), from one sort by
+    (run_id, layer): its fingerprint, the sha256 of (descriptors from ``runs``, timing rows;
+    order- and name-independent), and with ``digests`` its digest, the sha256 of its rows
+    (every column, sorted; floats rounded to 1e-6)."""
     import numpy as np
     import pandas as pd
 
     if lt.empty:
-        return {}
+        return {}, {}
     lt = lt.sort_values(["run_id", "layer"], kind="stable")
-    cols = [c for c in TIMING_COLUMNS if c in lt.columns]
-    rows = pd.util.hash_pandas_object(rounded(lt[cols]), index=False).to_numpy()
-    rid = lt["run_id"].astype(str).to_numpy()
-    uniq, start = np.unique(rid, return_index=True)
-    ends = list(start[1:]) + [len(rid)]
+    uniq, start = np.unique(lt["run_id"].astype(str).to_numpy(), return_index=True)
+    spans = list(zip(uniq, start, [*start[1:], len(lt)], strict=True))
+    timing = [c for c in TIMING_COLUMNS if c in lt.columns]
+    rows = pd.util.hash_pandas_object(rounded(lt[timing]), index=False).to_numpy()
     desc_cols = [c for c in RUN_DESCRIPTORS if c in runs.columns]
     desc = dict(zip(runs["run_id"].astype(str), joined(runs, desc_cols), strict=True))
-    out = {}
-    for run_id, a, b in zip(uniq, start, ends, strict=True):
-        h = hashlib.sha256(desc.get(run_id, "").encode())
-        h.update(rows[a:b].tobytes())
-        out[str(run_id)] = h.hexdigest()
-    return out
+    prints = {str(r): hashlib.sha256(desc.get(r, "").encode() + rows[a:b].tobytes()).hexdigest()
+              for r, a, b in spans}
+    if not digests:
+        return prints, {}
+    rows = pd.util.hash_pandas_object(rounded(lt[sorted(lt.columns)]), index=False).to_numpy()
+    return prints, {str(r): hashlib.sha256(rows[a:b].tobytes()).hexdigest()
+                    for r, a, b in spans}
+
+
+def run_fingerprints(runs: "pd.DataFrame", lt: "pd.DataFrame") -> dict[str, str]:
+    """run_id -> fingerprint (:func:`run_hashes`)."""
+    return run_hashes(runs, lt)[0]
 
 
 def comm_keys(comm: "pd.DataFrame") -> list[str]:
@@ -69,24 +77,9 @@ def comm_keys(comm: "pd.DataFrame") -> list[str]:
     return joined(comm, KEYS["comm"])
 
 
-def run_digests(lt: "pd.DataFrame") -> dict[str, str]:
-    """run_id -> sha256 of the run's rows (every column, sorted; rows by layer; floats
-    rounded to 1e-6); ``lt`` holds every row of each of its runs."""
-    import numpy as np
-    import pandas as pd
-
-    if lt.empty:
-        return {}
-    lt = lt.sort_values(["run_id", "layer"], kind="stable")
-    rows = pd.util.hash_pandas_object(rounded(lt[sorted(lt.columns)]), index=False).to_numpy()
-    uniq, start = np.unique(lt["run_id"].astype(str).to_numpy(), return_index=True)
-    ends = [*start[1:], len(rows)]
-    return {str(r): hashlib.sha256(rows[a:b].tobytes()).hexdigest()
-            for r, a, b in zip(uniq, start, ends, strict=True)}
-
-
 def runs_digest(name: str, columns: Iterable[str], digests: Mapping[str, str]) -> str:
-    """sha256 of a per-run table from its :func:`run_digests` (runs in id order)."""
+    """sha256 of a per-run table from its runs' digests (:func:`run_hashes`; runs in id
+    order)."""
     h = hashlib.sha256(name.encode() + b"\0" + SEP.join(sorted(columns)).encode() + b"\0")
     for run_id in sorted(digests):
         h.update(f"{run_id}{SEP}{digests[run_id]}\n".encode())

@@ -30,8 +30,7 @@ from .identity import (
     combined_digest,
     comm_keys,
     frame_digest,
-    run_digests,
-    run_fingerprints,
+    run_hashes,
     runs_digest,
 )
 from .intake import DEFAULT_LIMITS, Contribution, Limits, read_contribution
@@ -146,7 +145,9 @@ def _per_run(sp, runs: "pd.DataFrame", files: dict, partial: bool, known: Known,
         found += throughput_failures(sub, lt, known.peaks, files.get("runs"))
         found = stream._shifted(found, files.get(sp.table), rows)
         later.extend(stream._shifted(found, files.get("runs"), pos))
-        fingerprints.update(run_fingerprints(sub, lt))
+        prints, per_run = run_hashes(sub, lt, digests=True)
+        fingerprints.update(prints)
+        digests.update(per_run)
 
     digests: dict[str, str] = {}
     done = 0
@@ -154,7 +155,6 @@ def _per_run(sp, runs: "pd.DataFrame", files: dict, partial: bool, known: Known,
         pos = np.flatnonzero(ids.isin(lt["run_id"].astype(str).unique()).to_numpy())
         seen[pos] = True
         checked(lt, rows, pos)
-        digests.update(run_digests(lt))
         done += len(lt)
         if progress is not None:
             progress(f"{sp.table}: {done:,} of {sp.rows:,} rows checked run by run")
