@@ -100,22 +100,22 @@ class _ShardGroups:
         self.dirty = False
         self.con: Any = None
 
-    def __call__(self, table: str, path, sha256: str, relation: str, ref: str | None
-                 ) -> list[tuple]:
+    def __call__(self, table: str, path, columns: list[str], sha256: str, relation: str,
+                 ref: str | None) -> list[tuple]:
         key = f"v{CACHE_VERSION}:{table}:{sha256}:{ref or 'own'}"
         found = _MEMO.get(key)
         if found is None:
             self.cache = _load() if self.cache is None else self.cache
             found = self.cache.get(key)
         if not isinstance(found, list):
-            from .shards import _duck
+            from .shards import _duck, _scan
 
             self.con = _duck() if self.con is None else self.con
-            src = "read_parquet('" + str(path).replace("'", "''") + "')"
+            src = _scan([path], columns)
             found = [list(r) for r in self.con.execute(
                 f"SELECT provenance, source, count(*) FROM {relation.replace('{src}', src)} "
                 "GROUP BY ALL").fetchall()]
-            self.cache = _load() if self.cache is None else self.cache
+            self.cache = {} if self.cache is None else self.cache  # loaded above
             self.cache[key] = found
             self.dirty = True
         _MEMO[key] = found
@@ -149,7 +149,8 @@ def provenance_stats(version: str | None = None, root=None) -> dict[str, dict]:
             if found is not None:
                 relation, ref = found
                 for path, want in store.entry_files(folder, table, entry):
-                    groups += groups_of(table, path, want["sha256"], relation, ref)
+                    groups += groups_of(table, path, list(entry.get("columns") or []),
+                                        want["sha256"], relation, ref)
             stats[table] = _summary(int(entry["rows"]), groups,
                                     found[1] if found is not None else None)
     finally:

@@ -263,11 +263,11 @@ def _repeated_keys(sp: Spool) -> list[Failure]:
     key cell, worded as pandera words its own (the caller drops the ones pandera found
     within a chunk)."""
     from ..schema import KEYS
-    from ..shards import _q
+    from ..shards import _q, _scan
 
     keys = list(KEYS[sp.table])
     cols = ", ".join(_q(c) for c in keys)
-    src = "read_parquet('" + str(sp.keys_path).replace("'", "''") + "')"
+    src = _scan([sp.keys_path], [ROW, *keys])
     con = _duck(sp.path.parent)
     try:
         rows = con.execute(
@@ -291,14 +291,14 @@ def _in_run_order(sp: Spool, batch_rows: int) -> Iterator[Iterator]:
     import pyarrow.parquet as pq
 
     from ..schema import KEYS
-    from ..shards import _q
+    from ..shards import _q, _scan
 
     if sp.contiguous:
         yield pq.ParquetFile(sp.path, **STREAMED_READ).iter_batches(batch_size=batch_rows)
         return
     con = _duck(sp.path.parent)
     try:
-        src = "read_parquet('" + str(sp.path).replace("'", "''") + "')"
+        src = _scan([sp.path], sp.schema.names)  # type: ignore[attr-defined]
         rel = con.sql(f"SELECT * FROM {src} ORDER BY {_q(KEYS[sp.table][0])}")
         # a relation's reader streams (DuckDB 2: to_arrow_reader; 1.x: fetch_arrow_reader)
         yield (getattr(rel, "to_arrow_reader", None) or rel.fetch_arrow_reader)(batch_rows)
@@ -379,9 +379,11 @@ def run_sums(sp: Spool) -> pd.DataFrame:
     """Per run of the spool: layer rows (n) and fwd/bwd sums (f, b), by one DuckDB query
     (memory per run, not per row); what :func:`dgtraces.contribute.known.store_known`
     matches stored runs against."""
+    from ..shards import _scan
+
     con = _duck(sp.path.parent)
     try:
-        src = "read_parquet('" + str(sp.path).replace("'", "''") + "')"
+        src = _scan([sp.path], ["run_id", "fwd_ms", "bwd_ms"])
         return con.execute(f"SELECT run_id, count(*) AS n, sum(coalesce(fwd_ms, 0)) AS f, "
                            f"sum(coalesce(bwd_ms, 0)) AS b FROM {src} GROUP BY run_id").df()
     finally:
