@@ -5,7 +5,8 @@ from the template (FLOP-derived example times, each run scaled differently so no
 are duplicates), written as CSV and as Parquet into a temp folder; the store is a temp copy
 of every release in data/releases (its runs are fingerprinted for the duplicate check).
 Each repeat times the whole `validate_contribution` (read, schemas, keys, structure,
-plausibility, duplicate fingerprints) and, in the same run, its phases.
+plausibility, duplicate fingerprints) and, in the same run, its phases (layer_timings is
+checked in chunks: contribute/stream.py).
 
     python benchmarks/contribute_validate.py [--repeat 3] [--runs 439]
 """
@@ -61,35 +62,35 @@ def build(folder: Path, n_runs: int, fmt: str) -> int:
 
 
 def phases(folder: Path, root: Path) -> dict[str, float]:
-    """Time the steps of validate_contribution separately (same code path)."""
-    from dgtraces.checks import validate_tables
-    from dgtraces.contribute import plausibility as pl
+    """Time the steps of validate_contribution separately (same code path as
+    ``validate.check``: small tables, layer_timings pass 1, store keys, pass 2)."""
+    from dgtraces.checks import check_tables
+    from dgtraces.contribute import stream
     from dgtraces.contribute.intake import read_contribution
     from dgtraces.contribute.staging import staged_known
-    from dgtraces.contribute.validate import content_digest, run_fingerprints, store_known
+    from dgtraces.contribute.validate import _per_run, store_known
 
     t = {}
     t0 = time.perf_counter()
     contrib = read_contribution(folder)
     t["read"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    store_known(root, contrib.frames).update(staged_known(root))
-    t["store+staging keys"] = time.perf_counter() - t0
-    frames = dict(contrib.frames)
-    frames["layer_timings"] = frames["layer_timings"].drop(columns=["grad_bytes"])
-    t0 = time.perf_counter()
-    frames = validate_tables(frames, files=contrib.files)
-    t["schemas+keys"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    pl.finite_failures(frames, contrib.files)
-    pl.grad_failures(frames["layer_timings"], contrib.frames["layer_timings"][["grad_bytes"]],
-                     frames["runs"], None)
-    pl.layer_sum_failures(frames["runs"], frames["layer_timings"], contrib.files)
-    t["plausibility+grad"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    run_fingerprints(frames["runs"], frames["layer_timings"])
-    content_digest(frames)
-    t["fingerprints+digest"] = time.perf_counter() - t0
+    frames, _ = check_tables(dict(contrib.frames), files=contrib.files)
+    t["runs schema+keys"] = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory() as spool_dir:
+        t0 = time.perf_counter()
+        sp = stream.spool(contrib.streamed["layer_timings"], "layer_timings",
+                          contrib.files["layer_timings"], frames["runs"], contrib.limits,
+                          Path(spool_dir), stream.Failures(), stream.Failures())
+        t["layer_timings pass 1 (schema, keys, values)"] = time.perf_counter() - t0
+        assert sp is not None
+        t0 = time.perf_counter()
+        known = store_known(root, stream.run_sums(sp)).update(staged_known(root))
+        t["store+staging keys"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        _per_run(sp, frames["runs"], contrib.files, False, known, stream.Failures(), {})
+        t["layer_timings pass 2 (per run, fingerprints, digest)"] = time.perf_counter() - t0
+    contrib.close()
     return t
 
 
