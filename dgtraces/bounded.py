@@ -88,31 +88,47 @@ def check_yaml_depth(events, name: str, max_depth: int = MAX_DEPTH) -> None:
 def csv_shape(path: Path) -> tuple[int, int]:
     """(lines after the header, header columns) in one streaming pass; an upper bound on
     the rows (a quoted value spanning lines counts once per line)."""
+    return csv_lines(path)[:2]
+
+
+def csv_lines(path: Path) -> tuple[int, int, int]:
+    """:func:`csv_shape` and the longest line after the header, in bytes (same pass)."""
     import csv
     import io
 
-    lines, last = 0, b"\n"
+    import numpy as np
+
+    lines, last, longest, carry = 0, b"\n", 0, 0
     with open(path, "rb") as fh:
         head = fh.readline(1 << 20)
         for chunk in iter(lambda: fh.read(1 << 20), b""):
-            lines += chunk.count(b"\n")
+            ends = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10)
+            lines += len(ends)
+            if len(ends):
+                gaps = np.diff(ends).max() if len(ends) > 1 else 0
+                longest = max(longest, carry + int(ends[0]) + 1, int(gaps))
+                carry = len(chunk) - int(ends[-1]) - 1
+            else:
+                carry += len(chunk)
             last = chunk[-1:]
     lines += last != b"\n"
     try:
         cols = len(next(csv.reader(io.StringIO(head.decode("utf-8", "replace")))))
     except StopIteration:
         cols = 0
-    return lines, cols
+    return lines, cols, max(longest, carry)
 
 
-def check_csv(path: Path, max_rows: int, max_cells: int | None) -> None:
-    """Rows and rows x columns of a CSV file within the limits (None: no cell limit)."""
-    rows, cols = csv_shape(path)
+def check_csv(path: Path, max_rows: int, max_cells: int | None) -> int:
+    """Rows and rows x columns of a CSV file within the limits (None: no cell limit);
+    returns its longest line in bytes (a streamed read sizes its chunks by it)."""
+    rows, cols, longest = csv_lines(path)
     if rows > max_rows:
         raise bad_file(path.name, "too many rows", f"<= {max_rows}", rows)
     if max_cells is not None and rows * max(cols, 1) > max_cells:
         raise bad_file(path.name, "too many cells (rows x columns)", f"<= {max_cells}",
                        rows * cols)
+    return longest
 
 
 def _open_parquet(path: Path, *, max_rows: int, max_cells: int | None, max_bytes: int,
@@ -164,10 +180,13 @@ def _open_parquet(path: Path, *, max_rows: int, max_cells: int | None, max_bytes
 
 
 def _decoded(table, text: list[str], name: str, *, max_bytes: int, max_field_chars: int,
-             decoded: int = 0) -> "tuple[pd.DataFrame, int]":
+             decoded: int = 0, max_batch_bytes: int | None = None
+             ) -> "tuple[pd.DataFrame, int]":
     """``table`` (text columns as dictionaries) as a DataFrame, once the bytes its text
-    decodes to (``decoded`` counted before it, the total returned) and its longest value
-    are within the limits; a stored NaN is kept visible as "NaN" text."""
+    decodes to (``decoded`` counted before it, the total returned; this table alone at most
+    ``max_batch_bytes``) and its longest value are within the limits; a stored NaN is kept
+    visible as "NaN" text."""
+    before = decoded
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -181,6 +200,10 @@ def _decoded(table, text: list[str], name: str, *, max_bytes: int, max_field_cha
                 raise bad_file(name, f"huge field in column {col!r}",
                                f"<= {max_field_chars} chars", longest)
             decoded += pc.sum(pc.take(lengths, chunk.indices)).as_py() or 0
+            if max_batch_bytes is not None and decoded - before > max_batch_bytes:
+                raise bad_file(name, "a chunk's text columns decode beyond the chunk size "
+                                     "limit (dictionary bomb?)",
+                               f"<= {max_batch_bytes} bytes", f"> {decoded - before}")
             if decoded > max_bytes:
                 raise bad_file(name, "text columns decode beyond the size limit "
                                      "(dictionary bomb?)", f"<= {max_bytes} bytes",
@@ -213,10 +236,12 @@ def read_parquet(path: Path, *, max_rows: int, max_cells: int, max_bytes: int,
 
 
 def iter_parquet(path: Path, batch_rows: int, *, max_rows: int, max_bytes: int,
-                 max_group_bytes: int, max_field_chars: int) -> "Iterator[pd.DataFrame]":
+                 max_group_bytes: int, max_field_chars: int, max_batch_bytes: int
+                 ) -> "Iterator[pd.DataFrame]":
     """A Parquet file as DataFrames of at most ``batch_rows`` rows, with the checks of
-    :func:`read_parquet` (decoded text counted over the whole file; no cell limit: memory
-    is one row group plus one batch, whatever the file's size)."""
+    :func:`read_parquet` (decoded text counted over the whole file, and at most
+    ``max_batch_bytes`` per batch; no cell limit: memory is one row group plus one batch,
+    whatever the file's size)."""
     import pyarrow as pa
 
     pf, text = _open_parquet(path, max_rows=max_rows, max_cells=None, max_bytes=max_bytes,
@@ -233,5 +258,5 @@ def iter_parquet(path: Path, batch_rows: int, *, max_rows: int, max_bytes: int,
                                       f"{str(exc)[:200]})") from exc
         df, decoded = _decoded(pa.Table.from_batches([batch]), text, path.name,
                                max_bytes=max_bytes, max_field_chars=max_field_chars,
-                               decoded=decoded)
+                               decoded=decoded, max_batch_bytes=max_batch_bytes)
         yield df

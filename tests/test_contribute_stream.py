@@ -1,8 +1,11 @@
 """Streamed validation of layer_timings (contribute.stream): the result does not depend on
 the chunk size, runs are never split, failures are capped, staged rows keep file order."""
 
+import zipfile
+
 import pandas as pd
 import pytest
+from attack_tally import record
 from test_contribute import variant, write_contrib
 
 from dgtraces.contribute import Limits, contribute, stream
@@ -236,3 +239,50 @@ def test_runs_failing_its_schema_is_refused_before_any_value_check(store, tmp_pa
                         root=store, dry_run=True, limits=SMALL).value
     assert err.code == "SCHEMA"
     assert ("runs.csv", "run_id") in {(f.file, f.column) for f in err.failures}
+
+
+def _refused_as(code, cls, path, store, limits):
+    with pytest.raises(DgtracesError) as exc:
+        contribute(path, root=store, dry_run=True, limits=limits)
+    record(cls, exc.value.code == code)
+    assert exc.value.code == code, exc.value.report()
+
+
+def test_long_csv_rows_are_read_fewer_at_a_time(store, tmp_path):
+    """Chunks are sized by bytes too: a CSV of ~3 kB rows (long run ids, valid) is read
+    about max_chunk_bytes at a time in both passes, with the same outcome."""
+    runs, lt = _runs(n=2)
+    for i in range(2):
+        long_id = f"r{i}-" + "x" * 3000
+        runs.loc[runs["run_id"] == f"r{i}", "run_id"] = long_id
+        lt.loc[lt["run_id"] == f"r{i}", "run_id"] = long_id
+    path = write_contrib(tmp_path / "c", runs, lt)
+    tight = Limits(max_chunk_bytes=30_000)
+    checked = contribute(path, root=store, dry_run=True, limits=tight)
+    sp = checked.spools["layer_timings"]
+    assert sp.chunk_rows <= 10 and sp.chunks >= len(lt) // 10
+    assert _outcome(path, store, tight) == _outcome(path, store, Limits())
+
+
+def test_a_parquet_chunk_that_decodes_too_large_is_bad_file(store, tmp_path):
+    """Within the file's decoded-size limit, but one batch alone decodes past
+    max_chunk_bytes (one long value referenced by every row)."""
+    runs, lt = _runs(n=2)
+    lt["x"] = "a" * 3000
+    path = write_contrib(tmp_path / "c", runs, lt, fmt="parquet")
+    _refused_as("BAD_FILE", "parquet chunk dictionary bomb", path, store,
+                Limits(max_chunk_bytes=50_000))
+
+
+@pytest.mark.parametrize("name", ["layer_timings.exe", "layer_timings.csv.txt",
+                                  "layer_timings.CSV", "layer_timings"])
+def test_only_the_streamed_table_files_get_its_larger_size_limit(store, tmp_path, name):
+    runs, lt = _runs(n=1)
+    folder = write_contrib(tmp_path / "c", runs, lt)
+    zpath = tmp_path / "c.zip"
+    with zipfile.ZipFile(zpath, "w") as zf:
+        for p in folder.iterdir():
+            zf.write(p, p.name)
+        zf.writestr(name, "0" * 5000)
+    _refused_as("UNSAFE_ARCHIVE", "oversized file named like the streamed table", zpath,
+                store, Limits(max_file_bytes=4000))

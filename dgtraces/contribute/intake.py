@@ -55,11 +55,14 @@ class Limits:
     max_stream_file_bytes: int = 8 << 30
     max_row_group_bytes: int = 256 << 20  # one Parquet row group of a streamed table
     chunk_rows: int = 100_000        # rows validated at a time in a streamed table
+    max_chunk_bytes: int = 64 << 20  # ... fewer when its rows are long: text per chunk
 
     def file_bytes(self, name: str) -> int:
-        """Size limit of one file (a streamed table's file has its own)."""
-        return self.max_stream_file_bytes if name.split(".")[0] in STREAMED_TABLES \
-            else self.max_file_bytes
+        """Size limit of one file (a streamed table's file, ``layer_timings.csv`` or
+        ``.parquet`` exactly, has its own)."""
+        stem, _, suffix = name.partition(".")
+        streamed = stem in STREAMED_TABLES and f".{suffix}" in TABLE_SUFFIXES
+        return self.max_stream_file_bytes if streamed else self.max_file_bytes
 
 
 DEFAULT_LIMITS = Limits()

@@ -125,10 +125,12 @@ def raw_chunks(path: Path, table: str, limits: Limits) -> Iterator[pd.DataFrame]
                                       max_rows=limits.max_stream_rows,
                                       max_bytes=limits.max_stream_file_bytes,
                                       max_group_bytes=limits.max_row_group_bytes,
-                                      max_field_chars=limits.max_field_chars)
-    else:
-        bounded.check_csv(path, limits.max_stream_rows, None)
-        chunks = csv_chunks(path, table, limits.chunk_rows)
+                                      max_field_chars=limits.max_field_chars,
+                                      max_batch_bytes=limits.max_chunk_bytes)
+    else:  # rows per chunk so that a chunk's text stays within max_chunk_bytes
+        longest = bounded.check_csv(path, limits.max_stream_rows, None)
+        rows = max(1, min(limits.chunk_rows, limits.max_chunk_bytes // max(longest, 1)))
+        chunks = csv_chunks(path, table, rows)
     seen = 0
     for df in chunks:
         seen += len(df)
@@ -180,6 +182,7 @@ def spool(path: Path, table: str, file: str, runs: pd.DataFrame, limits: Limits,
     writer = None
     broken = False
     values = True
+    largest = 1  # rows in the largest chunk read: pass 2 reads no more at a time
     key_writer = pq.ParquetWriter(out.keys_path, _key_schema(keys))
     try:
         for raw in _chunks_or_header(path, table, limits):
@@ -196,6 +199,7 @@ def spool(path: Path, table: str, file: str, runs: pd.DataFrame, limits: Limits,
             broken = broken or any(f.code == "SCHEMA" for f in found)
             out.rows += len(raw)
             out.chunks += 1
+            largest = max(largest, len(raw))
             if progress is not None:
                 progress(f"{table}: {out.rows:,} rows read and checked (schema, keys)")
             if broken:
@@ -218,6 +222,7 @@ def spool(path: Path, table: str, file: str, runs: pd.DataFrame, limits: Limits,
         if writer is not None:
             writer.close()
     out.contiguous = order.contiguous
+    out.chunk_rows = min(out.chunk_rows, largest)  # a CSV of long rows read fewer at a time
     if out.chunks > 1:  # pandera saw each chunk alone: a key repeated across chunks
         reported = {(f.row, f.column) for f in failures.listed if f.code == "SCHEMA"}
         failures.extend(f for f in _repeated_keys(out) if (f.row, f.column) not in reported)
