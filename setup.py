@@ -4,7 +4,7 @@ Everything under the checkout's ``data/releases/`` (release folders, whatever th
 and ``data/shards/`` (the content-addressed shard pool the release manifests list) is
 copied to ``dgtraces/_data/releases/`` and ``dgtraces/_data/shards/`` in the built package,
 where
-``dgtraces.datadirs.packaged_root`` finds it through importlib.resources. An editable install
+``dgtraces.store.locate.packaged_root`` finds it through importlib.resources. An editable install
 reads the checkout's ``data/`` directly, so nothing is copied for it. All metadata lives in
 pyproject.toml.
 """

@@ -64,11 +64,11 @@ def build(folder: Path, n_runs: int, fmt: str) -> int:
 def phases(folder: Path, root: Path) -> dict[str, float]:
     """Time the steps of validate_contribution separately (same code path as
     ``validate.check``: small tables, layer_timings pass 1, store keys, pass 2)."""
-    from dgtraces.checks import check_tables
     from dgtraces.contribute import stream
     from dgtraces.contribute.intake import read_contribution
     from dgtraces.contribute.staging import staged_known
     from dgtraces.contribute.validate import _per_run, store_known
+    from dgtraces.tables.checks import check_tables
 
     t = {}
     t0 = time.perf_counter()
@@ -106,8 +106,8 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="dgtraces-bench-"))
     try:
         root = tmp / "data"
-        from dgtraces import store
-        from dgtraces.shards import copy_release
+        from dgtraces.store import manifest as store
+        from dgtraces.store.shards import copy_release
 
         for version in store.list_releases(REPO / "data"):
             copy_release(version, root, REPO / "data")

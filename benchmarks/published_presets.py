@@ -9,8 +9,8 @@ so the difference is the presets alone. Rows on devices v0.3 could not predict (
 no device rows) are still predicted here with the new device rows.
 """
 
+from dgtraces.evaluation import published as pub
 from dgtraces.predict import Link
-from dgtraces.predict import published as pub
 
 
 def run(label: str) -> None:

@@ -21,11 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from dgtraces.store import shards
+
 
 def synthetic_store(root: Path, runs_per_model: int = 20) -> None:
     import pandas as pd
 
-    from dgtraces import store
     from dgtraces.models import MODELS, layers_frame
 
     layers = layers_frame()
@@ -45,7 +46,7 @@ def synthetic_store(root: Path, runs_per_model: int = 20) -> None:
             timings += [dict(run_id=rid, layer=n, fwd_ms=1.0, bwd_ms=2.0, fwd_p10_ms=None,
                              fwd_p90_ms=None, bwd_p10_ms=None, bwd_p90_ms=None, comm_ms=None,
                              n=1) for n in names]
-    store.write_release("0.0.1", {"layers": layers, "runs": pd.DataFrame(runs),
+    shards.write_release("0.0.1", {"layers": layers, "runs": pd.DataFrame(runs),
                                   "layer_timings": pd.DataFrame(timings)}, root=root,
                         notes="benchmark-only synthetic store")
 
@@ -66,7 +67,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=15)
     args = ap.parse_args()
-    from dgtraces import store
+    from dgtraces.store import manifest as store
 
     tmp = None
     env = dict(os.environ)

@@ -41,7 +41,7 @@ SQL = "SELECT count(*) AS n, avg(fwd_ms) AS fwd FROM layer_timings"
 CHILD = {
     "contribute": "from dgtraces.contribute import contribute; contribute(sys.argv[2])",
     # the card regeneration inside release is timed apart (it summarises the whole release)
-    "release": "import dgtraces.cards as c\n_w = c.write_card\nT = {}\n"
+    "release": "import dgtraces.publish.card as c\n_w = c.write_card\nT = {}\n"
                "def w(*a, **k):\n    t = time.perf_counter(); r = _w(*a, **k)\n"
                "    T['card_s'] = time.perf_counter() - t; return r\n"
                "c.write_card = w\n"
@@ -129,9 +129,9 @@ def main() -> None:
                     help="time one contribution of this many rows instead")
     args = ap.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
-    from dgtraces import store
-    from dgtraces.migrate import migrate
-    from dgtraces.shards import copy_release
+    from dgtraces.store import manifest as store
+    from dgtraces.store.migrate import migrate
+    from dgtraces.store.shards import copy_release
 
     tmp = Path(tempfile.mkdtemp(prefix="dgtraces-scale-"))
     root = tmp / "data"

@@ -13,14 +13,14 @@ __all__ = ["__version__", "load", "connect", "layers_frame"]
 
 def load(table: str, version: str | None = None):
     """Return one table of a release (default: the latest) as a pandas DataFrame."""
-    from .store import read_table
+    from dgtraces.store.manifest import read_table
 
     return read_table(table, version)
 
 
 def connect(version: str | None = None):
     """A read-only, sandboxed DuckDB connection with one view per table of a release."""
-    from .query import connect as _connect
+    from dgtraces.query.engine import connect as _connect
 
     return _connect(version)
 

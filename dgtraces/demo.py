@@ -78,7 +78,7 @@ class DemoResult:
 
 
 def _csv(df: pd.DataFrame, path: Path) -> Path:
-    from .store import atomic_write_bytes
+    from dgtraces.io.files import atomic_write_bytes
 
     buf = io.StringIO()
     df.to_csv(buf, index=False)
@@ -92,8 +92,8 @@ def run_demo(out_dir: str | Path = "dgtraces-demo", release: str | None = None,
 
     ``on_step(name)`` is called as each of :data:`STEPS` starts.
     """
-    from . import store
-    from .query import connect
+    from dgtraces.query.engine import connect
+    from dgtraces.store import manifest as store
 
     step = on_step or (lambda name: None)
     out = Path(out_dir)
@@ -127,7 +127,7 @@ def run_demo(out_dir: str | Path = "dgtraces-demo", release: str | None = None,
     files["predictions"] = _csv(preds, out / "predict_resnet50_8xv100.csv")
 
     step("validate")
-    from .predict.validation import parity_plot, validate
+    from dgtraces.evaluation.validation import parity_plot, validate
 
     val = validate(version)
     parity_plot(val, out / "validation_parity.png")

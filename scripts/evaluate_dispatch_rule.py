@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 
-from dgtraces.reconstruct.dispatch_eval import Trial, criterion, figures
+from dgtraces.evaluation.dispatch import Trial, criterion, figures
 
 
 def main() -> int:

@@ -5,6 +5,8 @@ import pytest
 from hypothesis import HealthCheck
 from hypothesis import settings as _hyp_settings
 
+from dgtraces.store import shards
+
 REPO = Path(__file__).resolve().parent.parent
 CI_FULL = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
 
@@ -53,8 +55,8 @@ def tmp_store(tmp_path, monkeypatch):
 
 def seed_v010(root: Path) -> Path:
     """A new data root ``root`` holding a copy of the shipped release v0.1.0."""
-    from dgtraces.migrate import migrate
-    from dgtraces.shards import copy_release
+    from dgtraces.store.migrate import migrate
+    from dgtraces.store.shards import copy_release
 
     copy_release("0.1.0", root, REPO / "data")
     migrate(root)  # a no-op once the shipped releases are shards
@@ -135,12 +137,11 @@ def _mini_frames():
 @pytest.fixture(scope="session")
 def mini_release_root(tmp_path_factory):
     """A data root with v0.1.0 (layers only) and v0.2.0 (every table); build once, read only."""
-    from dgtraces import store
 
     frames = _mini_frames()
     root = tmp_path_factory.mktemp("mini") / "data"
-    store.write_release("0.1.0", {"layers": frames["layers"]}, root=root, notes="layers")
-    store.write_release("0.2.0", frames, root=root, parent="0.1.0", notes="all tables")
+    shards.write_release("0.1.0", {"layers": frames["layers"]}, root=root, notes="layers")
+    shards.write_release("0.2.0", frames, root=root, parent="0.1.0", notes="all tables")
     return root
 
 
@@ -183,7 +184,7 @@ def no_timings_store(tmp_path, monkeypatch):
     and run ``whole-only`` without any; DGTRACES_DATA points at it."""
     import pandas as pd
 
-    from dgtraces import store
+    from dgtraces.store import manifest as store
 
     monkeypatch.delenv("DGTRACES_DATA", raising=False)
     runs = store.read_table("runs", "0.3.0").iloc[[0]]
@@ -192,7 +193,7 @@ def no_timings_store(tmp_path, monkeypatch):
               "runs": pd.concat([runs, runs.assign(run_id="whole-only")], ignore_index=True),
               "layer_timings": timings[timings["run_id"] == runs["run_id"].iloc[0]]}
     root = tmp_path / "data"
-    store.write_release("0.9.0", frames, root=root, notes="run without layer timings")
+    shards.write_release("0.9.0", frames, root=root, notes="run without layer timings")
     monkeypatch.setenv("DGTRACES_DATA", str(root))
     return root
 

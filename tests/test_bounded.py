@@ -10,11 +10,11 @@ import pyarrow.parquet as pq
 import pytest
 from attack_tally import record
 
-from dgtraces import bounded
 from dgtraces.contribute.intake import Limits, read_bounded
 from dgtraces.contribute.metadata import parse_meta
 from dgtraces.errors import DgtracesError
 from dgtraces.importers.kineto import load_trace
+from dgtraces.io import bounded
 
 
 def _refused(call, cls) -> DgtracesError:
@@ -44,7 +44,7 @@ def test_parquet_dictionary_bomb(tmp_path, categorical):
 
 def test_validate_command_reads_within_the_limits(tmp_path):
     """`dgtraces validate` (checks.validate_files) reads through the same bounded reader."""
-    from dgtraces.checks import validate_files
+    from dgtraces.tables.checks import validate_files
 
     path = tmp_path / "layer_timings.parquet"
     col = _dict_column("x" * 60_000, 200_000)
@@ -72,7 +72,7 @@ def test_parquet_nested_and_cell_limits(tmp_path):
 def test_csv_cells_checked_before_parsing(tmp_path, monkeypatch):
     path = tmp_path / "layer_timings.csv"
     path.write_text("a,b,c,d\n" + "1,2,3,4\n" * 600)
-    import dgtraces.checks as checks
+    from dgtraces.tables import checks as checks
 
     monkeypatch.setattr(checks, "read_file", lambda p: pytest.fail("parsed"))
     _refused(lambda: read_bounded(path, Limits(max_cells=2000)), "csv cells over limit")

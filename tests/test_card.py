@@ -4,8 +4,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from dgtraces import cards, croissant, store
 from dgtraces.cli import main
+from dgtraces.publish import card as cards
+from dgtraces.publish import croissant
+from dgtraces.store import manifest as store
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -28,7 +30,8 @@ def test_provenance_stats(mini_release_root):
 def test_provenance_stats_scan_each_shard_once(mini_release_root, monkeypatch):
     """Per-shard groups are cached by sha256: a second process (memo cleared) scans
     nothing, and a damaged cache file only costs a rescan."""
-    from dgtraces import card_stats, integrity, shards
+    from dgtraces.publish import card_stats
+    from dgtraces.store import integrity, shards
 
     monkeypatch.setattr(card_stats, "_MEMO", {})  # as in a fresh process
     first = cards.provenance_stats(root=mini_release_root)
@@ -101,7 +104,7 @@ def test_committed_card_is_current(monkeypatch):
 
 def test_licence_metadata_follows_the_rows(tmp_store, tmp_path):
     """Only CC-BY-4.0 when no row derives from the B-Caffe logs (v0.1.0: layers only)."""
-    from dgtraces import croissant
+    from dgtraces.publish import croissant
 
     text = cards.render_card(root=tmp_store, fragments_dir=tmp_path)
     assert yaml.safe_load(text.split("---\n")[1])["license"] == "cc-by-4.0"
@@ -111,7 +114,7 @@ def test_licence_metadata_follows_the_rows(tmp_store, tmp_path):
 def test_fragments_only_for_releases_with_their_rows(tmp_store, tmp_path):
     """v0.1.0 holds only `layers`: no section on published or reconstructed rows, and no
     figure of theirs in its Hub folder."""
-    from dgtraces.hf import export
+    from dgtraces.publish.hf import export
 
     text = cards.render_card(root=tmp_store)
     assert "## Published rows" not in text and "## Reconstructed traces" not in text
@@ -128,7 +131,7 @@ def test_fragments_only_for_releases_with_their_rows(tmp_store, tmp_path):
 
 
 def test_third_party_licences_listed_per_source(mini_release_root):
-    from dgtraces import cards
+    from dgtraces.publish import card as cards
 
     st = cards.provenance_stats(root=mini_release_root)
     assert cards.third_party_lines(st) == []  # no MIT/BSD-3 source in the mini release

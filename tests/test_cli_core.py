@@ -4,8 +4,8 @@ import sys
 
 from click.testing import CliRunner
 
-from dgtraces import store
 from dgtraces.cli import main
+from dgtraces.store import manifest as store
 
 
 def invoke(*args):

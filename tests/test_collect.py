@@ -12,7 +12,8 @@ from dgtraces.collect.comm import collect_comm, fit_alpha_beta, parse_size, pars
 from dgtraces.collect.layers import collect_layers
 from dgtraces.collect.ssgd import collect_ssgd
 from dgtraces.errors import DgtracesError
-from dgtraces.tables_io import check_out, write_tables
+from dgtraces.io.files import check_out
+from dgtraces.tables.write import write_tables
 
 
 @pytest.mark.parametrize("ratio, flagged", [(1.0, False), (1.09, False), (0.91, False),

@@ -13,11 +13,11 @@ torch = pytest.importorskip("torch")
 
 from click.testing import CliRunner  # noqa: E402
 
-from dgtraces.checks import validate_tables  # noqa: E402
 from dgtraces.cli import main  # noqa: E402
 from dgtraces.collect import comm, gpu, layers, procs, ssgd  # noqa: E402
 from dgtraces.errors import DgtracesError  # noqa: E402
 from dgtraces.models import layer_records  # noqa: E402
+from dgtraces.tables.checks import validate_tables  # noqa: E402
 
 
 class FakeEvent:

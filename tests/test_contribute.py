@@ -32,8 +32,8 @@ SOURCE = "test rig: FLOP-derived timings of the template"
 
 def make_store(base: Path) -> Path:
     """A temp store holding only the committed v0.1.0 (layers)."""
-    from dgtraces.migrate import migrate
-    from dgtraces.shards import copy_release
+    from dgtraces.store.migrate import migrate
+    from dgtraces.store.shards import copy_release
 
     root = base / "data"
     copy_release("0.1.0", root, REPO / "data")
@@ -131,13 +131,13 @@ def test_template_passes_and_stages(store, tmp_path):
 
 
 def test_template_passes_against_the_shipped_releases(tmp_path, monkeypatch):
-    from dgtraces import store as st
+    from dgtraces.store import manifest as st
 
     root = tmp_path / "data"
-    from dgtraces.migrate import migrate
-    from dgtraces.shards import copy_release
+    from dgtraces.store.migrate import migrate
+    from dgtraces.store.shards import copy_release
 
-    shipped = Path(st.__file__).resolve().parents[1] / "data"
+    shipped = Path(st.__file__).resolve().parents[2] / "data"
     for version in st.list_releases(shipped):
         copy_release(version, root, shipped)
     migrate(root)  # a no-op once the shipped releases are shards
@@ -151,7 +151,7 @@ def test_template_passes_against_the_shipped_releases(tmp_path, monkeypatch):
 
 def test_devices_of_the_store_need_no_definition_and_keep_their_kind(mini_release_root,
                                                                      tmp_path, monkeypatch):
-    from dgtraces import store as st
+    from dgtraces.store import manifest as st
 
     root = tmp_path / "data"
     shutil.copytree(mini_release_root, root)

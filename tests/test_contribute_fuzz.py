@@ -11,10 +11,10 @@ from hypothesis import strategies as s
 from test_contribute import META as BASE_META
 from test_contribute import make_store, tree_digest, variant, write_contrib
 
-from dgtraces.checks import validate_frame
 from dgtraces.contribute import contribute
 from dgtraces.contribute.staging import reject
 from dgtraces.errors import CODES, DgtracesError
+from dgtraces.tables.checks import validate_frame
 
 TABLE = s.sampled_from(["runs", "layer_timings"])
 IDX = s.integers(0, 40)

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from test_contribute import fill_template, make_store, tree_digest, variant, write_contrib
 
-from dgtraces import store as st
 from dgtraces.contribute import contribute
 from dgtraces.contribute.release import CHECKPOINTS, JOURNAL, build_release
 from dgtraces.contribute.staging import list_staged
 from dgtraces.errors import DgtracesError
+from dgtraces.store import manifest as st
+from dgtraces.store import verify
 
 CHANGELOG = """# Changelog
 
@@ -53,7 +54,7 @@ def test_release_contents_changelog_and_refusals(store, tmp_path):
     frames = st.read_all("0.2.0", store)
     assert sorted(frames["runs"]["run_id"]) == ["a1", "g1"]
     assert len(frames["layers"]) == len(st.read_table("layers", "0.1.0", store)) == 409
-    assert st.verify(store).ok and st.list_releases(store) == ["0.1.0", "0.2.0"]
+    assert verify.verify(store).ok and st.list_releases(store) == ["0.1.0", "0.2.0"]
     assert list_staged(store) == [] and not (store / JOURNAL).exists()
     log = (tmp_path / "CHANGELOG.md").read_text()
     assert log.index("### [v0.2.0]") < log.index("### [v0.1.0]")
@@ -68,7 +69,7 @@ def test_release_contents_changelog_and_refusals(store, tmp_path):
 
 def test_release_refuses_dirty_store(store, tmp_path):
     _stage(store, tmp_path, "a1")
-    from dgtraces import store as st
+    from dgtraces.store import manifest as st
 
     (f,) = st.table_files("0.1.0", store)["layers"]
     f.write_bytes(f.read_bytes() + b"\0")  # a size change: found without hashing
@@ -95,7 +96,7 @@ def _spawn(root: Path, **env):
 
 def _check_state(root: Path, base_rows: dict) -> str:
     """Old state or complete new release; verify green either way."""
-    assert st.verify(root).ok
+    assert verify.verify(root).ok
     rels = st.list_releases(root)
     if rels == ["0.1.0"]:
         assert len(list_staged(root)) == 1  # staging untouched before the commit point

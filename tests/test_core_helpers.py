@@ -6,8 +6,10 @@ from pathlib import Path
 import pytest
 
 import dgtraces
-from dgtraces import fitting, tables_io, values
+from dgtraces import fitting, values
 from dgtraces.errors import DgtracesError
+from dgtraces.io import files as fileio
+from dgtraces.tables import write as tables_io
 
 PKG = Path(dgtraces.__file__).parent
 
@@ -61,15 +63,15 @@ def test_whole_number(value, least, ok):
 def test_atomic_folder_all_or_nothing(tmp_path):
     out = tmp_path / "out"
     with pytest.raises(RuntimeError):
-        with tables_io.atomic_folder(out) as tmp:
+        with fileio.atomic_folder(out) as tmp:
             (tmp / "a.txt").write_text("half")
             raise RuntimeError("interrupted")
     assert not out.exists() and list(tmp_path.iterdir()) == []
-    with tables_io.atomic_folder(out) as tmp:
+    with fileio.atomic_folder(out) as tmp:
         (tmp / "a.txt").write_text("whole")
     assert (out / "a.txt").read_text() == "whole"
     with pytest.raises(DgtracesError) as exc:
-        with tables_io.atomic_folder(out):
+        with fileio.atomic_folder(out):
             pass
     assert exc.value.code == "BAD_INPUT"
 

@@ -7,10 +7,10 @@ import pytest
 from attack_tally import record
 from test_contribute import META, variant, write_contrib
 
-from dgtraces import coverage
 from dgtraces.contribute import contribute
 from dgtraces.errors import DgtracesError
 from dgtraces.predict.trace import find_run
+from dgtraces.tables import coverage
 
 
 @pytest.mark.parametrize("model,drop", [("resnet50", ["res5c_branch2b"]),

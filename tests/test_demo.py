@@ -4,11 +4,11 @@ where each file went."""
 import pytest
 from click.testing import CliRunner
 
-from dgtraces import store
 from dgtraces.cli import main
 from dgtraces.demo import POLICIES, STEPS, run_demo
 from dgtraces.errors import DgtracesError
 from dgtraces.models import layers_frame
+from dgtraces.store import manifest as store
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from dgtraces.errors import DgtracesError
+from dgtraces.evaluation.dispatch import RuleFigures, criterion
 from dgtraces.reconstruct.calibration import calibrate
 from dgtraces.reconstruct.costmodel import (
     dispatch_rule,
@@ -20,7 +21,6 @@ from dgtraces.reconstruct.costmodel import (
     predict_ms,
     use_dispatch,
 )
-from dgtraces.reconstruct.dispatch_eval import RuleFigures, criterion
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "gpu-traces.md"
 TOL = 0.05  # the doc prints one decimal
@@ -94,7 +94,7 @@ def _nums(cell: str) -> list[float]:
 
 
 def test_doc_figures_are_the_reports():
-    from dgtraces.reconstruct.report import build_report
+    from dgtraces.evaluation.reconstruction import build_report
 
     rep = build_report()
     assert rep.trial is not None

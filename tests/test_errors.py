@@ -13,7 +13,7 @@ from dgtraces.errors import CODES, Code, DgtracesError, Failure
 
 
 def _all_error_classes() -> list[type[DgtracesError]]:
-    import dgtraces.query  # noqa: F401  (SqlError lives there)
+    import dgtraces.query.engine  # noqa: F401  (SqlError lives there)
 
     seen, todo = [], [DgtracesError]
     while todo:

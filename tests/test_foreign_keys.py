@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from dgtraces import checks, schema
+from dgtraces.tables import checks, schema
 
 
 def test_declared_keys_are_enforced():

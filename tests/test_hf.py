@@ -9,9 +9,10 @@ import pytest
 import yaml
 
 import dgtraces
-from dgtraces import store
 from dgtraces.errors import DgtracesError
-from dgtraces.hf import export
+from dgtraces.io import files as fileio
+from dgtraces.publish.hf import export
+from dgtraces.store import manifest as store
 
 TABLES = ["comm", "comm_fits", "devices", "iterations", "layer_timings", "layers", "links",
           "runs"]
@@ -112,7 +113,7 @@ def test_export_refuses_corrupt_release(mini_release_root, tmp_path):
     assert exc.value.code == "INTEGRITY"
     assert {fl.code for fl in exc.value.failures} == {"INTEGRITY"}
     assert not (tmp_path / "out").exists()
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(store.TMP_PREFIX)]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(fileio.TMP_PREFIX)]
 
 
 def test_export_cli(mini_store, tmp_path):

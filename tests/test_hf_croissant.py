@@ -3,9 +3,9 @@ import json
 import pandas as pd
 import pytest
 
-from dgtraces import store
-from dgtraces.croissant import build, data_type
-from dgtraces.hf import export
+from dgtraces.publish.croissant import build, data_type
+from dgtraces.publish.hf import export
+from dgtraces.store import manifest as store
 
 mlc = pytest.importorskip("mlcroissant")
 
@@ -61,7 +61,7 @@ def test_records_equal_parquet_rows(exported, table):
 
 
 def test_committed_style_render_is_stable(mini_release_root):
-    from dgtraces.croissant import render
+    from dgtraces.publish.croissant import render
 
     a = render(root=mini_release_root)
     assert a == render(root=mini_release_root)

@@ -149,7 +149,7 @@ def test_kineto_without_profiler_step_is_a_typed_error(tmp_path):
 
 
 def test_release_v040_rows_by_source_and_licences():
-    from dgtraces import store
+    from dgtraces.store import manifest as store
 
     if "0.4.0" not in store.list_releases():
         pytest.skip("release v0.4.0 not in this store")
@@ -263,8 +263,8 @@ def test_kineto_automap_cpu_fixture_uses_op_times(tmp_path):
 
 
 def test_release_v040_layers_are_every_spec():
-    from dgtraces import store
     from dgtraces.models import layers_frame
+    from dgtraces.store import manifest as store
 
     if "0.4.0" not in store.list_releases():
         pytest.skip("release v0.4.0 not in this store")

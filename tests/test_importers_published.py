@@ -3,7 +3,6 @@
 import pytest
 
 from dgtraces import reference
-from dgtraces.checks import validate_tables
 from dgtraces.errors import DgtracesError
 from dgtraces.importers import osu
 from dgtraces.importers.published import (
@@ -14,6 +13,7 @@ from dgtraces.importers.published import (
     is_variant,
     published_tables,
 )
+from dgtraces.tables.checks import validate_tables
 
 
 @pytest.fixture(scope="module")

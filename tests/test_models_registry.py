@@ -85,7 +85,7 @@ def test_aux_is_refused_for_models_without_aux_classifiers(tmp_path):
 
 
 def test_card_lists_the_release_models_from_the_registry(mini_release_root):
-    from dgtraces import cards
+    from dgtraces.publish import card as cards
 
     assert cards.release_models("0.1.0", mini_release_root) == ("alexnet",)  # its layers
     text = cards.render_card("0.1.0", root=mini_release_root)

@@ -6,10 +6,10 @@ import pytest
 from dgtraces import reference
 from dgtraces._version import __version__
 from dgtraces.errors import DgtracesError
+from dgtraces.evaluation.published import validate_published
 from dgtraces.predict import Cluster, Policy, calibrate, predict_trace, resolve
 from dgtraces.predict.linkfit import link_from_fit
 from dgtraces.predict.links import ring_link_from_allreduce
-from dgtraces.predict.published import validate_published
 
 
 @pytest.fixture(scope="module")
@@ -120,8 +120,8 @@ def test_every_sweep_row_says_how_to_reproduce_it():
 
 
 def test_every_listed_device_works():
-    from dgtraces import store
     from dgtraces.predict.devices import known_devices
+    from dgtraces.store import manifest as store
 
     runs = store.read_table("runs") if store.latest_or_none() else None
     listed = known_devices(runs)

@@ -10,12 +10,13 @@ import pytest
 from click.testing import CliRunner
 from conftest import seed_v010
 
-from dgtraces import store
 from dgtraces.cli import main
 from dgtraces.errors import DgtracesError
 from dgtraces.models import layers_frame
 from dgtraces.predict import Cluster, Policy, from_run, predict, predict_trace
 from dgtraces.predict.links import known_links, ring_link_from_allreduce
+from dgtraces.store import manifest as store
+from dgtraces.store import shards
 
 TS = "2026-12-02T15:00:00Z"
 RUN = "cpu-alexnet-b8-t1"
@@ -88,7 +89,7 @@ def _write_release_9() -> dict:
                   trace=None, device="k80", batch=64),
         _iter_row("it-pub-wfbp", "wfbp", 1000.0, workers=1, provenance="published",
                   trace=None, device="k80", batch=64)])
-    store.extend_release("9.0.0", {"runs": runs, "layer_timings": timings, "comm_fits": fits,
+    shards.extend_release("9.0.0", {"runs": runs, "layer_timings": timings, "comm_fits": fits,
                                    "iterations": iters}, base="0.1.0")
     return {"timings": timings, "fwd": fwd, "bwd": bwd}
 
@@ -117,7 +118,7 @@ def test_loopback_link_comes_from_the_release_comm_fits(release):
 
 
 def test_validate_predictor_rows_and_mape(release, tmp_path):
-    from dgtraces.predict.validation import parity_plot, validate
+    from dgtraces.evaluation.validation import parity_plot, validate
 
     res = validate()
     rows = res.rows.set_index("iter_id")
@@ -257,8 +258,8 @@ def test_predict_trace_schedule_is_consistent(release):
 
 
 def test_validation_models_the_gpu_input_copy_like_predict(release):
+    from dgtraces.evaluation.validation import validate
     from dgtraces.predict import resolve
-    from dgtraces.predict.validation import validate
 
     row = validate().rows.set_index("iter_id").loc["it-pub-wfbp"]  # k80 alexnet b64, 1 worker
     trace = resolve("alexnet", "k80", 64)
@@ -273,7 +274,7 @@ def test_sweep_uses_the_comm_fits_of_the_given_release(release, tmp_path):
     from dgtraces.predict.sweep import Grid, comm_grid
 
     fits = store.read_table("comm_fits", "9.0.0").assign(alpha_us=600.0)
-    store.extend_release("9.1.0", {"comm_fits": fits}, base="9.0.0", replace=["comm_fits"])
+    shards.extend_release("9.1.0", {"comm_fits": fits}, base="9.0.0", replace=["comm_fits"])
     grid = Grid(workers=(2,), gpus_per_node=(2,), intra=("loopback-gloo",),
                 inter=("loopback-gloo",))
     assert comm_grid(grid)["a_ms"][0] == pytest.approx(0.6)  # latest: 9.1.0, 2 x 300 us

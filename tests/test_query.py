@@ -12,7 +12,7 @@ from click.testing import CliRunner
 import dgtraces
 from dgtraces.cli import main
 from dgtraces.models import layers_frame
-from dgtraces.query import SqlError, sql
+from dgtraces.query.engine import SqlError, sql
 
 
 def records(df: pd.DataFrame) -> list[tuple]:
@@ -203,7 +203,7 @@ def test_explain_of_reads_still_works(mini_store):
 
 
 def test_limits_and_query_types_are_checked(mini_store):
-    from dgtraces.query import Query
+    from dgtraces.query.engine import Query
 
     assert sql("SELECT * FROM layers", limit=0).truncated
     for bad in (-1, 2.5, True, 10 ** 20):

@@ -7,9 +7,11 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from dgtraces import store
 from dgtraces.cli import main
 from dgtraces.errors import DgtracesError
+from dgtraces.io import files as fileio
+from dgtraces.store import manifest as store
+from dgtraces.store import verify
 
 
 @pytest.fixture
@@ -34,7 +36,9 @@ def test_sql_table_prints_values_and_names_verbatim(mini_store):
 
 @pytest.mark.parametrize("call", ["sql", "card", "export", "read_table"])
 def test_missing_parquet_file_is_integrity(own_store, tmp_path, call):
-    from dgtraces import cards, hf, query
+    from dgtraces.publish import card as cards
+    from dgtraces.publish import hf
+    from dgtraces.query import engine as query
 
     (comm,) = store.table_files("0.2.0")["comm"]
     comm.unlink()
@@ -51,14 +55,14 @@ def test_missing_parquet_file_is_integrity(own_store, tmp_path, call):
 
 def test_sql_out_refuses_the_releases_folder(own_store, tmp_path):
     (target,) = store.table_files("0.2.0")["runs"]
-    digest = store.sha256_file(target)
+    digest = fileio.sha256_file(target)
     (tmp_path / "rel").symlink_to(own_store / "shards")
     for out in (target, tmp_path / "rel" / "runs" / target.name,
                 own_store / "releases" / "new.csv"):
         with pytest.raises(DgtracesError) as exc:
             _invoke("sql", "SELECT 1 AS x", "--format", "csv", "--out", str(out))
         assert exc.value.code == "BAD_INPUT"
-    assert store.sha256_file(target) == digest and store.verify(own_store).ok
+    assert fileio.sha256_file(target) == digest and verify.verify(own_store).ok
     assert not (own_store / "releases" / "new.csv").exists()
     res = _invoke("sql", "SELECT 1 AS x", "--format", "csv", "--out", str(tmp_path / "o.csv"))
     assert res.exit_code == 0 and (tmp_path / "o.csv").read_text() == "x\n1\n"
@@ -84,7 +88,7 @@ def test_every_writing_command_refuses_the_data_folder(own_store, tmp_path):
                                   "sub/runs.parquet", None])
 def test_manifest_shard_entry_is_a_sha256_only(own_store, file):
     """A shard is named by its sha256 alone: no path from a manifest is ever opened."""
-    from dgtraces import query
+    from dgtraces.query import engine as query
 
     mpath = own_store / "releases" / "v0.2.0" / store.MANIFEST
     manifest = json.loads(mpath.read_text())
@@ -96,7 +100,7 @@ def test_manifest_shard_entry_is_a_sha256_only(own_store, file):
             call()
         assert exc.value.code == "INTEGRITY"
         assert [(f.column, f.found) for f in exc.value.failures] == [("sha256", repr(file))]
-    bad = [f for f in store.verify(own_store).failures if f.column == "sha256"]
+    bad = [f for f in verify.verify(own_store).failures if f.column == "sha256"]
     assert [(f.expected, f.found) for f in bad] == [("64 hex digits", repr(file))]
 
 

@@ -10,8 +10,11 @@ import pytest
 from attack_tally import record
 
 import dgtraces
-from dgtraces import integrity, query, sandbox, store
 from dgtraces.errors import DgtracesError
+from dgtraces.query import engine as query
+from dgtraces.query import sandbox
+from dgtraces.store import integrity
+from dgtraces.store import manifest as store
 
 
 @pytest.fixture

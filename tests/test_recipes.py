@@ -7,13 +7,14 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from dgtraces import store as st
 from dgtraces.cli import main
 from dgtraces.contribute.release import build_release
 from dgtraces.errors import DgtracesError
 from dgtraces.models import layers_frame
 from dgtraces.recipes import Recipe, Step, get_recipe, recipes
 from dgtraces.recipes.build import build_recipe, context, produce
+from dgtraces.store import manifest as st
+from dgtraces.store import shards
 
 P = "dgtraces.recipes.producers:"
 
@@ -142,7 +143,7 @@ def test_cli_recipe_plan_and_dry_run(empty_store):
 def alexnet_store(empty_store, tmp_path, monkeypatch):
     monkeypatch.setenv("DGTRACES_CHANGELOG", str(tmp_path / "CHANGELOG.md"))
     monkeypatch.setenv("DGTRACES_CARDS", str(tmp_path / "cards"))
-    st.write_release("0.1.0", {"layers": layers_frame("alexnet")}, root=empty_store)
+    shards.write_release("0.1.0", {"layers": layers_frame("alexnet")}, root=empty_store)
     return empty_store
 
 

@@ -4,12 +4,12 @@ import sys
 
 import pytest
 
-from dgtraces.checks import validate_tables
 from dgtraces.errors import DgtracesError
 from dgtraces.reconstruct import METHOD_VERSION, method_id, reconstruct_trace, runs_frame
 from dgtraces.reconstruct.calibration import calibrate, calibration_rows, fitted_rows, observation
 from dgtraces.reconstruct.costmodel import Device, Params, layer_arrays, predict_ms, subset
 from dgtraces.reconstruct.fit import Observation, fit
+from dgtraces.tables.checks import validate_tables
 
 FAKE = Device("fake", peak_tflops=6.0, bandwidth_gb_s=300.0)
 TRUE = Params(eff_gemm=0.55, eff_bwd=0.75, eff_mem=0.45, launch_us=12.0, n_half=3e4)
@@ -159,7 +159,7 @@ def test_cli_writes_valid_files_and_reports_codes(tmp_path):
                           "--model", "alexnet", "--batch-size", "32", "--out", str(out)],
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
-    from dgtraces.checks import validate_files
+    from dgtraces.tables.checks import validate_files
 
     counts = validate_files([out / "runs.parquet", out / "layer_timings.parquet"],
                             use_store=False)
@@ -190,7 +190,7 @@ def test_report_for_an_unknown_release_raises(tmp_store):
     from click.testing import CliRunner
 
     from dgtraces.cli import main
-    from dgtraces.reconstruct.report import build_report
+    from dgtraces.evaluation.reconstruction import build_report
 
     with pytest.raises(DgtracesError) as exc:
         build_report("9.9.9")

@@ -3,11 +3,11 @@ import pandas as pd
 import pytest
 
 from dgtraces.errors import DgtracesError
+from dgtraces.evaluation.fragment import markdown
+from dgtraces.evaluation.reconstruction import H200_NOTE, build_report
 from dgtraces.reconstruct.bcaffe import compare
 from dgtraces.reconstruct.costmodel import Params, layer_arrays, layer_costs
 from dgtraces.reconstruct.cpu import device_from_row, device_row, select_runs, validate_cpu
-from dgtraces.reconstruct.fragment import markdown
-from dgtraces.reconstruct.report import H200_NOTE, build_report
 
 PEAKS = {"peak_fp32_tflops": 0.1, "mem_bandwidth_gb_s": 12.0, "gemm_median_tflops": 0.09,
          "copy_median_gb_s": 10.0, "threads": 2, "n": 2048, "copy_mib": 256, "reps": 8,
@@ -76,7 +76,7 @@ def test_select_runs_and_missing_data_codes():
 
 
 def test_device_row_is_a_measured_devices_row():
-    from dgtraces.checks import validate_frame
+    from dgtraces.tables.checks import validate_frame
 
     df = validate_frame("devices", pd.DataFrame([CPU_ROW]))
     assert df.loc[0, "provenance"] == "measured" and df.loc[0, "kind"] == "cpu"

@@ -96,8 +96,8 @@ def test_loo_refits_without_the_held_out_row():
 
 
 def test_fragment_states_variants_loo_and_a_cause_for_every_miss():
-    from dgtraces.reconstruct.fragment import markdown
-    from dgtraces.reconstruct.report import LOO_CONFIGS, build_report
+    from dgtraces.evaluation.fragment import markdown
+    from dgtraces.evaluation.reconstruction import LOO_CONFIGS, build_report
 
     rep = build_report(frames={})
     rep.loo = {d: {name: (1.0, -4.0, 12.0) for name in LOO_CONFIGS} for d in ("k80", "v100")}

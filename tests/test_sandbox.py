@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 import dgtraces
 from dgtraces.cli import main
-from dgtraces.query import Query, SqlError, sql
+from dgtraces.query.engine import Query, SqlError, sql
 
 ATTACKS = {
     "import/export database": [
@@ -108,7 +108,7 @@ def tree_hash(*roots) -> str:
 @pytest.fixture
 def arena(mini_store, tmp_path, monkeypatch):
     """An outside folder with a CSV, and a working directory with DuckDB's default `.tmp`."""
-    from dgtraces import store
+    from dgtraces.store import manifest as store
 
     files = store.table_files("0.2.0", mini_store)  # the shards the views read
     (runs,), (layers,) = files["runs"], files["layers"]

@@ -1,9 +1,9 @@
 import pandas as pd
 import pytest
 
-from dgtraces.checks import validate_files, validate_frame, validate_tables
 from dgtraces.errors import DgtracesError, ValidationError
-from dgtraces.schema_export import stale
+from dgtraces.tables.checks import validate_files, validate_frame, validate_tables
+from dgtraces.tables.export import stale
 
 
 def run_row(**kw):

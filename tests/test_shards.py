@@ -9,8 +9,13 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from dgtraces import hf, migrate, query, shards, store
 from dgtraces.errors import DgtracesError
+from dgtraces.io import files as fileio
+from dgtraces.publish import hf
+from dgtraces.query import engine as query
+from dgtraces.store import manifest as store
+from dgtraces.store import migrate, shards, verify
+from dgtraces.store import shards as shards_mod
 from tests.conftest import _mini_frames
 
 
@@ -20,8 +25,8 @@ def mini(tmp_path, monkeypatch):
     frames = _mini_frames()
     root = tmp_path / "data"
     monkeypatch.setenv("DGTRACES_DATA", str(root))
-    store.write_release("0.1.0", {"layers": frames["layers"]})
-    store.extend_release("0.2.0", {t: df for t, df in frames.items() if t != "layers"})
+    shards_mod.write_release("0.1.0", {"layers": frames["layers"]})
+    shards_mod.extend_release("0.2.0", {t: df for t, df in frames.items() if t != "layers"})
     return root, frames
 
 
@@ -41,7 +46,7 @@ def test_release_stores_only_its_new_shards(mini):
     assert m2["tables"]["layers"]["shards"] == m1["tables"]["layers"]["shards"]  # shared
     before = _pool(root)
     runs, lt = _more_runs(frames, "-b")
-    store.extend_release("0.3.0", {"runs": runs, "layer_timings": lt})
+    shards_mod.extend_release("0.3.0", {"runs": runs, "layer_timings": lt})
     m3 = store.read_manifest("0.3.0")
     new = sorted(set(_pool(root)) - set(before))
     assert [p.parts[1] for p in new] == ["layer_timings", "runs"]  # one new shard each
@@ -57,7 +62,7 @@ def test_release_stores_only_its_new_shards(mini):
 def test_readers_see_the_shards_as_one_table(mini):
     root, frames = mini
     runs, lt = _more_runs(frames, "-b")
-    store.extend_release("0.3.0", {"runs": runs, "layer_timings": lt})
+    shards_mod.extend_release("0.3.0", {"runs": runs, "layer_timings": lt})
     got = store.read_table("runs")
     want = pd.concat([store.read_table("runs", "0.2.0"), runs], ignore_index=True)
     assert list(got["run_id"]) == list(want["run_id"])  # shard order = row order
@@ -77,7 +82,7 @@ def test_primary_key_unique_across_shards_and_nothing_left(mini):
     before = _pool(root)
     runs = frames["runs"].iloc[[0]].assign(notes="same run id, other content")
     with pytest.raises(DgtracesError) as exc:
-        store.extend_release("0.3.0", {"runs": runs})
+        shards_mod.extend_release("0.3.0", {"runs": runs})
     assert exc.value.code == "SCHEMA"
     assert [f.found for f in exc.value.failures] == [repr((frames["runs"]["run_id"][0],))]
     assert store.list_releases() == ["0.1.0", "0.2.0"] and _pool(root) == before
@@ -87,13 +92,13 @@ def test_foreign_keys_checked_by_duckdb_on_replace(mini):
     _, frames = mini
     keep = frames["runs"][frames["runs"]["run_id"] != "m1"]
     with pytest.raises(DgtracesError) as exc:  # timings and iterations still name m1
-        store.extend_release("0.3.0", {"runs": keep}, replace=["runs"])
+        shards_mod.extend_release("0.3.0", {"runs": keep}, replace=["runs"])
     assert exc.value.code == "CROSS_TABLE"
     assert {(f.column, f.found) for f in exc.value.failures} == {
         ("run_id", "'m1'"), ("trace_run_id", "'m1'")}
     bad = frames["layer_timings"].iloc[:1].assign(run_id="nope")
     with pytest.raises(DgtracesError) as exc:
-        store.extend_release("0.3.0", {"layer_timings": bad})
+        shards_mod.extend_release("0.3.0", {"layer_timings": bad})
     assert exc.value.code == "CROSS_TABLE"
 
 
@@ -109,14 +114,14 @@ def test_key_failures_query_directly(mini, tmp_path):
 
 def test_verify_hashes_each_shard_once_and_notes_unreferenced(mini):
     root, _ = mini
-    report = store.verify()
+    report = verify.verify()
     assert report.ok and report.files_checked == len(_pool(root))  # layers counted once
     stray = root / "shards" / "runs" / ("0" * 64 + ".parquet")
     stray.write_bytes(b"x")
-    report = store.verify()
+    report = verify.verify()
     assert report.ok and report.unreferenced == [str(stray)]
     (root / "shards" / "runs" / "notes.txt").write_text("x")
-    assert not store.verify().ok
+    assert not verify.verify().ok
 
 
 # ---- migration ---------------------------------------------------------------------------
@@ -130,7 +135,7 @@ def _write_legacy(root, version, frames, parent=None):
         path = folder / f"{name}.parquet"
         store._write_parquet(df, path)
         tables[name] = {"file": path.name, "bytes": path.stat().st_size,
-                        "sha256": store.sha256_file(path), "rows": len(df),
+                        "sha256": fileio.sha256_file(path), "rows": len(df),
                         "columns": list(df.columns)}
     manifest = {"dataset": "dgtraces", "version": version, "schema_version": "1",
                 "created_utc": "2026-01-01T00:00:00Z", "parent": parent, "notes": "old",
@@ -141,7 +146,7 @@ def _write_legacy(root, version, frames, parent=None):
 
 @pytest.fixture
 def legacy(tmp_path, monkeypatch):
-    from dgtraces.checks import validate_tables
+    from dgtraces.tables.checks import validate_tables
 
     f = validate_tables(_mini_frames())
     root = tmp_path / "data"
@@ -165,16 +170,16 @@ def _row_sets(root):
 
 def test_migrate_keeps_row_sets_and_is_idempotent(legacy):
     before = _row_sets(legacy)
-    assert store.verify().legacy == ["0.1.0", "0.2.0", "0.3.0"]
+    assert verify.verify().legacy == ["0.1.0", "0.2.0", "0.3.0"]
     with pytest.raises(DgtracesError) as exc:  # no new release on a legacy base
-        store.extend_release("0.4.0", {"devices": store.read_table("devices", "0.3.0")},
+        shards_mod.extend_release("0.4.0", {"devices": store.read_table("devices", "0.3.0")},
                              replace=["devices"])
     assert exc.value.code == "INTEGRITY" and exc.value.hint == store.MIGRATE_HINT
     result = migrate.migrate()
     assert result.migrated == ["0.1.0", "0.2.0", "0.3.0"]
     assert result.shared == {"0.2.0": ["layers"], "0.3.0": ["layer_timings", "layers"]}
     assert _row_sets(legacy) == before
-    report = store.verify()
+    report = verify.verify()
     assert report.ok and not report.legacy and not report.unreferenced
     m3 = store.read_manifest("0.3.0")
     assert m3["created_utc"] == "2026-01-01T00:00:00Z" and m3["parent"] == "0.2.0"
@@ -192,15 +197,15 @@ def test_migrate_refuses_a_changed_legacy_file_and_finishes_a_killed_run(legacy)
     with pytest.raises(DgtracesError) as exc:
         migrate.migrate()
     assert exc.value.code == "INTEGRITY"
-    assert store.verify().legacy == ["0.2.0", "0.3.0"]  # v0.1.0 was done, v0.2.0 untouched
+    assert verify.verify().legacy == ["0.2.0", "0.3.0"]  # v0.1.0 was done, v0.2.0 untouched
     path.write_bytes(data)
     kept = legacy / "kept.parquet"
     os.link(legacy / "releases" / "v0.3.0" / "comm.parquet", kept)
     migrate.migrate()
     os.link(kept, legacy / "releases" / "v0.3.0" / "comm.parquet")  # as if killed before
-    assert not store.verify().ok                                   # the legacy files went
+    assert not verify.verify().ok                                   # the legacy files went
     assert migrate.migrate().already == ["0.1.0", "0.2.0", "0.3.0"]
-    assert store.verify().ok
+    assert verify.verify().ok
 
 
 def test_migrate_store_cli(legacy):
@@ -221,7 +226,7 @@ def test_hub_exports_of_two_releases_share_shard_paths(mini, tmp_path):
 
     _, frames = mini
     runs, lt = _more_runs(frames, "-b")
-    store.extend_release("0.3.0", {"runs": runs, "layer_timings": lt})
+    shards_mod.extend_release("0.3.0", {"runs": runs, "layer_timings": lt})
     old, new = tmp_path / "v2", tmp_path / "v3"
     hf.export(old, "0.2.0", fragments_dir=tmp_path / "nofrag")
     hf.export(new, "0.3.0", fragments_dir=tmp_path / "nofrag")

@@ -3,13 +3,15 @@ import json
 import pandas as pd
 import pytest
 
-from dgtraces import store
 from dgtraces.errors import DgtracesError, StoreError, ValidationError
+from dgtraces.io import files as fileio
 from dgtraces.models import layers_frame
+from dgtraces.store import manifest as store
+from dgtraces.store import shards, verify
 
 
 def test_committed_v010_is_intact_and_matches_code():
-    report = store.verify()
+    report = verify.verify()
     assert report.ok, [f.line() for f in report.failures]
     assert "0.1.0" in report.releases
     df = store.read_table("layers", "0.1.0")
@@ -19,15 +21,15 @@ def test_committed_v010_is_intact_and_matches_code():
 
 def test_write_release_manifest_and_reads(empty_store):
     lf = layers_frame("alexnet")
-    path = store.write_release("0.1.0", {"layers": lf})
+    path = shards.write_release("0.1.0", {"layers": lf})
     m = json.loads((path / "manifest.json").read_text())
     assert m["tables"]["layers"]["rows"] == 23
     (shard,) = m["tables"]["layers"]["shards"]
     file = store.shard_path("layers", shard["sha256"])
-    assert shard["sha256"] == store.sha256_file(file) and shard["rows"] == 23
+    assert shard["sha256"] == fileio.sha256_file(file) and shard["rows"] == 23
     assert shard["bytes"] == m["tables"]["layers"]["bytes"] == file.stat().st_size
     assert [p.name for p in path.iterdir()] == ["manifest.json"]
-    assert store.latest() == "0.1.0" and store.verify().ok
+    assert store.latest() == "0.1.0" and verify.verify().ok
     assert store.read_table("layers")["params"].sum() == 60_965_224
 
 
@@ -36,7 +38,7 @@ def test_verify_detects_any_changed_byte(tmp_store):
     data = bytearray(f.read_bytes())
     data[len(data) // 2] ^= 0x01
     f.write_bytes(bytes(data))
-    report = store.verify()
+    report = verify.verify()
     assert not report.ok and report.failures[0].code == "INTEGRITY"
 
 
@@ -46,20 +48,20 @@ def test_verify_detects_manifest_edit_and_extra_file(tmp_store):
     m["notes"] = "edited"
     (rel / "manifest.json").write_text(json.dumps(m))
     (rel / "extra.txt").write_text("x")
-    msgs = [f.message for f in store.verify().failures]
+    msgs = [f.message for f in verify.verify().failures]
     assert any("digest" in x for x in msgs) and any("not listed" in x for x in msgs)
 
 
 def test_refuses_existing_and_older_versions(tmp_store):
     with pytest.raises(StoreError) as exc:
-        store.write_release("0.1.0", {"layers": layers_frame("alexnet")})
+        shards.write_release("0.1.0", {"layers": layers_frame("alexnet")})
     assert exc.value.code == "VERSION"
-    store.write_release("0.2.0", {"layers": layers_frame("alexnet")})
+    shards.write_release("0.2.0", {"layers": layers_frame("alexnet")})
     with pytest.raises(StoreError) as exc:
-        store.write_release("0.1.5", {"layers": layers_frame("alexnet")})
+        shards.write_release("0.1.5", {"layers": layers_frame("alexnet")})
     assert exc.value.code == "VERSION"
     with pytest.raises(StoreError) as exc:
-        store.write_release("one", {"layers": layers_frame("alexnet")})
+        shards.write_release("one", {"layers": layers_frame("alexnet")})
     assert exc.value.code == "VERSION"
 
 
@@ -67,7 +69,7 @@ def test_invalid_tables_write_nothing(tmp_store):
     before = sorted(p.name for p in (tmp_store / "releases").iterdir())
     bad = layers_frame("alexnet").assign(params=-1)
     with pytest.raises(ValidationError):
-        store.write_release("0.2.0", {"layers": bad})
+        shards.write_release("0.2.0", {"layers": bad})
     assert sorted(p.name for p in (tmp_store / "releases").iterdir()) == before
 
 
@@ -79,25 +81,25 @@ def test_extend_release_appends_and_keeps_old(tmp_store):
         timestamp_utc="2026-12-02T10:00:00Z", fwd_ms=None, bwd_ms=None, update_ms=None,
         iter_ms=None, layer_sum_ratio=None, flagged=False, flag_reason=None,
         params_json=None, notes=None)])
-    store.extend_release("0.2.0", {"runs": runs})
+    shards.extend_release("0.2.0", {"runs": runs})
     assert store.list_releases() == ["0.1.0", "0.2.0"]
     assert len(store.read_table("runs")) == 1
     assert len(store.read_table("layers", "0.2.0")) == len(store.read_table("layers", "0.1.0"))
     assert store.read_manifest("0.2.0")["parent"] == "0.1.0"
-    assert store.verify().ok
+    assert verify.verify().ok
 
 
 def test_stale_temp_is_ignored_by_verify_and_cleaned(tmp_store):
     (tmp_store / "releases" / ".tmp-v9.9.9-1-abc").mkdir()
-    report = store.verify()
+    report = verify.verify()
     assert report.ok and report.stale_temps
-    assert store.clean_stale_temps() and not store.verify().stale_temps
+    assert store.clean_stale_temps() and not verify.verify().stale_temps
 
 
 def test_atomic_write_bytes(tmp_path):
     p = tmp_path / "a" / "f.txt"
-    store.atomic_write_bytes(p, b"one")
-    store.atomic_write_bytes(p, b"two")
+    fileio.atomic_write_bytes(p, b"one")
+    fileio.atomic_write_bytes(p, b"two")
     assert p.read_bytes() == b"two" and [x.name for x in p.parent.iterdir()] == ["f.txt"]
 
 
@@ -126,7 +128,7 @@ def _copy_release(tmp_store, src, name, link=False):
 def test_links_and_loose_names_are_not_releases(tmp_store, name, link):
     _copy_release(tmp_store, "v0.1.0", name, link)
     assert store.list_releases() == ["0.1.0"] and store.latest() == "0.1.0"
-    report = store.verify()
+    report = verify.verify()
     assert not report.ok and report.releases == ["0.1.0"]
     assert any(f.code == "INTEGRITY" and f.file.endswith(name) for f in report.failures)
 
@@ -137,7 +139,7 @@ def test_copied_release_folder_is_an_integrity_error_for_readers(tmp_store):
     with pytest.raises(StoreError) as exc:  # ...whose manifest says another release
         store.read_table("layers")
     assert exc.value.code == "INTEGRITY"
-    assert not store.verify().ok
+    assert not verify.verify().ok
 
 
 @pytest.mark.parametrize("edit", [
@@ -154,7 +156,7 @@ def test_copied_release_folder_is_an_integrity_error_for_readers(tmp_store):
 def test_malformed_manifest_is_reported_not_raised(tmp_store, edit):
     path = store.releases_dir() / "v0.1.0" / store.MANIFEST
     path.write_text(json.dumps(edit(json.loads(path.read_text()))))
-    report = store.verify()  # no exception
+    report = verify.verify()  # no exception
     assert not report.ok and all(f.code == "INTEGRITY" for f in report.failures)
     with pytest.raises(StoreError) as exc:
         store.read_table("layers")
@@ -173,7 +175,7 @@ def test_write_release_needs_tables(tmp_store):
     for frames, code in (({}, "EMPTY"), ([layers_frame("alexnet")], "EMPTY"),
                          ({"layers": None}, "BAD_INPUT")):
         with pytest.raises(DgtracesError) as exc:
-            store.write_release("0.9.0", frames)
+            shards.write_release("0.9.0", frames)
         assert exc.value.code == code
     assert store.list_releases() == ["0.1.0"]
 
@@ -181,6 +183,6 @@ def test_write_release_needs_tables(tmp_store):
 def test_duplicate_primary_keys_are_schema_failures(tmp_store):
     lay = store.read_table("layers")
     with pytest.raises(ValidationError) as exc:
-        store.write_release("0.9.0", {"layers": pd.concat([lay, lay.iloc[:1]])})
+        shards.write_release("0.9.0", {"layers": pd.concat([lay, lay.iloc[:1]])})
     assert exc.value.code == "SCHEMA"
     assert {(f.row, f.column) for f in exc.value.failures} >= {(0, "model"), (409, "model")}

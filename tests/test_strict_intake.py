@@ -5,8 +5,8 @@ import pytest
 from attack_tally import record
 from conftest import _mini_frames
 
-from dgtraces.checks import read_file, validate_frame
 from dgtraces.errors import ValidationError
+from dgtraces.tables.checks import read_file, validate_frame
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ def test_nul_json_and_written_nan(runs, tmp_path, fmt):
         pq.write_table(table.append_column("fwd_ms", pa.array([float("nan"), None])), path)
     with pytest.raises(ValidationError) as exc:
         validate_frame("runs", read_file(path) if fmt == "csv" else
-                       __import__("dgtraces.bounded", fromlist=["x"]).read_parquet(
+                       __import__("dgtraces.io.bounded", fromlist=["x"]).read_parquet(
                            path, max_rows=10, max_cells=1000, max_bytes=1 << 20,
                            max_field_chars=1000), file=str(path))
     got = sorted((f.code, f.row, f.column) for f in exc.value.failures)

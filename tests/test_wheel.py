@@ -107,7 +107,7 @@ def _probe(py: Path, cwd: Path, env: dict) -> dict:
 
 
 def test_wheel_ships_releases_and_seeds_user_store(tmp_path):
-    from dgtraces import store
+    from dgtraces.store import manifest as store
 
     wheel = _build_wheel(tmp_path)
     assert wheel.stat().st_size < WHEEL_MAX_BYTES

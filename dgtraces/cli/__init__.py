@@ -20,7 +20,7 @@ class OutPath(click.Path):
 
     def convert(self, value, param, ctx):
         value = super().convert(value, param, ctx)
-        from ..store import refuse_inside_data
+        from dgtraces.store.manifest import refuse_inside_data
 
         refuse_inside_data(value, "/".join(param.opts) if param is not None else "--out")
         return value

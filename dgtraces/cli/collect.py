@@ -11,7 +11,7 @@ from . import OutPath, model_option
 from .options import deprecated_alias, split_list
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..tables_io import Format
+    from dgtraces.tables.write import Format
 
 
 def _progress(label: str):
@@ -102,10 +102,12 @@ def _fmt(csv: bool) -> Format:
 def layers(model, batch_size, repeats, warmup, threads, aux, device, precision,
            profile_trace, out, csv) -> None:
     """Caffe-time-style per-layer forward/backward timing plus the whole iteration."""
+    from dgtraces.io.files import check_out
+    from dgtraces.tables.write import write_tables
+
     from ..collect.gpu import check_precision, parse_device
     from ..collect.layers import collect_layers
     from ..models import get_spec
-    from ..tables_io import check_out, write_tables
     from ..values import positive_int
 
     _aux_only_with_aux(model, aux)
@@ -170,8 +172,10 @@ def _device_note(entry: dict) -> None:
 @click.option("--csv", is_flag=True, help="Write CSV instead of Parquet.")
 def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv) -> None:
     """Time collectives across message sizes on 127.0.0.1; fit alpha-beta with R^2."""
+    from dgtraces.io.files import check_out
+    from dgtraces.tables.write import write_tables
+
     from ..collect.comm import collect_comm, parse_sizes
-    from ..tables_io import check_out, write_tables
 
     collectives = split_list(collectives)
     parsed = parse_sizes(sizes, factor)
@@ -216,8 +220,10 @@ def ssgd(model, workers, threads_per_worker, policies, backend, bucket_mib, iter
          batch_size, aux, trace, out, csv) -> None:
     """Real synchronous data-parallel SGD (gloo on localhost, or NCCL on GPUs) -> iterations
     rows."""
+    from dgtraces.io.files import check_out
+    from dgtraces.tables.write import write_tables
+
     from ..collect.ssgd import collect_ssgd
-    from ..tables_io import check_out, write_tables
 
     _aux_only_with_aux(model, aux)
     policies = _policies(policies)

@@ -9,6 +9,8 @@ from typing import Any
 
 import click
 
+from dgtraces.store import verify as verify_mod
+
 from . import OutPath
 
 
@@ -16,9 +18,10 @@ from . import OutPath
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def info(as_json: bool) -> None:
     """Show package version, data folder, releases and the latest release's tables."""
-    from .. import store
+    from dgtraces.store import manifest as store
+    from dgtraces.store.locate import locate
+
     from .._version import __version__
-    from ..datadirs import locate
 
     loc = locate()
     rels = store.list_releases()
@@ -49,7 +52,7 @@ def validate(paths, table, no_store) -> None:
     Files are never modified. The table is taken from each file's name (layer_timings.csv)
     unless --table is given.
     """
-    from ..checks import validate_files
+    from dgtraces.tables.checks import validate_files
 
     counts = validate_files(list(paths), table, use_store=not no_store)
     for name, rows in counts.items():
@@ -59,10 +62,11 @@ def validate(paths, table, no_store) -> None:
 @click.command()
 def verify() -> None:
     """Check manifest digests, sizes and sha256 of every release; exit 1 on any change."""
-    from .. import store
+    from dgtraces.store import manifest as store
+
     from ..errors import IntegrityError
 
-    report = store.verify()
+    report = verify_mod.verify()
     for tmp in report.stale_temps:
         click.echo(f"note: stale temp from an interrupted write (ignored): {tmp}", err=True)
     for shard in report.unreferenced:
@@ -83,7 +87,7 @@ def verify() -> None:
 @click.option("--check", is_flag=True, help="Exit 1 if files differ from the code.")
 def schemas(out, check) -> None:
     """Export every table schema to OUT/<table>.json (or --check they are current)."""
-    from ..schema_export import export, stale
+    from dgtraces.tables.export import export, stale
 
     if check:
         if not Path(out).is_dir():
@@ -110,9 +114,9 @@ def migrate_store(lock_timeout) -> None:
     Each table read back from its shards is checked equal to the old file before the
     release's manifest is replaced; then `verify` runs over the whole store.
     """
-    from .. import store
+    from dgtraces.store.migrate import migrate
+
     from ..errors import IntegrityError
-    from ..migrate import migrate
 
     result = migrate(timeout=lock_timeout)
     for version in result.migrated:
@@ -121,7 +125,7 @@ def migrate_store(lock_timeout) -> None:
     for version in result.already:
         click.echo(f"ok  {version} already in the shard layout")
     click.echo(f"legacy files {result.bytes_before} B -> new shards {result.bytes_after} B")
-    report = store.verify()
+    report = verify_mod.verify()
     if not report.ok:
         raise IntegrityError(f"{len(report.failures)} integrity failure(s) after migration",
                              failures=report.failures)

@@ -17,9 +17,10 @@ FORCE = click.option("--force", is_flag=True, help="Overwrite existing table fil
 
 
 def _write(frames: dict, out: str, force: bool) -> None:
+    from dgtraces.tables.schema import KEYS
+    from dgtraces.tables.write import write_tables
+
     from ..errors import DgtracesError
-    from ..schema import KEYS
-    from ..tables_io import write_tables
 
     for name, df in frames.items():  # e.g. the same log given twice
         key = [c for c in KEYS.get(name, ()) if c in df.columns]

@@ -11,7 +11,8 @@ import sys
 
 import click
 
-from ..sandbox import DEFAULT_MEMORY_LIMIT_MIB, DEFAULT_TIMEOUT_S
+from dgtraces.query.sandbox import DEFAULT_MEMORY_LIMIT_MIB, DEFAULT_TIMEOUT_S
+
 from . import OutPath
 from .options import release_option
 
@@ -24,7 +25,7 @@ def _atomic_open(path: str | None, mode: str):
     if path is None:
         yield sys.stdout
         return
-    from ..tables_io import atomic_file
+    from dgtraces.io.files import atomic_file
 
     with atomic_file(path, mode) as fh:
         yield fh
@@ -172,7 +173,7 @@ def sql(query, version, fmt, out, max_rows, timeout_s, memory_limit_mib) -> None
     \b
     dgtraces sql "SELECT model, count(*) FROM layers GROUP BY model"
     """
-    from ..query import Query
+    from dgtraces.query.engine import Query
 
     if fmt == "parquet" and out is None:
         raise click.UsageError("--format parquet needs --out FILE")
@@ -198,7 +199,7 @@ def export_hf(out, version) -> None:
     YAML configs, one per table), croissant.json and fragments/ (the figures the card
     links to). OUT must not exist or be empty.
     """
-    from ..hf import export
+    from dgtraces.publish.hf import export
 
     for path in export(out, version):
         click.echo(f"wrote {path}")
@@ -209,7 +210,7 @@ def export_hf(out, version) -> None:
 @release_option(dest="version")
 def card(out, version) -> None:
     """Regenerate the dataset card (README.md) and croissant.json for a release."""
-    from ..cards import write_card
+    from dgtraces.publish.card import write_card
 
     for path in write_card(out, version):
         click.echo(f"wrote {path}")

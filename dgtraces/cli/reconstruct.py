@@ -29,12 +29,12 @@ def reconstruct(device, model, batch_size, precision, out, as_csv, report, relea
     from ..errors import DgtracesError
 
     if report:
-        from ..reconstruct.report import build_report
+        from dgtraces.evaluation.reconstruction import build_report
 
         rep = build_report(release, loo=bool(fragment))  # LOO: ~20 s
         click.echo(rep.text())
         if fragment:
-            from ..reconstruct.fragment import write
+            from dgtraces.evaluation.fragment import write
 
             for path in write(rep, fragment):
                 click.echo(f"wrote {path}")
@@ -45,7 +45,7 @@ def reconstruct(device, model, batch_size, precision, out, as_csv, report, relea
     from ..reconstruct import reconstruct_trace, runs_frame
 
     if out:
-        from ..tables_io import check_out
+        from dgtraces.io.files import check_out
 
         check_out(out)  # before any work, as the collectors do
     rec = reconstruct_trace(device, model, batch_size, precision)
@@ -57,7 +57,7 @@ def reconstruct(device, model, batch_size, precision, out, as_csv, report, relea
     counts = rec.bound[["fwd_bound", "bwd_bound"]].stack().value_counts()
     click.echo("layer-directions by bound: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     if out:
-        from ..tables_io import write_tables
+        from dgtraces.tables.write import write_tables
 
         for path in write_tables(out, {"runs": runs_frame([rec]),
                                        "layer_timings": rec.layer_timings},

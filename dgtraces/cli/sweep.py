@@ -159,7 +159,7 @@ def _sweep_loader(device, release, h2d_link, calibrate_img_s, grid):
 def _write_frame(df, out: str) -> None:
     import io
 
-    from ..store import atomic_write_bytes
+    from dgtraces.io.files import atomic_write_bytes
 
     buf = io.BytesIO()
     if out.lower().endswith(".csv"):
@@ -184,7 +184,7 @@ def _write_frame(df, out: str) -> None:
 def validate_predictor(release, published, plot, out, as_json) -> None:
     """Predict every measured/published iterations row; print MAPE; optional parity plot.
     With --published, the published multi-GPU results too (--out then writes those rows)."""
-    from ..predict.validation import parity_plot, validate
+    from dgtraces.evaluation.validation import parity_plot, validate
 
     if out:
         _suffix(out, "--out", (".parquet", ".csv"))
@@ -193,14 +193,14 @@ def validate_predictor(release, published, plot, out, as_json) -> None:
     res = validate(release)
     pub = None
     if published:
-        from ..predict.published import validate_published
+        from dgtraces.evaluation.published import validate_published
 
         pub = validate_published(release)
     if plot:
         if pub is None:
             parity_plot(res, plot)
         else:
-            from ..predict.published import published_plot
+            from dgtraces.evaluation.published import published_plot
 
             published_plot(res, pub, plot)
     if out:

@@ -12,11 +12,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dgtraces.io.files import STAMP_UTC, check_out, utc_now
+from dgtraces.io.host import cores, cpu_model, loadavg
+from dgtraces.tables.write import write_tables
+
 from ..errors import DgtracesError, require
 from ..fitting import RATIO_TOLERANCE, consistency_flag, stats
-from ..host import cores, cpu_model, loadavg
-from ..store import STAMP_UTC, utc_now
-from ..tables_io import check_out, write_tables
 from ..values import nonneg_int, positive_int
 
 if TYPE_CHECKING:  # pragma: no cover

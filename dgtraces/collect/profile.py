@@ -45,7 +45,7 @@ def scoped_iteration(net, opt, x, labels, sync, precision) -> None:
 
 def _export(prof, trace_path: Path) -> None:
     """Write the Chrome trace to ``trace_path`` atomically (gzip for ``.gz``)."""
-    from ..tables_io import atomic_file
+    from dgtraces.io.files import atomic_file
 
     with tempfile.TemporaryDirectory(prefix="dgtraces-kineto-") as tmp:
         raw = Path(tmp) / "trace.json"

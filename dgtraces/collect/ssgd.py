@@ -243,7 +243,7 @@ def find_trace(folder, model: str, batch_size: int) -> tuple["pd.DataFrame", str
     of ``model`` at ``batch_size`` (code NOT_FOUND if there is none)."""
     from pathlib import Path
 
-    from ..checks import read_file
+    from dgtraces.tables.checks import read_file
 
     folder = Path(folder)
     csv = folder / "runs.csv"  # `collect layers --csv` writes CSV

@@ -72,7 +72,7 @@ def run_fingerprints(runs: "pd.DataFrame", lt: "pd.DataFrame") -> dict[str, str]
 
 
 def comm_keys(comm: "pd.DataFrame") -> list[str]:
-    from ..schema import KEYS
+    from dgtraces.tables.schema import KEYS
 
     return joined(comm, KEYS["comm"])
 
@@ -101,7 +101,7 @@ def table_digest(name: str, columns: Iterable[str], chunks: Iterable["pd.DataFra
 
 def frame_digest(name: str, df: "pd.DataFrame") -> str:
     """:func:`table_digest` of a table held in memory (sorted by its key here)."""
-    from ..schema import KEYS
+    from dgtraces.tables.schema import KEYS
 
     return table_digest(name, df.columns, [df.sort_values(list(KEYS[name]), kind="stable")])
 

@@ -275,9 +275,9 @@ def _table_files(folder: Path) -> dict[str, Path]:
 def read_bounded(path: Path, limits: Limits = DEFAULT_LIMITS) -> "pd.DataFrame":
     """A CSV/Parquet table read within ``limits`` (sizes checked before materialising;
     BAD_FILE past them). Contributions and ``dgtraces validate`` read through it."""
-    from .. import bounded
-    from ..checks import read_file
-    from ..schema import TABLES
+    from dgtraces.io import bounded
+    from dgtraces.tables.checks import read_file
+    from dgtraces.tables.schema import TABLES
 
     if path.suffix.lower() == ".parquet":  # sizes checked from the footer and dictionaries
         df = bounded.read_parquet(path, max_rows=limits.max_rows, max_cells=limits.max_cells,

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..coverage import device_peaks, reference_peaks
+from dgtraces.tables.coverage import device_peaks, reference_peaks
+
 from .identity import comm_keys, run_fingerprints
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,8 +40,8 @@ def _candidate_runs(version: str, root, sums: "pd.DataFrame | None") -> list[str
     """Stored runs whose per-run layer count and fwd/bwd sums match a new run's (``sums``:
     one row per new run, columns n, f, b) within the fingerprint's rounding: the only ones
     whose fingerprints can equal a new run's. None: no sums (compute every fingerprint)."""
-    from .. import store
-    from ..shards import _duck, _scan
+    from dgtraces.store import manifest as store
+    from dgtraces.store.shards import _duck, _scan
 
     if sums is None:
         return None
@@ -69,8 +70,8 @@ def store_known(root=None, sums: "pd.DataFrame | None" = None) -> Known:
     import pyarrow as pa
     import pyarrow.dataset as ds
 
-    from .. import store
-    from ..schema import KEYS
+    from dgtraces.store import manifest as store
+    from dgtraces.tables.schema import KEYS
 
     known = Known()
     known.peaks.update(reference_peaks())

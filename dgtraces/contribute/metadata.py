@@ -74,7 +74,7 @@ def parse_meta(text: str, problems: list[Failure] | None = None) -> dict:
     anchors and a non-mapping still raise."""
     import yaml
 
-    from ..bounded import check_yaml_depth
+    from dgtraces.io.bounded import check_yaml_depth
 
     try:
         check_yaml_depth(yaml.parse(text, Loader=yaml.SafeLoader), "contribution.yaml")

@@ -80,7 +80,7 @@ def grad_failures(lt: "pd.DataFrame", grads: "pd.DataFrame", runs: "pd.DataFrame
     """Compare contributed grad_numel/grad_bytes with the model structure."""
     import pandas as pd
 
-    from ..checks import catalog
+    from dgtraces.tables.checks import catalog
 
     out: list[Failure] = []
     layers = catalog("layers")[["model", "layer", "params"]]  # built once per process

@@ -36,8 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import shards, store
-from ..datadirs import sidecar_dir
+from dgtraces.io import files as fileio
+from dgtraces.store import manifest as store
+from dgtraces.store import shards, verify
+from dgtraces.store.locate import sidecar_dir
+
 from ..errors import DgtracesError, IntegrityError, StoreError, VersionError
 from . import staging
 
@@ -121,13 +124,13 @@ def add_changelog_entry(path: Path, version: str, text: str) -> bool:
         new = f"{head}{RELEASES_HEADING}\n\n{text}" + (f"\n{rest}" if rest else "")
     else:
         new = old.rstrip("\n") + f"\n\n{RELEASES_HEADING}\n\n{text}"
-    store.atomic_write_bytes(path, new.encode("utf-8"))
+    fileio.atomic_write_bytes(path, new.encode("utf-8"))
     return True
 
 
 def _card(version: str, root, notes: list[str]) -> None:
     try:
-        from ..cards import write_card
+        from dgtraces.publish.card import write_card
     except ImportError:
         notes.append("card not regenerated: dgtraces.cards.write_card is not available; "
                      "run the card generator after installing it")
@@ -162,7 +165,7 @@ def _clean_stale_temps(root) -> None:
     for folder, name in ((store.data_root(root), JOURNAL),
                          (changelog_path(root).parent, changelog_path(root).name)):
         if folder.is_dir():
-            for p in folder.glob(f"{store.TMP_PREFIX}{name}.*"):
+            for p in folder.glob(f"{fileio.TMP_PREFIX}{name}.*"):
                 p.unlink(missing_ok=True)
 
 
@@ -187,7 +190,7 @@ def _recover(root, notes: list[str]) -> dict | None:
         notes.append(f"completed the interrupted release {version}")
         _finish(journal, root, notes)
         return journal
-    for p in store.releases_dir(root).glob(f"{store.TMP_PREFIX}v{version}-*"):
+    for p in store.releases_dir(root).glob(f"{fileio.TMP_PREFIX}v{version}-*"):
         shutil.rmtree(p, ignore_errors=True)
     os.unlink(path)
     notes.append(f"discarded the uncommitted release {version} (staging was untouched)")
@@ -239,7 +242,7 @@ def _sources(parent: str | None, entries, root, models=()
     that the store lacks, table by table. Of the store it reads two key columns."""
     import pandas as pd
 
-    from ..checks import validate_frame
+    from dgtraces.tables.checks import validate_frame
 
     tables = store.tables(parent, root) if parent else {}
     have = ({"layers": store.read_table("layers", parent, root, columns=["model"])}
@@ -289,18 +292,18 @@ def build_release(version: str, *, root=None, timeout: float = staging.LOCK_TIME
             raise DgtracesError("the staging area is empty: nothing to release", code="EMPTY",
                                 hint="stage contributions with `dgtraces contribute PATH`, "
                                      "or add registry models with --add-models")
-        report = store.verify(root, deep=False)  # manifests, presence, sizes (no hashing)
+        report = verify.verify(root, deep=False)  # manifests, presence, sizes (no hashing)
         if not report.ok and releases:
             raise IntegrityError(f"the store fails verify ({len(report.failures)} "
                                  "failure(s)); fix it before releasing",
                                  failures=report.failures)
         sources, model_info = _sources(parent, entries, root, models)
-        created = store.utc_now()
+        created = fileio.utc_now()
         journal = {"version": version, "parent": parent, "created_utc": created,
                    "models": model_info,
                    "entries": [{"id": e.id, "rows": e.info["rows"], "meta": e.info["meta"]}
                                for e in entries]}
-        store.atomic_write_bytes(store.data_root(root) / JOURNAL,
+        fileio.atomic_write_bytes(store.data_root(root) / JOURNAL,
                                  json.dumps(journal, indent=2, sort_keys=True).encode())
         _checkpoint("journal")
         who = "; ".join(f"{e.id} by {e.contributor} ({e.info['meta']['license']})"

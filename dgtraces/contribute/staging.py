@@ -20,9 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import store
+from dgtraces.io import files as fileio
+from dgtraces.io.files import atomic_folder
+from dgtraces.store import manifest as store
+
 from ..errors import DgtracesError, Failure, StoreError
-from ..tables_io import atomic_folder
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -131,7 +133,7 @@ def staged_known(root=None) -> "Known":
 def clean_temps(sdir: Path) -> None:
     """Remove temp folders of interrupted stage/reject calls (caller holds the lock)."""
     for p in sdir.iterdir():
-        if p.name.startswith(store.TMP_PREFIX):
+        if p.name.startswith(fileio.TMP_PREFIX):
             shutil.rmtree(p, ignore_errors=True)
 
 
@@ -159,27 +161,27 @@ def _recheck(checked: "Checked", root) -> None:
 def _write_entry(tmp: Path, checked: "Checked", entry_id: str, source: str) -> None:
     import yaml
 
-    from ..store import _write_parquet
+    from dgtraces.store.manifest import _write_parquet
 
     for name, df in sorted(checked.frames.items()):
         _write_parquet(df, tmp / f"{name}.parquet")
     for name, spooled in sorted(checked.spools.items()):  # streamed, in file order
         spooled.write(tmp / f"{name}.parquet")
-    store.atomic_write_bytes(tmp / "contribution.yaml",
+    fileio.atomic_write_bytes(tmp / "contribution.yaml",
                              yaml.safe_dump(checked.meta, sort_keys=True).encode())
     info = {"id": entry_id, "digest": checked.digest, "source": Path(source).name,
-            "created_utc": store.utc_now(),
+            "created_utc": fileio.utc_now(),
             "rows": checked.rows, "fingerprints": checked.fingerprints,
             "iter_ids": checked.iter_ids, "comm_keys": checked.comm_keys,
             "meta": checked.meta}
-    store.atomic_write_bytes(tmp / ENTRY, (json.dumps(info, indent=2, sort_keys=True)
+    fileio.atomic_write_bytes(tmp / ENTRY, (json.dumps(info, indent=2, sort_keys=True)
                                            + "\n").encode())
 
 
 def stage(checked: "Checked", source: str, *, root=None,
           timeout: float = LOCK_TIMEOUT) -> StagedEntry:
     """Write a checked contribution into staging atomically, under the store lock."""
-    stamp = store.utc_now(store.STAMP_UTC)
+    stamp = fileio.utc_now(fileio.STAMP_UTC)
     entry_id = f"{stamp}-{checked.digest[:12]}"
     with store_lock(root, timeout):
         _recheck(checked, root)
@@ -187,7 +189,7 @@ def stage(checked: "Checked", source: str, *, root=None,
         sdir.mkdir(parents=True, exist_ok=True)
         clean_temps(sdir)
         with atomic_folder(sdir / entry_id, tmp_name=(
-                f"{store.TMP_PREFIX}{entry_id}-{secrets.token_hex(3)}")) as tmp:
+                f"{fileio.TMP_PREFIX}{entry_id}-{secrets.token_hex(3)}")) as tmp:
             _write_entry(tmp, checked, entry_id, source)
     return get_staged(entry_id, root)
 
@@ -200,9 +202,9 @@ def remove_entry(entry_id: str, root=None) -> bool:
     path = staging_dir(root) / _check_id(entry_id)
     if not path.exists():
         return False
-    gone = path.parent / f"{store.TMP_PREFIX}gone-{entry_id}-{secrets.token_hex(3)}"
+    gone = path.parent / f"{fileio.TMP_PREFIX}gone-{entry_id}-{secrets.token_hex(3)}"
     os.rename(path, gone)
-    store._fsync_dir(path.parent)
+    fileio.fsync_dir(path.parent)
     shutil.rmtree(gone, ignore_errors=True)
     return True
 

@@ -116,8 +116,9 @@ def _shifted(failures, file: str | None, rows) -> list[Failure]:
 def raw_chunks(path: Path, table: str, limits: Limits) -> Iterator[pd.DataFrame]:
     """The contributed file in frames of ``limits.chunk_rows`` rows, read within the
     limits of a streamed table (BAD_FILE past them)."""
-    from .. import bounded
-    from ..checks import csv_chunks
+    from dgtraces.io import bounded
+    from dgtraces.tables.checks import csv_chunks
+
     from .intake import _bad_file, check_cells
 
     if path.suffix.lower() == ".parquet":
@@ -153,7 +154,7 @@ def _arrow_schema(df: pd.DataFrame):
 
 def _chunks_or_header(path: Path, table: str, limits: Limits) -> Iterator[pd.DataFrame]:
     """:func:`raw_chunks`, or the (empty) table itself when the file has no rows."""
-    from ..checks import read_file
+    from dgtraces.tables.checks import read_file
 
     empty = True
     for df in raw_chunks(path, table, limits):
@@ -171,8 +172,9 @@ def spool(path: Path, table: str, file: str, runs: pd.DataFrame, limits: Limits,
     spool, or None when a chunk failed its schema (nothing typed to spool)."""
     import pyarrow.parquet as pq
 
-    from ..checks import check_tables
-    from ..schema import KEYS
+    from dgtraces.tables.checks import check_tables
+    from dgtraces.tables.schema import KEYS
+
     from . import plausibility as pl
 
     out = Spool(table, file, folder / f"{table}.spool.parquet",
@@ -254,7 +256,7 @@ def _to_arrow(df: pd.DataFrame, schema):
 
 
 def _duck(folder: Path):
-    from ..shards import _duck as connect
+    from dgtraces.store.shards import _duck as connect
 
     con = connect()
     con.execute("SET temp_directory = ?", [str(folder)])  # sorts spill here, not to RAM
@@ -267,8 +269,8 @@ def _repeated_keys(sp: Spool) -> list[Failure]:
     """Rows whose primary key occurs more than once in the file: one SCHEMA failure per
     key cell, worded as pandera words its own (the caller drops the ones pandera found
     within a chunk)."""
-    from ..schema import KEYS
-    from ..shards import _q, _scan
+    from dgtraces.store.shards import _q, _scan
+    from dgtraces.tables.schema import KEYS
 
     keys = list(KEYS[sp.table])
     cols = ", ".join(_q(c) for c in keys)
@@ -295,8 +297,8 @@ def _in_run_order(sp: Spool, batch_rows: int) -> Iterator[Iterator]:
     by DuckDB (one thread, spilling to the temp folder past its memory limit)."""
     import pyarrow.parquet as pq
 
-    from ..schema import KEYS
-    from ..shards import _q, _scan
+    from dgtraces.store.shards import _q, _scan
+    from dgtraces.tables.schema import KEYS
 
     if sp.contiguous:
         yield pq.ParquetFile(sp.path, **STREAMED_READ).iter_batches(batch_size=batch_rows)
@@ -317,7 +319,7 @@ def run_groups(sp: Spool, chunk_rows: int) -> Iterator[tuple[pd.DataFrame, np.nd
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ..schema import KEYS
+    from dgtraces.tables.schema import KEYS
 
     run = KEYS[sp.table][0]
     if not sp.rows:
@@ -384,7 +386,7 @@ def run_sums(sp: Spool) -> pd.DataFrame:
     """Per run of the spool: layer rows (n) and fwd/bwd sums (f, b), by one DuckDB query
     (memory per run, not per row); what :func:`dgtraces.contribute.known.store_known`
     matches stored runs against."""
-    from ..shards import _scan
+    from dgtraces.store.shards import _scan
 
     con = _duck(sp.path.parent)
     try:

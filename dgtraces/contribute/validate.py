@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..coverage import incomplete_failures, throughput_failures
+from dgtraces.tables.coverage import incomplete_failures, throughput_failures
+
 from ..errors import Failure, ValidationError
 from . import plausibility as pl
 from . import stream
@@ -170,7 +171,7 @@ def check(contrib: Contribution, known: Known,
     """Run every check on a read contribution; raise one error listing all failures.
     ``known_for(sums)`` adds what the store knows, given the contribution's per-run sums
     (:func:`dgtraces.contribute.stream.run_sums`)."""
-    from ..checks import check_tables
+    from dgtraces.tables.checks import check_tables
 
     files = dict(contrib.files)
     first, later = stream.Failures(), stream.Failures()
@@ -231,7 +232,8 @@ def validate_contribution(path: str | os.PathLike, *, root=None,
                           progress: Callable[[str], object] | None = None) -> Checked:
     """Read ``path`` and check it against the latest release and the staging area
     (``progress``: see :func:`dgtraces.contribute.contribute`)."""
-    from .. import store
+    from dgtraces.store import manifest as store
+
     from .staging import staged_known
 
     contrib = read_contribution(path, limits)

@@ -46,7 +46,8 @@ def load_run_trace(run_id: str, release: str | None = None, *, whole: bool = Tru
     """The Trace of a stored run as the predictor reads it (no modelled input copy: the
     exports carry layer compute only). NOT_FOUND for an unknown run, NO_LAYER_TIMINGS for a
     run that has only whole-model figures."""
-    from .. import store
+    from dgtraces.store import manifest as store
+
     from ..predict.trace import resolve
 
     if not isinstance(run_id, str) or not run_id:

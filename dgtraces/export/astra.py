@@ -118,7 +118,7 @@ def meta_path(out: str | Path) -> Path:
 
 def write_astra(out: str | Path, workload: AstraWorkload) -> tuple[Path, Path]:
     """Write the workload and its ``.meta.json`` sidecar (each atomically)."""
-    from ..store import atomic_write_bytes
+    from dgtraces.io.files import atomic_write_bytes
 
     side = meta_path(out)
     meta = dict(workload.meta, layer_rows=[asdict(x) for x in workload.layers])

@@ -77,8 +77,8 @@ def frame(table: str, rows: list[dict]):
     """Rows -> a schema-valid DataFrame of ``table`` (absent columns become null)."""
     import pandas as pd
 
-    from ..checks import validate_frame
-    from ..schema import TABLES
+    from dgtraces.tables.checks import validate_frame
+    from dgtraces.tables.schema import TABLES
 
     columns = list(TABLES[table].to_schema().columns)
     extra = {k for r in rows for k in r} - set(columns)

@@ -194,7 +194,7 @@ def _shipped_settings(name: str) -> dict:
 
 def _stamp(stamp: str, year: int | None) -> str:
     if year is None:
-        from ..store import utc_now
+        from dgtraces.io.files import utc_now
 
         return utc_now()
     return f"{year}-{stamp}Z"

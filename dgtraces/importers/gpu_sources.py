@@ -116,7 +116,7 @@ def gpu_tables() -> dict:
     validated together."""
     import pandas as pd
 
-    from ..checks import validate_tables
+    from dgtraces.tables.checks import validate_tables
 
     results = [import_source(s) for s in SOURCES]
     return validate_tables({
@@ -148,7 +148,8 @@ def run_row(*, run_id: str, model: str, device: str, known: GpuSource | None, fr
             batch_size: int, source: str, importer: str, params: dict, notes: str,
             **times) -> dict:
     """The ``runs`` row shared by the GPU importers: published when the file is shipped."""
-    from ..store import utc_now
+    from dgtraces.io.files import utc_now
+
     from . import IMPORTER_VERSION
 
     if known is not None:

@@ -137,9 +137,10 @@ def _point(line: str, lineno: int, columns: list[str], file: str) -> Point:
 def import_log(path, *, collective: str | None = None, interconnect: str | None = None,
                source: str | None = None) -> NcclTestsImport:
     """Import one nccl-tests log (see the module docstring)."""
+    from dgtraces.io.files import utc_now
+
     from ..devices import device_key
     from ..fitting import fit_alpha_beta
-    from ..store import utc_now
 
     path = Path(path)
     text, digest = read_text(path)

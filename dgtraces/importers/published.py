@@ -124,7 +124,8 @@ def published_tables() -> dict[str, "pd.DataFrame"]:
     """devices, iterations, comm, comm_fits, runs and layer_timings, validated together."""
     import pandas as pd
 
-    from ..checks import validate_tables
+    from dgtraces.tables.checks import validate_tables
+
     from . import bcaffe, osu
 
     osus = [osu.import_log(reference.path(f"bcaffe/allreduce{w}.log")) for w in OSU_LOGS]

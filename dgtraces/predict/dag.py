@@ -183,7 +183,8 @@ def predict_trace(trace: Trace, cluster: Cluster, policy: Policy,
 def reproducibility(cluster: Cluster, policy: Policy) -> dict:
     """What a prediction needs to be reproduced, beside its trace and link figures: the
     package version, the dataset release read and the bucket size (bucketed policy)."""
-    from .. import store
+    from dgtraces.store import manifest as store
+
     from .._version import __version__
 
     release = cluster.release

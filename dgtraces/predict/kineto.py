@@ -19,8 +19,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from dgtraces.io.files import atomic_write_bytes
+
 from ..errors import DgtracesError, Failure
-from ..store import atomic_write_bytes
 from .dag import Prediction, Schedule
 from .timeline import MAX_WORKER_TRACKS
 

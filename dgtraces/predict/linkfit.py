@@ -158,7 +158,7 @@ def _from_path(path: Path, workers: int | None) -> dict:
 
 def link_from_fit(spec: str, release: str | None = None) -> Link:
     """The per-hop :class:`Link` of an allreduce fit named by ``spec`` (see module doc)."""
-    from .. import store
+    from dgtraces.store import manifest as store
 
     if not isinstance(spec, str) or not spec:
         raise _bad("empty", spec)

@@ -58,7 +58,7 @@ def ring_link_from_allreduce(alpha_us: float, beta_us_per_byte: float,
 
 
 def _fit_rows(release: str | None) -> "pd.DataFrame | None":
-    from .. import store
+    from dgtraces.store import manifest as store
 
     if release is None:
         release = store.latest_or_none()
@@ -77,7 +77,7 @@ def links_frame(release: str | None = "latest", *, use_store: bool = True) -> "p
     mode keeps the shipped preliminary values). Validated against ``schema.Links``."""
     import pandas as pd
 
-    from ..checks import read_file, validate_frame
+    from dgtraces.tables.checks import read_file, validate_frame
 
     df = read_file(LINKS_CSV)
     if use_store:

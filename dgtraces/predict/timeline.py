@@ -11,7 +11,8 @@ import io
 import json
 from pathlib import Path
 
-from ..store import atomic_write_bytes
+from dgtraces.io.files import atomic_write_bytes
+
 from .dag import Prediction, Schedule
 
 MAX_WORKER_TRACKS = 32

@@ -196,7 +196,7 @@ def from_run(run_id: str, release: str | None = None, *, runs: "pd.DataFrame | N
     run's whole-model ``fwd_ms``/``bwd_ms`` (timed without per-layer instrumentation), which
     is what an uninstrumented training iteration runs; the source says by how much.
     """
-    from .. import store
+    from dgtraces.store import manifest as store
 
     runs = store.read_table("runs", release) if runs is None else runs
     row = runs.loc[runs["run_id"] == run_id]
@@ -229,8 +229,8 @@ def find_run(model: str, device: str, batch_size: int, precision: str = "fp32",
     """Best stored run for a setup (measured > reconstructed > published, unflagged first);
     a run whose layer timings lack layers of its model is never picked (ask for it by run
     id). ``runs``/``timings`` are the preloaded tables of ``release``."""
-    from .. import store
-    from ..coverage import incomplete_runs
+    from dgtraces.store import manifest as store
+    from dgtraces.tables.coverage import incomplete_runs
 
     if runs is None:
         try:
@@ -275,7 +275,7 @@ def resolve(model: str | None, device: str | None, batch_size: int | None, *,
 
 def _resolve(model, device, batch_size, precision, run_id, release, whole, runs,
              timings, shape_only=False) -> Trace:
-    from .. import store
+    from dgtraces.store import manifest as store
 
     if run_id is None:
         for name, value in (("model", model), ("device", device), ("batch_size", batch_size)):

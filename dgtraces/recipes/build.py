@@ -11,7 +11,10 @@ from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import store
+from dgtraces.io import files as fileio
+from dgtraces.store import manifest as store
+from dgtraces.store import shards
+
 from ..errors import DgtracesError
 from . import Recipe, Step
 
@@ -67,7 +70,7 @@ def context(recipe: Recipe, root=None, **kw: Any) -> Context:
     """A fresh context for ``recipe`` (``fragments`` defaults to $DGTRACES_FRAGMENTS or the
     repository's cards/fragments)."""
     kw.setdefault("fragments", Path(os.environ.get(FRAGMENTS_ENV, REPO / "cards" / "fragments")))
-    kw.setdefault("stamp", store.utc_now())
+    kw.setdefault("stamp", fileio.utc_now())
     return Context(recipe.version, recipe.base, root, **kw)
 
 
@@ -100,7 +103,7 @@ def build_recipe(recipe: Recipe, *, root=None, dry_run: bool = False,
     """Build release ``recipe.version`` = its base + every step's tables; then run the
     ``after`` producers. ``dry_run``: validate what would be written, write nothing.
     NOT_FOUND without the base release, VERSION if the release exists."""
-    from ..checks import validate_tables
+    from dgtraces.tables.checks import validate_tables
 
     ctx = ctx or context(recipe, root)
     releases = store.list_releases(root)
@@ -120,9 +123,9 @@ def build_recipe(recipe: Recipe, *, root=None, dry_run: bool = False,
         validate_tables(store.merge_frames(ctx.base_frames(), additions))
         return RecipeResult(recipe.version, None, rows, notes)
     if recipe.base is None:
-        path = store.write_release(recipe.version, additions, root=root, notes=notes)
+        path = shards.write_release(recipe.version, additions, root=root, notes=notes)
     else:
-        path = store.extend_release(recipe.version, additions, base=recipe.base, root=root,
+        path = shards.extend_release(recipe.version, additions, base=recipe.base, root=root,
                                     notes=notes)
     after = [resolve(target)(ctx) for target in recipe.after]
     return RecipeResult(recipe.version, path, rows, notes, after)

@@ -104,11 +104,12 @@ def cpu_collection(ctx: "Context", models: Sequence[str],
     written to ``ctx.work`` for inspection."""
     import pandas as pd
 
+    from dgtraces.tables.write import write_tables
+
     from ..collect.comm import collect_comm, parse_sizes
     from ..collect.env import measure_lock
     from ..collect.layers import collect_layers
     from ..collect.ssgd import collect_ssgd
-    from ..tables_io import write_tables
 
     parts: dict[str, list] = {"runs": [], "layer_timings": [], "iterations": [],
                               "comm": [], "comm_fits": []}
@@ -146,9 +147,9 @@ def cpu_collection(ctx: "Context", models: Sequence[str],
 
 def reconstruction_fragment(ctx: "Context") -> list[Path]:
     """After v0.3.0: rewrite cards/fragments/reconstruction.md from the new release."""
-    from .. import store
-    from ..reconstruct.fragment import write
-    from ..reconstruct.report import build_report
+    from dgtraces.evaluation.fragment import write
+    from dgtraces.evaluation.reconstruction import build_report
+    from dgtraces.store import manifest as store
 
     rep = build_report(ctx.version, frames=store.read_all(ctx.version, ctx.root), loo=True)
     return write(rep, ctx.fragments)

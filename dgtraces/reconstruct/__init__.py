@@ -17,8 +17,9 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dgtraces.io.files import utc_now
+
 from ..errors import DgtracesError
-from ..store import utc_now
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -118,7 +119,7 @@ def runs_frame(recs: list[Reconstruction]) -> "pd.DataFrame":
     """A schema-valid ``runs`` frame from several reconstructions."""
     import pandas as pd
 
-    from ..checks import validate_frame
+    from dgtraces.tables.checks import validate_frame
 
     return validate_frame("runs", pd.DataFrame([r.run for r in recs]))
 

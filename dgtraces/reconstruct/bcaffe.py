@@ -93,7 +93,7 @@ def plot(cmp: BcaffeComparison, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..store import atomic_write_bytes
+    from dgtraces.io.files import atomic_write_bytes
 
     t = cmp.table
     x = np.arange(len(t))

@@ -70,8 +70,9 @@ def measure_peaks(threads: int, *, n: int = 2048, copy_mib: int = 256,
     """Best fp32 GEMM rate (torch.mm, n x n) and copy bandwidth (read + write of a
     ``copy_mib`` MiB tensor) with ``threads`` intra-op threads, each repeated for
     ``seconds``, after waiting up to ``max_wait_s`` for the CPUs to be quiet."""
+    from dgtraces.io.host import cpu_model, loadavg
+
     from ..errors import require
-    from ..host import cpu_model, loadavg
 
     torch = require("torch", "collect", "measuring CPU peaks")
     busy = wait_quiet(max_wait_s)

@@ -122,7 +122,7 @@ def et_paths(prefix: str | Path, workers: int) -> list[Path]:
 
 def write_et(prefix: str | Path, graph: EtGraph, workers: int) -> list[Path]:
     """Write ``<prefix>.<rank>.et`` for every rank (same DAG; each file atomically)."""
-    from ...store import atomic_write_bytes
+    from dgtraces.io.files import atomic_write_bytes
 
     data = encode(graph)
     paths = et_paths(prefix, workers)

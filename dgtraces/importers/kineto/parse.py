@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...bounded import gunzip, json_loads
+from dgtraces.io.bounded import gunzip, json_loads
+
 from ...errors import DgtracesError, Failure
 from .. import read_text
 

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import DgtracesError, Failure
+from dgtraces.errors import DgtracesError, Failure
 
 if TYPE_CHECKING:  # pragma: no cover
     import duckdb
@@ -54,7 +54,7 @@ def check_limits(timeout_s: object, memory_limit_mib: object) -> tuple[float, in
     import math
     from numbers import Real
 
-    from .values import whole_number
+    from dgtraces.values import whole_number
 
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, Real) or \
             not math.isfinite(float(timeout_s)) or not 0 < float(timeout_s) <= 7 * 86400:
@@ -69,7 +69,7 @@ def _sealed_copy(name: str, path: Path, entry: Mapping) -> tuple[int, Failure | 
     from the manifest ``entry``)."""
     import fcntl
 
-    from .integrity import hash_stream, mismatch
+    from dgtraces.store.integrity import hash_stream, mismatch
 
     fd = os.memfd_create(f"dgtraces-{name}", os.MFD_ALLOW_SEALING | os.MFD_CLOEXEC)
     try:
@@ -103,8 +103,8 @@ def readable_paths(folder: Path, entries: Mapping[str, Mapping]
     """Table -> the paths DuckDB reads its shards from (in row order), and the private fds
     to close afterwards. Either way the bytes are checked against the manifest (INTEGRITY
     otherwise)."""
-    from .integrity import raise_failures, verify_files
-    from .store import entry_files
+    from dgtraces.store.integrity import raise_failures, verify_files
+    from dgtraces.store.manifest import entry_files
 
     files = {n: entry_files(folder, n, e) for n, e in sorted(entries.items())}
     total = sum(int(e["bytes"]) for e in entries.values())

@@ -21,7 +21,7 @@ import re
 from numbers import Integral, Real
 from typing import TYPE_CHECKING
 
-from .errors import Failure
+from dgtraces.errors import Failure
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -72,7 +72,7 @@ NON_FINITE = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infini
 
 def _kinds(table: str) -> dict[str, str]:
     """Column -> "bool" | "int" | "float" | "json" | "str" for the table's columns."""
-    from .schema import TABLES
+    from dgtraces.tables.schema import TABLES
 
     out = {}
     for name, col in TABLES[table].to_schema().columns.items():

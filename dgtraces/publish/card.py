@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .models.registry import MODELS, entry
+from dgtraces.models.registry import MODELS, entry
 
 DATASET_NAME = "dgtraces"
 
@@ -44,7 +44,7 @@ def summary(models: tuple[str, ...] = MODELS) -> str:
 def release_models(version: str | None = None, root=None) -> tuple[str, ...]:
     """The registry models in a release's ``layers`` table, in registry order (every
     dataset model when the release has no ``layers`` table)."""
-    from .store import read_manifest, read_table
+    from dgtraces.store.manifest import read_manifest, read_table
 
     if "layers" not in read_manifest(version, root)["tables"]:
         return MODELS
@@ -78,7 +78,7 @@ THIRD_PARTY = (
     (r"pytorch/kineto", "pytorch/kineto", "bsd-3-clause",
      "https://opensource.org/license/bsd-3-clause"),
 )
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 FRAGMENTS = REPO / "cards" / "fragments"
 
 PAPER_BIBTEX = """@inproceedings{shi2018dag,
@@ -101,7 +101,7 @@ repository's copyright notice and license (its `LICENSE` file) apply to those ro
 
 def package_bibtex() -> str:
     """BibTeX of the package (its version from ``dgtraces._version``), as in CITATION.cff."""
-    from ._version import __version__
+    from dgtraces._version import __version__
 
     return (f"@software{{dgtraces,\n  title   = {{dgtraces: layer-wise deep-learning training "
             f"traces and a DAG predictor of S-SGD iteration time}},\n  author  = "
@@ -126,7 +126,7 @@ def size_category(rows: int) -> str:
 def provenance_stats(version: str | None = None, root=None) -> dict[str, dict]:
     """Per table: rows, provenance counts, (provenance, source, rows) and B-Caffe rows
     (computed per shard and cached by its sha256: :mod:`dgtraces.card_stats`)."""
-    from .card_stats import provenance_stats as stats
+    from dgtraces.publish.card_stats import provenance_stats as stats
 
     return stats(version, root)
 
@@ -172,7 +172,7 @@ def _yaml_header(manifest: dict, stats: dict, data_dir: str, models: tuple[str, 
                  ) -> str:
     import yaml
 
-    from .store import export_names
+    from dgtraces.store.manifest import export_names
 
     tables = sorted(manifest["tables"])
     default = default_config(tables)
@@ -215,8 +215,8 @@ def _provenance_table(stats: dict) -> list[str]:
 
 
 def _table_section(table: str, stat: dict, entry: dict, max_sources: int = 25) -> list[str]:
-    from .schema_export import describe, file_columns
-    from .store import export_names
+    from dgtraces.store.manifest import export_names
+    from dgtraces.tables.export import describe, file_columns
 
     desc = describe(table)
     out = [f"### `{table}`", "", desc["description"], "",
@@ -267,7 +267,7 @@ def render_card(version: str | None = None, root=None, *, data_dir: str = "data"
                 fragments_dir: str | Path | None = None, stats: dict | None = None) -> str:
     """The card text of a release (default: latest). Deterministic for a given release.
     ``stats``: its :func:`provenance_stats`, when the caller has them already."""
-    from .store import export_names, read_manifest
+    from dgtraces.store.manifest import export_names, read_manifest
 
     manifest = read_manifest(version, root)
     version = manifest["version"]
@@ -309,8 +309,8 @@ def render_card(version: str | None = None, root=None, *, data_dir: str = "data"
 def write_card(out_dir: str | Path = "cards", version: str | None = None, root=None, *,
                fragments_dir: str | Path | None = None) -> list[Path]:
     """Write ``README.md`` and ``croissant.json`` of a release (default: latest) to ``out_dir``."""
-    from . import croissant
-    from .store import atomic_write_bytes
+    from dgtraces.io.files import atomic_write_bytes
+    from dgtraces.publish import croissant
 
     out = Path(out_dir)
     readme, meta = out / "README.md", out / "croissant.json"

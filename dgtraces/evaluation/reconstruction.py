@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..errors import DgtracesError, StoreError
-from .bcaffe import BcaffeComparison
-from .calibration import Calibration
-from .cpu import CpuValidation
+from dgtraces.errors import DgtracesError, StoreError
+from dgtraces.reconstruct.bcaffe import BcaffeComparison
+from dgtraces.reconstruct.calibration import Calibration
+from dgtraces.reconstruct.cpu import CpuValidation
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -84,7 +84,7 @@ class MethodReport:
                        f"MAPE {b.mape:.1f}%, sum ratio {b.total_ratio:.2f}, Spearman "
                        f"{b.rank_correlation:.2f}")
         if self.gpu or self.gpu_skipped:
-            from .gpu import lines
+            from dgtraces.reconstruct.gpu import lines
 
             out.extend(lines(self.gpu, self.gpu_skipped))
         if self.trial is not None:
@@ -134,7 +134,7 @@ LOO_CONFIGS = {  # name -> (fit on variant architectures, fit the wino parameter
 def loo_table(devices=GPU_DEVICES) -> dict[str, dict[str, tuple[float, ...]]]:
     """Leave-one-out errors of every configuration in ``LOO_CONFIGS`` per device
     (about 30 fits per device and configuration; seconds)."""
-    from .calibration import loo
+    from dgtraces.reconstruct.calibration import loo
 
     return {d: {name: loo(d, v, w) for name, (v, w) in LOO_CONFIGS.items()} for d in devices}
 
@@ -149,9 +149,9 @@ def loo_summary(errs) -> dict:
 
 
 def v15_check(cal: Calibration) -> list[dict]:
-    from .calibration import AMP_MODEL
-    from .costmodel import layer_arrays, predict_ms
-    from .variants import ROW_ARCHITECTURE
+    from dgtraces.reconstruct.calibration import AMP_MODEL
+    from dgtraces.reconstruct.costmodel import layer_arrays, predict_ms
+    from dgtraces.reconstruct.variants import ROW_ARCHITECTURE
 
     la = layer_arrays(ROW_ARCHITECTURE[("pytorch", AMP_MODEL)])
     rows = []
@@ -166,7 +166,7 @@ def v15_check(cal: Calibration) -> list[dict]:
 def cpu_validations(frames: dict, missing: list[str]) -> list[CpuValidation]:
     """One validation per thread count of the measured CPU runs that has a measured
     peaks row (:func:`dgtraces.reconstruct.cpu.peak_key`); gaps go to ``missing``."""
-    from .cpu import peak_key, validate_cpu
+    from dgtraces.reconstruct.cpu import peak_key, validate_cpu
 
     runs, lt, dev = (frames.get(t) for t in ("runs", "layer_timings", "devices"))
     if runs is None or lt is None:
@@ -202,9 +202,9 @@ def build_report(version: str | None = None, *,
     ``frames`` defaults to the release ``version`` (latest), whose measured CPU runs and
     measured CPU ``devices`` rows drive the CPU validation. An explicit ``version`` that is
     not in the store raises (StoreError); only an empty store gives an empty release."""
-    from .. import store
-    from .bcaffe import compare
-    from .calibration import calibrate
+    from dgtraces.reconstruct.bcaffe import compare
+    from dgtraces.reconstruct.calibration import calibrate
+    from dgtraces.store import manifest as store
 
     missing: list[str] = []
     if frames is None and version is None:
@@ -219,7 +219,7 @@ def build_report(version: str | None = None, *,
     cpu = cpu_validations(frames, missing)
     runs, lt = frames.get("runs"), frames.get("layer_timings")
     if runs is None or lt is None or not (runs["provenance"] == "published").any():
-        from ..importers.published import published_tables
+        from dgtraces.importers.published import published_tables
 
         pub = published_tables()
         runs, lt = pub["runs"], pub["layer_timings"]
@@ -231,13 +231,13 @@ def build_report(version: str | None = None, *,
     gpu: tuple[list, list[str]] = ([], [])
     if runs is not None and ((runs["provenance"] == "published")
                              & (runs["device_kind"] == "gpu") & (runs["device"] != "k80")).any():
-        from .gpu import compare_gpu
+        from dgtraces.reconstruct.gpu import compare_gpu
 
         gpu = compare_gpu(runs, lt)  # else: no such runs (before v0.4.0); the section says so
     rep = MethodReport(cals, v15_check(cals["v100"]), cpu, bc, version, missing,
                        loo_table() if loo else None, *gpu)
     if trial and rep.gpu:
-        from . import dispatch_eval
+        from dgtraces.evaluation import dispatch as dispatch_eval
 
         rep.trial = dispatch_eval.Trial(
             dispatch_eval.from_parts("layer", rep.gpu, cpu, bc),

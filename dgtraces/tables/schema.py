@@ -13,8 +13,8 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
-from .models import KINDS, MODELS
-from .predict.policy_registry import FRAMEWORK_DEFAULT, POLICY_NAMES
+from dgtraces.models import KINDS, MODELS
+from dgtraces.predict.policy_registry import FRAMEWORK_DEFAULT, POLICY_NAMES
 
 SCHEMA_VERSION = "1"
 PROVENANCE = ("measured", "reconstructed", "published")

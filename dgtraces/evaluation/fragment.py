@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import METHOD_VERSION, method_id
-from .calibration import AMP_BATCH, CALIBRATION_SOURCE, DEVICES_SOURCE, WINOGRAD_DEVICES
-from .costmodel import PARAM_NAMES
-from .fit import WINO_MAX
-from .report import H200_NOTE, WITHIN_PCT, MethodReport
+from dgtraces.evaluation.reconstruction import H200_NOTE, WITHIN_PCT, MethodReport
+from dgtraces.reconstruct import METHOD_VERSION, method_id
+from dgtraces.reconstruct.calibration import (
+    AMP_BATCH,
+    CALIBRATION_SOURCE,
+    DEVICES_SOURCE,
+    WINOGRAD_DEVICES,
+)
+from dgtraces.reconstruct.costmodel import PARAM_NAMES
+from dgtraces.reconstruct.fit import WINO_MAX
 
 PNG = "reconstruction_bcaffe_googlenet.png"
 # the card (cards/README.md) includes this fragment inline, so links are relative to cards/
@@ -54,7 +59,7 @@ def _fits(rep: MethodReport) -> list[str]:
 
 
 def _variants() -> list[str]:
-    from .variants import ROW_ARCHITECTURE, TF_RESNET_NOTE, VARIANTS
+    from dgtraces.reconstruct.variants import ROW_ARCHITECTURE, TF_RESNET_NOTE, VARIANTS
 
     used: dict[str, list[str]] = {}
     for (fw, model), arch in ROW_ARCHITECTURE.items():
@@ -81,8 +86,8 @@ def _variants() -> list[str]:
 
 
 def _loo(rep: MethodReport) -> list[str]:
-    from .calibration import WINOGRAD_DEVICES
-    from .report import loo_summary
+    from dgtraces.evaluation.reconstruction import loo_summary
+    from dgtraces.reconstruct.calibration import WINOGRAD_DEVICES
 
     if not rep.loo:
         return ["Leave-one-out cross-validation was not computed in this build "
@@ -304,12 +309,12 @@ def markdown(rep: MethodReport, png: str | None = PNG_LINK) -> str:
     lines += _cpu(rep)
     lines += ["### B-Caffe comparison (published GoogLeNet traces)", ""]
     lines += _bcaffe(rep, png)
-    from .gpu import markdown as gpu_markdown
+    from dgtraces.reconstruct.gpu import markdown as gpu_markdown
 
     lines += ["### Real GPU layers (published Kineto V100 traces)", ""]
     lines += gpu_markdown(rep.gpu, rep.gpu_skipped)
     if rep.trial is not None:
-        from .dispatch_eval import markdown as trial_markdown
+        from dgtraces.evaluation.dispatch import markdown as trial_markdown
 
         lines += trial_markdown(rep.trial)  # type: ignore[arg-type]
     lines += [
@@ -341,8 +346,8 @@ def markdown(rep: MethodReport, png: str | None = PNG_LINK) -> str:
 
 def write(rep: MethodReport, folder: str | Path) -> list[Path]:
     """Write ``reconstruction.md`` and the B-Caffe PNG into ``folder``."""
-    from ..store import atomic_write_bytes
-    from .bcaffe import plot
+    from dgtraces.io.files import atomic_write_bytes
+    from dgtraces.reconstruct.bcaffe import plot
 
     folder = Path(folder)
     written = []

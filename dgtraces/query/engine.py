@@ -36,9 +36,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import Code, DgtracesError
-from .sandbox import DEFAULT_MEMORY_LIMIT_MIB, DEFAULT_TIMEOUT_S, check_limits, open_connection
-from .values import whole_number
+from dgtraces.errors import Code, DgtracesError
+from dgtraces.query.sandbox import (
+    DEFAULT_MEMORY_LIMIT_MIB,
+    DEFAULT_TIMEOUT_S,
+    check_limits,
+    open_connection,
+)
+from dgtraces.values import whole_number
 
 if TYPE_CHECKING:  # pragma: no cover
     import duckdb
@@ -73,7 +78,7 @@ class Release:
 
 
 def resolve(version: str | None = None, root=None) -> Release:
-    from . import store
+    from dgtraces.store import manifest as store
 
     path = store.release_path(version, root).resolve()
     entries = store.manifest_at(path)["tables"]  # INTEGRITY if missing or malformed

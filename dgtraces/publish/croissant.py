@@ -82,9 +82,9 @@ def build(version: str | None = None, root=None, data_dir: str = "data",
           stats: dict | None = None) -> dict:
     """The Croissant document (a JSON-ready dict) of a release (``stats``: its
     :func:`dgtraces.cards.provenance_stats`, when the caller has them already)."""
-    from . import cards as c
-    from . import store
-    from .schema_export import describe, file_columns
+    from dgtraces.publish import card as c
+    from dgtraces.store import manifest as store
+    from dgtraces.tables.export import describe, file_columns
 
     manifest = store.read_manifest(version, root)
     version = manifest["version"]

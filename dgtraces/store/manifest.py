@@ -14,21 +14,17 @@ import os
 import re
 import shutil
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .datadirs import DATA_ENV  # noqa: F401  (re-exported: store.DATA_ENV)
-from .errors import DgtracesError, Failure, IntegrityError, StoreError, VersionError
-from .tables_io import TMP_PREFIX, atomic_file, fsync_dir
+from dgtraces.errors import DgtracesError, Failure, IntegrityError, StoreError, VersionError
+from dgtraces.io.files import TMP_PREFIX
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 DATASET = "dgtraces"
 MANIFEST = "manifest.json"
-ISO_UTC = "%Y-%m-%dT%H:%M:%SZ"
-STAMP_UTC = "%Y%m%dT%H%M%SZ"  # compact, for ids and folder names
 _SEMVER = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")  # user input: "0.3.0" or "v0.3.0"
 _FOLDER = re.compile(r"v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)")  # exactly vX.Y.Z
 
@@ -43,7 +39,7 @@ def data_root(root: str | os.PathLike | None = None) -> Path:
     """The data folder: ``root``, else ``$DGTRACES_DATA``, else the checkout's ``data/``,
     else the user data directory seeded from the packaged releases (see
     :mod:`dgtraces.datadirs`)."""
-    from .datadirs import locate
+    from dgtraces.store.locate import locate
 
     return locate(root).root
 
@@ -118,31 +114,9 @@ def refuse_inside_data(path: str | os.PathLike, option: str = "--out", root=None
                                               expected=f"a path outside {data}")])
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _digest(manifest: Mapping) -> str:
     body = {k: v for k, v in manifest.items() if k != "digest"}
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-
-
-_fsync_dir = fsync_dir  # one implementation, in tables_io
-
-
-def utc_now(fmt: str = ISO_UTC) -> str:
-    """The current UTC time, ISO 8601 with ``Z`` by default (``STAMP_UTC`` for ids)."""
-    return datetime.now(UTC).strftime(fmt)
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same folder, fsync, then rename."""
-    with atomic_file(path) as fh:
-        fh.write(data)
 
 
 VERIFY_HINT = "run `dgtraces verify`"
@@ -264,14 +238,8 @@ def table_files(version: str | None = None, root=None, verify: bool = False
     """Table name -> its Parquet files (shards, in row order) of a release; INTEGRITY
     (hint: verify) listing every file the manifest names that is missing, and with
     ``verify`` every file whose bytes differ from the manifest (hashes cached,
-    :mod:`dgtraces.integrity`)."""
-    folder = release_path(version, root)
-    files = checked_files(folder, manifest_at(folder)["tables"])
-    if verify:
-        from .integrity import verify_files
-
-        verify_files(folder, manifest_at(folder)["tables"])
-    return files
+    :mod:`dgtraces.store.integrity`). See :class:`dgtraces.store.release.Release`."""
+    return open_release(version, root).files(verify=verify)
 
 
 def checked_files(folder: Path, entries: Mapping[str, dict]) -> dict[str, list[Path]]:
@@ -292,35 +260,28 @@ def tables(version: str | None = None, root=None) -> dict[str, dict]:
     return read_manifest(version, root)["tables"]
 
 
+def open_release(version: str | None = None, root=None):
+    """The :class:`~dgtraces.store.release.Release` handle (manifest read once)."""
+    from dgtraces.store.release import Release
+
+    return Release.open(version, root)
+
+
 def dataset(table: str, version: str | None = None, root=None):
     """A ``pyarrow.dataset.Dataset`` over one table's shards (lazy: nothing is read yet;
     filter and project with ``to_table(columns=, filter=)`` or scan it in batches)."""
-    import pyarrow.dataset as ds
-
-    folder = release_path(version, root)
-    entries = manifest_at(folder)["tables"]
-    if not isinstance(table, str) or table not in entries:
-        raise StoreError(f"table {table!r} not in release {version or latest(root)}; "
-                         f"tables: {', '.join(sorted(entries))}", code="NOT_FOUND")
-    from .integrity import verify_files
-
-    files = checked_files(folder, entries)[table]  # any missing file of the release fails
-    verify_files(folder, entries, [table])  # INTEGRITY if the bytes differ from the manifest
-    import pyarrow.parquet as pq
-
-    schema = pq.read_schema(files[0])  # every shard of a table is written with this schema
-    return ds.dataset([str(p) for p in files], schema=schema, format="parquet")
+    return open_release(version, root).dataset(table)
 
 
 def read_table(table: str, version: str | None = None, root=None,
                columns: list[str] | None = None) -> "pd.DataFrame":
     """One table of a release as a DataFrame (its shards in order; ``columns``: only those).
-    Every shard is checked against the manifest first (:mod:`dgtraces.integrity`)."""
-    return dataset(table, version, root).to_table(columns=columns).to_pandas()
+    Every shard is checked against the manifest first (:mod:`dgtraces.store.integrity`)."""
+    return open_release(version, root).table(table, columns)
 
 
 def read_all(version: str | None = None, root=None) -> dict[str, "pd.DataFrame"]:
-    return {name: read_table(name, version, root) for name in tables(version, root)}
+    return open_release(version, root).tables()
 
 
 def _write_parquet(df: "pd.DataFrame", path: Path) -> None:
@@ -348,20 +309,6 @@ def clean_stale_temps(root=None) -> list[Path]:
     return removed
 
 
-def write_release(version: str, frames: Mapping[str, "pd.DataFrame"], **kw) -> Path:
-    """See :func:`dgtraces.shards.write_release` (kept here: the store's one entry point)."""
-    from .shards import write_release as _write
-
-    return _write(version, frames, **kw)
-
-
-def extend_release(version: str, additions: Mapping[str, "pd.DataFrame"], **kw) -> Path:
-    """See :func:`dgtraces.shards.extend_release`: the base's shards plus new ones."""
-    from .shards import extend_release as _extend
-
-    return _extend(version, additions, **kw)
-
-
 def merge_frames(frames: Mapping[str, "pd.DataFrame"], additions: Mapping[str, "pd.DataFrame"],
                  replace: Iterable[str] = ()) -> dict[str, "pd.DataFrame"]:
     """``frames`` with the rows of ``additions`` appended table by table (a new dict);
@@ -376,11 +323,3 @@ def merge_frames(frames: Mapping[str, "pd.DataFrame"], additions: Mapping[str, "
         else:
             out[name] = df
     return out
-
-
-def verify(root=None, deep: bool = True):
-    """Check every release's manifest and every file it names (each shard once); see
-    :func:`dgtraces.verify.verify`."""
-    from .verify import verify as _verify
-
-    return _verify(root, deep)

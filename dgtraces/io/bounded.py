@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import BadFileError, Failure
+from dgtraces.errors import BadFileError, Failure
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

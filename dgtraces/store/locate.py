@@ -22,8 +22,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import DgtracesError
-from .tables_io import atomic_file, atomic_folder
+from dgtraces.errors import DgtracesError
+from dgtraces.io.files import atomic_file, atomic_folder
 
 DATA_ENV = "DGTRACES_DATA"
 PACKAGED = "_data"  # folder inside the installed package (built from data/releases)
@@ -58,7 +58,7 @@ def packaged_root() -> Path | None:
 
 def checkout_root() -> Path | None:
     """``<repo>/data`` when this package is imported from a source checkout."""
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     if (repo / "pyproject.toml").is_file() and (repo / "data").is_dir():
         return repo / "data"
     return None

@@ -1,35 +1,33 @@
-"""Writing outputs without losing anything: one atomic file writer, one atomic folder, one
-table writer.
+"""Files that appear whole or not at all, their hashes, and the one UTC clock.
 
 * :func:`atomic_file` — a file appears complete or not at all (temp file beside it, fsync,
-  rename). ``store.atomic_write_bytes`` and ``sql --out`` use it.
+  rename); :func:`atomic_write_bytes` writes bytes through it.
 * :func:`atomic_folder` — a folder appears complete or not at all (temp folder beside it,
-  renamed into place on success, removed on any error). Collectors, ``import``, ``export-hf``,
-  release writing and staging use it.
-* :func:`write_tables` — validate frames together (schemas and every declared foreign key)
-  and write one ``<table>.parquet`` or ``<table>.csv`` each; into a new folder atomically,
-  or (``into_existing``) file by file into a folder that already holds other tables.
+  renamed into place on success, removed on any error). Collectors, ``import``,
+  ``export-hf``, release writing and staging use it; :func:`check_out` checks an output
+  folder before any work.
+* :func:`sha256_file`, :func:`utc_now` (``ISO_UTC``; ``STAMP_UTC`` for ids).
 
-Torch-free; pandas/pyarrow are imported when a table is written.
+The bottom layer: imports nothing of dgtraces but :mod:`dgtraces.errors`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import secrets
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Literal
+from typing import IO
 
-from .errors import DgtracesError
+from dgtraces.errors import DgtracesError
 
-if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
-
+ISO_UTC = "%Y-%m-%dT%H:%M:%SZ"
+STAMP_UTC = "%Y%m%dT%H%M%SZ"  # compact, for ids and folder names
 TMP_PREFIX = ".tmp-"
-Format = Literal["parquet", "csv"]
 
 
 def fsync_dir(path: Path) -> None:
@@ -101,47 +99,20 @@ def atomic_folder(out: str | os.PathLike, *, tmp_name: str | None = None,
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _table_bytes(df: "pd.DataFrame", fmt: Format) -> bytes:
-    import io
-
-    if fmt == "csv":
-        return df.to_csv(index=False).encode("utf-8")
-    buf = io.BytesIO()
-    df.to_parquet(buf, index=False)
-    return buf.getvalue()
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
-def write_tables(out: str | os.PathLike, frames: Mapping[str, "pd.DataFrame"], *,
-                 fmt: Format = "parquet", validate: bool = True,
-                 known: Mapping[str, "pd.DataFrame"] | None = None,
-                 into_existing: bool = False, overwrite: bool = False) -> list[Path]:
-    """Write one ``<table>.<fmt>`` per frame into ``out``; returns the written paths.
+def utc_now(fmt: str = ISO_UTC) -> str:
+    """The current UTC time, ISO 8601 with ``Z`` by default (``STAMP_UTC`` for ids)."""
+    return datetime.now(UTC).strftime(fmt)
 
-    ``validate`` checks the frames together (schemas and declared foreign keys; ``known``
-    adds parent rows such as the store's runs) before anything is written. A new ``out``
-    (missing or empty) is written atomically as a whole. ``into_existing`` writes into a
-    folder that may hold other files, each file atomically; an existing table file is
-    BAD_INPUT unless ``overwrite``.
-    """
-    if fmt not in ("parquet", "csv"):
-        raise DgtracesError(f"table format must be parquet or csv, got {fmt!r}",
-                            code="BAD_INPUT")
-    if validate:
-        from .checks import validate_tables
 
-        frames = validate_tables(frames, known=known)
-    out = Path(out)
-    names = {name: f"{name}.{fmt}" for name in frames}
-    if into_existing and out.is_dir() and any(out.iterdir()):
-        clash = [str(out / f) for f in names.values() if (out / f).exists()]
-        if clash and not overwrite:
-            raise DgtracesError(f"refusing to overwrite {', '.join(clash)} (use --force)",
-                                code="BAD_INPUT")
-        for name, df in frames.items():
-            with atomic_file(out / names[name]) as fh:
-                fh.write(_table_bytes(df, fmt))
-    else:
-        with atomic_folder(out) as tmp:
-            for name, df in frames.items():
-                (tmp / names[name]).write_bytes(_table_bytes(df, fmt))
-    return [out / names[name] for name in frames]
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temp file in the same folder, fsync, then rename."""
+    with atomic_file(path) as fh:
+        fh.write(data)

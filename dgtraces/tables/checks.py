@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import BadFileError, DgtracesError, Failure, MissingFileError, ValidationError
+from dgtraces.errors import BadFileError, DgtracesError, Failure, MissingFileError, ValidationError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -25,7 +25,7 @@ NULL_SPELLINGS = ["", "NA", "N/A", "null", "NULL", "None", "<NA>"]
 
 def table_for_path(path: str | os.PathLike) -> str:
     """Infer the table from a file name such as ``layer_timings.csv``."""
-    from .schema import TABLES
+    from dgtraces.tables.schema import TABLES
 
     stem = Path(path).name.split(".")[0]
     if stem not in TABLES:
@@ -42,7 +42,7 @@ def _csv_options(path: Path, table: str | None) -> dict[str, Any]:
     "missing" (a written NaN/inf stays text and is refused as non-finite, PLAUSIBILITY,
     instead of becoming null silently), and with a known ``table`` its text columns read as
     text (a run id ``007`` stays ``007``, and chunks of one file agree on the type)."""
-    from .strict import text_columns
+    from dgtraces.tables.strict import text_columns
 
     opts: dict[str, Any] = dict(encoding="utf-8", encoding_errors="strict",
                                 keep_default_na=False, na_values=NULL_SPELLINGS)
@@ -131,7 +131,7 @@ def _schema_failures(table: str, errors, file: str | None,
     text). ``skip`` holds (row, column) cells reported already (strict intake)."""
     from pandera.errors import SchemaErrorReason as R
 
-    from .schema import TABLES
+    from dgtraces.tables.schema import TABLES
 
     errs = list(errors.schema_errors)
     # a value that could not be converted, or a missing column, makes later checks on its
@@ -184,8 +184,8 @@ def typed_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
     import pandas as pd
     import pandera.errors as pe
 
-    from .schema import TABLES
-    from .strict import strict_cells
+    from dgtraces.tables.schema import TABLES
+    from dgtraces.tables.strict import strict_cells
 
     if table not in TABLES:
         raise DgtracesError(f"unknown table {table!r}", code="BAD_INPUT")
@@ -218,7 +218,7 @@ def validate_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
 def catalog(parent: str) -> "pd.DataFrame":
     """Rows of a parent table the package itself defines (``schema.CATALOG_PARENTS``):
     ``layers`` = every layer of every shipped model (built once per process)."""
-    from .models import layers_frame
+    from dgtraces.models import layers_frame
 
     if parent != "layers":  # pragma: no cover - a new catalog parent needs its source here
         raise DgtracesError(f"no catalog for table {parent!r}", code="BAD_INPUT")
@@ -231,7 +231,7 @@ def _parent_rows(fk, frames: Mapping[str, "pd.DataFrame"],
     plus the store's rows (later rows win on a duplicate key)."""
     import pandas as pd
 
-    from .schema import CATALOG_PARENTS
+    from dgtraces.tables.schema import CATALOG_PARENTS
 
     if fk.parent in CATALOG_PARENTS:
         return catalog(fk.parent)
@@ -281,7 +281,7 @@ def _child_keys(fk, child: "pd.DataFrame", frames, known) -> "pd.DataFrame | Non
 def _fk_failures(fk, frames, known, file) -> list[tuple[int, Failure]]:
     import numpy as np
 
-    from .schema import CATALOG_PARENTS
+    from dgtraces.tables.schema import CATALOG_PARENTS
 
     child = frames[fk.table].reset_index(drop=True)
     keys = _child_keys(fk, child, frames, known)
@@ -330,7 +330,7 @@ def cross_failures(frames: Mapping[str, "pd.DataFrame"], *,
     (their schema failure already reports it); null keys are not references. Failures come
     per table in row order (tables in declaration order).
     """
-    from .schema import FOREIGN_KEYS
+    from dgtraces.tables.schema import FOREIGN_KEYS
 
     files = dict(files or {})
     known = dict(known or {})
@@ -384,7 +384,7 @@ def check_tables(frames: Mapping[str, "pd.DataFrame"], *,
 def needed_parents(tables) -> set[str]:
     """Parent tables (not catalogs) that the declared foreign keys of ``tables`` reference
     and that are not among ``tables`` themselves."""
-    from .schema import CATALOG_PARENTS, FOREIGN_KEYS
+    from dgtraces.tables.schema import CATALOG_PARENTS, FOREIGN_KEYS
 
     tables = set(tables)
     parents = {p for fk in FOREIGN_KEYS if fk.table in tables
@@ -395,8 +395,8 @@ def needed_parents(tables) -> set[str]:
 def _store_parents(frames: Mapping[str, "pd.DataFrame"], root=None
                    ) -> dict[str, "pd.DataFrame"]:
     """The latest release's rows of each parent table the frames reference but lack."""
-    from . import store
-    from .errors import StoreError
+    from dgtraces.errors import StoreError
+    from dgtraces.store import manifest as store
 
     known = {}
     for parent in sorted(needed_parents(frames)):
@@ -410,8 +410,8 @@ def _store_parents(frames: Mapping[str, "pd.DataFrame"], root=None
 def validate_files(paths, table: str | None = None, *, use_store: bool = True,
                    root=None) -> dict[str, int]:
     """Validate files (never modifies them). Returns table -> rows; raises with a report."""
-    from .contribute.intake import read_bounded
-    from .schema import TABLES
+    from dgtraces.contribute.intake import read_bounded
+    from dgtraces.tables.schema import TABLES
 
     if table is not None and table not in TABLES:
         raise DgtracesError(f"unknown table {table!r}", code="BAD_INPUT",

@@ -15,8 +15,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import store
-from .errors import Failure
+from dgtraces.errors import Failure
+from dgtraces.io import files as fileio
+from dgtraces.store import manifest as store
 
 
 @dataclass
@@ -49,7 +50,7 @@ class _Checker:
                 self.fail(f"table {name}: file missing", str(path))
                 return
             self.report.files_checked += 1
-            self.seen[path] = (store.sha256_file(path) if self.deep else None,
+            self.seen[path] = (fileio.sha256_file(path) if self.deep else None,
                                path.stat().st_size)
         digest, size = self.seen[path]
         if size != want["bytes"]:
@@ -93,14 +94,14 @@ class _Checker:
         if not pool.is_dir():
             return
         for tdir in sorted(pool.iterdir()):
-            if tdir.name.startswith(store.TMP_PREFIX):
+            if tdir.name.startswith(fileio.TMP_PREFIX):
                 self.report.stale_temps.append(str(tdir))
                 continue
             if not tdir.is_dir() or tdir.is_symlink():
                 self.fail("unexpected entry in the shard pool", str(tdir))
                 continue
             for f in sorted(tdir.iterdir()):
-                if f.name.startswith(store.TMP_PREFIX):
+                if f.name.startswith(fileio.TMP_PREFIX):
                     self.report.stale_temps.append(str(f))
                 elif not (f.suffix == ".parquet" and store._HEX64.fullmatch(f.stem)
                           and f.is_file() and not f.is_symlink()):
@@ -122,7 +123,7 @@ def verify(root=None, deep: bool = True) -> VerifyReport:
         report.failures.append(Failure("NOT_FOUND", "no releases folder", file=str(rdir)))
         return report
     for p in sorted(rdir.iterdir()):
-        if p.name.startswith(store.TMP_PREFIX):
+        if p.name.startswith(fileio.TMP_PREFIX):
             report.stale_temps.append(str(p))
         elif store.is_release_folder(p):
             if not (p / store.MANIFEST).is_file():

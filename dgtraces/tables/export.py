@@ -17,7 +17,7 @@ def _check_text(check) -> str:
 
 def describe(table: str) -> dict:
     """A JSON-ready description of one table: columns with dtype, unit, checks; keys."""
-    from .schema import DESCRIPTIONS, FOREIGN_KEYS, KEYS, SCHEMA_VERSION, TABLES
+    from dgtraces.tables.schema import DESCRIPTIONS, FOREIGN_KEYS, KEYS, SCHEMA_VERSION, TABLES
 
     schema = TABLES[table].to_schema()
     cols = []
@@ -61,8 +61,8 @@ def render(table: str) -> str:
 
 
 def export(out: str | Path = "schemas") -> list[Path]:
-    from .schema import TABLES
-    from .store import atomic_write_bytes
+    from dgtraces.io.files import atomic_write_bytes
+    from dgtraces.tables.schema import TABLES
 
     out = Path(out)
     paths = []
@@ -75,7 +75,7 @@ def export(out: str | Path = "schemas") -> list[Path]:
 
 def stale(out: str | Path = "schemas") -> list[str]:
     """Tables whose exported JSON is missing or differs from the code."""
-    from .schema import TABLES
+    from dgtraces.tables.schema import TABLES
 
     out = Path(out)
     bad = []

@@ -42,11 +42,11 @@ def from_parts(rule: str, gpu: list, cpu: list, bcaffe) -> RuleFigures:
 
 def per_layer(rule: str, frames: dict, runs, timings) -> RuleFigures:
     """The report's per-layer comparisons (V100 Kineto, CPU, B-Caffe) under ``rule``."""
-    from ..errors import DgtracesError
-    from .bcaffe import compare
-    from .costmodel import use_dispatch
-    from .gpu import compare_gpu
-    from .report import cpu_validations
+    from dgtraces.errors import DgtracesError
+    from dgtraces.evaluation.reconstruction import cpu_validations
+    from dgtraces.reconstruct.bcaffe import compare
+    from dgtraces.reconstruct.costmodel import use_dispatch
+    from dgtraces.reconstruct.gpu import compare_gpu
 
     with use_dispatch(rule):
         gpu, _ = compare_gpu(runs, timings)
@@ -129,10 +129,10 @@ def markdown(trial: Trial) -> list[str]:
 
 def figures(rule: str, *, loo: bool = True, version: str | None = None) -> RuleFigures:
     """The report's per-layer figures and the calibration leave-one-out rms under ``rule``."""
-    from .calibration import WINOGRAD_DEVICES
-    from .calibration import loo as loo_errors
-    from .costmodel import use_dispatch
-    from .report import GPU_DEVICES, build_report, loo_summary
+    from dgtraces.evaluation.reconstruction import GPU_DEVICES, build_report, loo_summary
+    from dgtraces.reconstruct.calibration import WINOGRAD_DEVICES
+    from dgtraces.reconstruct.calibration import loo as loo_errors
+    from dgtraces.reconstruct.costmodel import use_dispatch
 
     with use_dispatch(rule):
         rep = build_report(version, trial=False)

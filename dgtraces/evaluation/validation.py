@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ..errors import DgtracesError
-from .cluster import DEFAULT_BUCKET_BYTES, POLICY_NAMES, Cluster, Policy
-from .dag import predict_trace
-from .staging import COLLECTOR_PASSES
-from .trace import resolve
+from dgtraces.errors import DgtracesError
+from dgtraces.predict.cluster import DEFAULT_BUCKET_BYTES, POLICY_NAMES, Cluster, Policy
+from dgtraces.predict.dag import predict_trace
+from dgtraces.predict.staging import COLLECTOR_PASSES
+from dgtraces.predict.trace import resolve
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -183,7 +183,7 @@ def validate(release: str | None = None) -> ValidationResult:
     """Predict every measured/published training row of ``release`` (default latest)."""
     import pandas as pd
 
-    from .. import store
+    from dgtraces.store import manifest as store
 
     release = store.latest() if release is None else store.norm_version(release)
     names = store.tables(release)
@@ -243,7 +243,7 @@ def parity_plot(res: ValidationResult, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..store import atomic_write_bytes
+    from dgtraces.io.files import atomic_write_bytes
 
     ok = res.rows[res.rows["predicted_ms"].notna()]
     fig, ax = plt.subplots(figsize=(6.5, 6), dpi=110)

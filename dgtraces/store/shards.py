@@ -32,9 +32,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import store
-from .errors import DgtracesError, Failure, IntegrityError, ValidationError, VersionError
-from .tables_io import atomic_folder, fsync_dir
+from dgtraces.errors import DgtracesError, Failure, IntegrityError, ValidationError, VersionError
+from dgtraces.io import files as fileio
+from dgtraces.io.files import atomic_folder, fsync_dir
+from dgtraces.store import manifest as store
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing import TypeAlias
@@ -78,7 +79,7 @@ def write_shard(table: str, source: Source, root=None, schema=None) -> tuple[dic
 
     folder = store.shards_dir(root) / table
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f"{store.TMP_PREFIX}{secrets.token_hex(6)}.parquet"
+    tmp = folder / f"{fileio.TMP_PREFIX}{secrets.token_hex(6)}.parquet"
     try:
         rows = 0
         if isinstance(source, Path):  # streamed: memory is one record batch
@@ -97,7 +98,7 @@ def write_shard(table: str, source: Source, root=None, schema=None) -> tuple[dic
             rows = data.num_rows
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
-        digest = store.sha256_file(tmp)
+        digest = fileio.sha256_file(tmp)
         final = folder / f"{digest}.parquet"
         created = not final.exists()
         if created:
@@ -140,7 +141,7 @@ def key_failures(new: Mapping[str, Sequence[Path]], old: Mapping[str, Sequence[P
     appended to (the parent's; absent for a replaced table); ``result``: table -> every
     shard of the release being written. Memory is bounded by the new rows' keys.
     """
-    from .schema import CATALOG_PARENTS, FOREIGN_KEYS, KEYS
+    from dgtraces.tables.schema import CATALOG_PARENTS, FOREIGN_KEYS, KEYS
 
     out: list[Failure] = []
     con = _duck()
@@ -216,7 +217,7 @@ def commit(version: str, entries: Mapping[str, dict], *, root=None, parent: str 
            notes: str, created_utc: str | None = None) -> Path:
     """Write ``releases/v<version>/manifest.json`` (temp folder renamed into place: the
     commit point). ``entries``: table -> {columns, shards}."""
-    from .schema import SCHEMA_VERSION
+    from dgtraces.tables.schema import SCHEMA_VERSION
 
     tables = {}
     for name, e in sorted(entries.items()):
@@ -227,13 +228,13 @@ def commit(version: str, entries: Mapping[str, dict], *, root=None, parent: str 
                         "columns": list(e["columns"]), "shards": shards}
     manifest = {"dataset": store.DATASET, "version": version, "layout": "shards",
                 "schema_version": SCHEMA_VERSION,
-                "created_utc": created_utc or store.utc_now(), "parent": parent,
+                "created_utc": created_utc or fileio.utc_now(), "parent": parent,
                 "notes": notes, "tables": tables}
     manifest["digest"] = store._digest(manifest)
     rdir = store.releases_dir(root)
     rdir.mkdir(parents=True, exist_ok=True)
     with atomic_folder(rdir / f"v{version}", exists_ok=True, tmp_name=(  # the commit point
-            f"{store.TMP_PREFIX}v{version}-{os.getpid()}-{secrets.token_hex(3)}")) as tmp:
+            f"{fileio.TMP_PREFIX}v{version}-{os.getpid()}-{secrets.token_hex(3)}")) as tmp:
         with open(tmp / store.MANIFEST, "w", encoding="utf-8") as fh:
             json.dump(manifest, fh, indent=2, sort_keys=True)
             fh.write("\n")
@@ -308,7 +309,7 @@ def append(version: str, sources: Mapping[str, Sequence[Source]], *, base: str |
 def _frames_checked(frames, base: str | None, root) -> dict[str, pd.DataFrame]:
     """Schemas of the new rows and their cross-table keys (with the base's runs, read as
     two columns), raising one ValidationError listing every failure."""
-    from .checks import validate_tables
+    from dgtraces.tables.checks import validate_tables
 
     known_runs = None
     if base is not None and "runs" in store.tables(base, root) and \
@@ -340,7 +341,7 @@ def write_release(version: str, frames: Mapping[str, pd.DataFrame], *, root=None
     version = check_version(version, root, allow_older)
     frames = _frames_or_refuse(frames)
     if validate:
-        from .checks import validate_tables
+        from dgtraces.tables.checks import validate_tables
 
         frames = validate_tables(frames)
     return append(version, {t: [df] for t, df in frames.items()}, base=None, root=root,

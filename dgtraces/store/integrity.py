@@ -21,8 +21,8 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from .errors import Failure, IntegrityError
-from .store import VERIFY_HINT
+from dgtraces.errors import Failure, IntegrityError
+from dgtraces.store.manifest import VERIFY_HINT
 
 CACHE_ENV = "DGTRACES_CACHE"
 CACHE_NAME = "verified.json"
@@ -53,7 +53,7 @@ def _load_cache() -> dict[str, list]:
 
 
 def _save_cache(entries: Mapping[str, list]) -> None:
-    from .store import atomic_write_bytes
+    from dgtraces.io.files import atomic_write_bytes
 
     keep = dict(list(entries.items())[-CACHE_MAX_ENTRIES:])
     try:
@@ -98,7 +98,7 @@ def verify_files(folder: Path, entries: Mapping[str, Mapping], names=None) -> No
     """Check the files of tables ``names`` (default all) of release ``folder`` against their
     manifest ``entries`` (every shard, or the legacy per-table file); INTEGRITY listing
     every file that differs."""
-    from .store import entry_files
+    from dgtraces.store.manifest import entry_files
 
     cache: dict[str, list] | None = None
     failures, dirty = [], False

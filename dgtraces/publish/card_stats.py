@@ -23,7 +23,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from .integrity import cache_dir
+from dgtraces.store.integrity import cache_dir
 
 CACHE_NAME = "card-stats.json"
 CACHE_VERSION = 1  # bump when the groups' definition changes
@@ -36,7 +36,7 @@ def provenance_from(table: str, cols: set[str], entries: dict, src: str,
     """(SQL relation giving ``provenance`` and ``source`` per row of ``table`` read from
     ``src``, the referenced table or None): its own columns, or those of the row it
     references (``ref_src``: relation of each table); None if neither."""
-    from .schema import FOREIGN_KEYS
+    from dgtraces.tables.schema import FOREIGN_KEYS
 
     if {"provenance", "source"} <= cols:
         return f"(SELECT provenance, source FROM {src})", None
@@ -61,7 +61,7 @@ def _load() -> dict[str, list]:
 
 
 def _save(entries: dict[str, list]) -> None:
-    from .store import atomic_write_bytes
+    from dgtraces.io.files import atomic_write_bytes
 
     keep = dict(list(entries.items())[-CACHE_MAX_ENTRIES:])
     try:
@@ -76,7 +76,7 @@ def _licensed(groups: list, pattern: str) -> int:
 
 
 def _summary(rows: int, groups: list, via: str | None) -> dict[str, Any]:
-    from .cards import BCAFFE_PATTERN, THIRD_PARTY
+    from dgtraces.publish.card import BCAFFE_PATTERN, THIRD_PARTY
 
     counts: Counter = Counter()
     for prov, source, n in groups:
@@ -108,7 +108,7 @@ class _ShardGroups:
             self.cache = _load() if self.cache is None else self.cache
             found = self.cache.get(key)
         if not isinstance(found, list):
-            from .shards import _duck, _scan
+            from dgtraces.store.shards import _duck, _scan
 
             self.con = _duck() if self.con is None else self.con
             src = _scan([path], columns)
@@ -132,8 +132,8 @@ def provenance_stats(version: str | None = None, root=None) -> dict[str, dict]:
     """Per table: rows, provenance counts, (provenance, source, rows) groups (ordered by
     provenance, rows descending, source), B-Caffe rows and third-party rows per
     repository; ``via`` names the table provenance is taken from (None: its own)."""
-    from . import store
-    from .shards import _scan
+    from dgtraces.store import manifest as store
+    from dgtraces.store.shards import _scan
 
     folder = store.release_path(version, root)
     entries = store.manifest_at(folder)["tables"]

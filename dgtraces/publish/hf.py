@@ -22,8 +22,9 @@ import os
 import shutil
 from pathlib import Path
 
-from .errors import Failure, IntegrityError
-from .tables_io import atomic_folder, check_out
+from dgtraces.errors import Failure, IntegrityError
+from dgtraces.io import files as fileio
+from dgtraces.io.files import atomic_folder, check_out
 
 DATA_DIR = "data"
 
@@ -34,8 +35,9 @@ def export(out: str | os.PathLike, version: str | None = None, root=None, *,
 
     ``out`` must not exist or be an empty folder (code ``BAD_INPUT`` otherwise).
     """
-    from . import croissant, store
-    from .cards import provenance_stats, render_card
+    from dgtraces.publish import croissant
+    from dgtraces.publish.card import provenance_stats, render_card
+    from dgtraces.store import manifest as store
 
     out = check_out(out)
     src = store.release_path(version, root)
@@ -51,7 +53,7 @@ def export(out: str | os.PathLike, version: str | None = None, root=None, *,
                 dst = tmp / DATA_DIR / rel
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, dst)
-                digest = store.sha256_file(dst)
+                digest = fileio.sha256_file(dst)
                 if digest != want["sha256"]:
                     bad.append(Failure("INTEGRITY", f"table {table}: sha256 differs from "
                                        f"the manifest", file=str(path),
@@ -62,11 +64,11 @@ def export(out: str | os.PathLike, version: str | None = None, root=None, *,
         shutil.copyfile(src / store.MANIFEST, tmp / store.MANIFEST)
         stats = provenance_stats(version, root)  # one pass over the data for all three
         _copy_fragment_assets(tmp, fragments_dir, stats)
-        store.atomic_write_bytes(tmp / "README.md", render_card(
+        fileio.atomic_write_bytes(tmp / "README.md", render_card(
             version, root, data_dir=DATA_DIR,
             fragments_dir=None if fragments_dir is None else Path(fragments_dir),
             stats=stats).encode())
-        store.atomic_write_bytes(tmp / "croissant.json",
+        fileio.atomic_write_bytes(tmp / "croissant.json",
                                  croissant.render(version, root, DATA_DIR, stats).encode())
     return sorted(p for p in out.rglob("*") if p.is_file())
 
@@ -75,7 +77,7 @@ def _copy_fragment_assets(dest: Path, fragments_dir, stats: dict) -> None:
     """Copy the non-Markdown files (figures) that the release's card links to into
     ``dest/fragments/``, where its relative links (``fragments/<file>``, as in ``cards/``)
     expect them."""
-    from .cards import FRAGMENTS, fragments
+    from dgtraces.publish.card import FRAGMENTS, fragments
 
     folder = Path(FRAGMENTS if fragments_dir is None else fragments_dir)
     used = "\n".join(text for _, text in fragments(folder, stats))

@@ -26,9 +26,11 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import shards, store
-from .errors import Failure, IntegrityError
-from .tables_io import atomic_file
+from dgtraces.errors import Failure, IntegrityError
+from dgtraces.io import files as fileio
+from dgtraces.io.files import atomic_file
+from dgtraces.store import manifest as store
+from dgtraces.store import shards
 
 
 @dataclass
@@ -43,7 +45,7 @@ class MigrateResult:
 def _legacy_table(path: Path, entry: dict):
     import pyarrow.parquet as pq
 
-    digest = store.sha256_file(path) if path.is_file() else None
+    digest = fileio.sha256_file(path) if path.is_file() else None
     if digest != entry["sha256"]:
         raise IntegrityError(f"{path}: differs from its manifest; not migrated",
                              failures=[Failure("INTEGRITY", "legacy file changed",
@@ -96,7 +98,7 @@ def _clean_leftovers(folder: Path, manifest: dict) -> None:
     legacy = manifest.get("legacy_sha256") or {}
     for name, entry in manifest["tables"].items():
         left = folder / f"{name}.parquet"
-        if left.is_file() and store.sha256_file(left) in {legacy.get(name), *(
+        if left.is_file() and fileio.sha256_file(left) in {legacy.get(name), *(
                 s["sha256"] for s in entry["shards"])}:
             left.unlink()
 
@@ -124,11 +126,11 @@ def migrate_release(version: str, root=None, result: MigrateResult | None = None
         tables[name] = {"rows": entry["rows"], "bytes": sum(s["bytes"] for s in shard_list),
                         "columns": entry["columns"], "shards": shard_list}
     new = {k: v for k, v in manifest.items() if k not in ("tables", "digest")}
-    new.update(layout="shards", tables=tables, migrated_utc=store.utc_now(),
+    new.update(layout="shards", tables=tables, migrated_utc=fileio.utc_now(),
                legacy_digest=manifest.get("digest"),
                legacy_sha256={n: e["sha256"] for n, e in manifest["tables"].items()})
     new["digest"] = store._digest(new)
-    store.atomic_write_bytes(folder / store.MANIFEST,  # the commit point
+    fileio.atomic_write_bytes(folder / store.MANIFEST,  # the commit point
                              (json.dumps(new, indent=2, sort_keys=True) + "\n").encode())
     _clean_leftovers(folder, new)
     result.migrated.append(version)
@@ -137,7 +139,7 @@ def migrate_release(version: str, root=None, result: MigrateResult | None = None
 
 def migrate(root=None, timeout: float = 10.0) -> MigrateResult:
     """Migrate every legacy release, oldest first, under the store lock (idempotent)."""
-    from .contribute.staging import store_lock
+    from dgtraces.contribute.staging import store_lock
 
     result = MigrateResult()
     with store_lock(root, timeout):

@@ -31,10 +31,10 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import DgtracesError
-from .cluster import Cluster, Policy
-from .dag import predict_trace
-from .trace import resolve
+from dgtraces.errors import DgtracesError
+from dgtraces.predict.cluster import Cluster, Policy
+from dgtraces.predict.dag import predict_trace
+from dgtraces.predict.trace import resolve
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -92,7 +92,7 @@ class PublishedValidation:
                 "pred_exact_linear_rows": int(sc["pred_exact_linear"].sum())}
 
     def to_dict(self) -> dict:
-        from .validation import _no_nan
+        from dgtraces.evaluation.validation import _no_nan
 
         return _no_nan({"file": f"dgtraces/reference/{FILE}", "headline": self.headline(),
                         "by_source": self.by_source().to_dict("records"),
@@ -141,7 +141,7 @@ def _rule(update: str) -> tuple:
 
 
 def _link(text: str, fallback: str) -> str:
-    from .links import known_links
+    from dgtraces.predict.links import known_links
 
     word = (text or "").split(" ")[0].strip()
     if word in known_links(use_store=False):
@@ -172,8 +172,8 @@ def _configure(row: dict, calib: dict) -> dict:
 
 
 def _predict(row: dict, cfg: dict, release: str | None) -> dict:
-    from . import calibrate
-    from .cluster import DEFAULT_BUCKET_BYTES
+    from dgtraces.predict import calibrate
+    from dgtraces.predict.cluster import DEFAULT_BUCKET_BYTES
 
     synthetic = "synthetic data" in row["_notes"]
     trace = resolve(row["model"], row["device"], int(row["batch_per_gpu"]), release=release,
@@ -198,7 +198,7 @@ def validate_published(release: str | None = None) -> PublishedValidation:
     """Predict every row of the shipped published scaling table (see module doc)."""
     import pandas as pd
 
-    from ..reference import rows as ref_rows
+    from dgtraces.reference import rows as ref_rows
 
     table = ref_rows(FILE)
     notes = ""
@@ -273,7 +273,7 @@ def published_plot(measured, pub: PublishedValidation, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..store import atomic_write_bytes
+    from dgtraces.io.files import atomic_write_bytes
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5.6), dpi=110)
     ok = measured.rows[measured.rows["predicted_ms"].notna() & ~measured.rows["circular"]]

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import TYPE_CHECKING
 
-from .errors import Failure
+from dgtraces.errors import Failure
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -49,7 +49,7 @@ SHOWN_MISSING = 5
 def _structure(model: str) -> tuple[tuple[str, bool], ...]:
     """(layer, aux) of ``model`` in order; built once per model (a contribution has
     hundreds of runs of the same model)."""
-    from .models import layers_frame
+    from dgtraces.models import layers_frame
 
     frame = layers_frame(model)
     return tuple(zip(frame["layer"].tolist(), frame["aux"].astype(bool).tolist(), strict=True))
@@ -66,7 +66,7 @@ def missing_layers(model: str, timed) -> list[str]:
 
 def incomplete_runs(runs: "pd.DataFrame", timings: "pd.DataFrame") -> dict[str, list[str]]:
     """run_id -> missing layers, for every run of a known model that lacks layers."""
-    from .models import MODELS
+    from dgtraces.models import MODELS
 
     per_run = timings.groupby("run_id", sort=False)["layer"].agg(list)
     out = {}
@@ -103,7 +103,7 @@ def throughput_failures(runs: "pd.DataFrame", timings: "pd.DataFrame",
     ``peaks``: device -> datasheet peak FLOP/s (the higher of fp32 and fp16 tensor)."""
     import math
 
-    from .models import MODELS, layers_frame
+    from dgtraces.models import MODELS, layers_frame
 
     flops = layers_frame()[["model", "layer", "fwd_flops", "bwd_flops"]]
     t = timings[["run_id", "layer", "fwd_ms", "bwd_ms"]].merge(
@@ -160,7 +160,7 @@ def reference_peaks() -> dict[str, float]:
     """device -> peak FLOP/s of the shipped datasheet figures (``dgtraces/reference``)."""
     import pandas as pd
 
-    from . import reference
+    from dgtraces import reference
 
     rows = reference.device_rows()  # devices.csv + devices_datasheet.csv, one reader
     frame = pd.DataFrame(rows).replace("", None) if rows else None

@@ -1,0 +1,105 @@
+"""An opened release: :class:`Release` reads and checks its manifest once, then hands out
+its tables, files and verification without re-reading it.
+
+``Release.open(version=None, root=None)`` (``None``: the latest) is the one way in;
+:func:`dgtraces.store.manifest.read_table` and friends are thin wrappers over it. Pass a
+``Release`` down a call chain instead of ``version``/``root`` pairs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dgtraces.errors import Code, StoreError
+from dgtraces.store import manifest as mf
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+    import pyarrow.dataset as pads
+
+
+@dataclass(frozen=True, eq=False)
+class Release:
+    """One release of a store, its manifest read and checked once (digest, entries)."""
+
+    version: str
+    path: Path
+    manifest: Mapping = field(repr=False)
+    _verified: set = field(default_factory=set, repr=False, compare=False)
+
+    @classmethod
+    def open(cls, version: str | None = None, root=None) -> Release:
+        """The release ``version`` (``None``: the latest) of the store at ``root``.
+        StoreError (NOT_FOUND) for an unknown version; INTEGRITY for a damaged manifest."""
+        path = mf.release_path(version, root)
+        return cls(path.name[1:], path, mf.manifest_at(path))
+
+    @property
+    def root(self) -> Path:
+        """The data folder holding this release (``releases/`` and ``shards/``)."""
+        return self.path.parent.parent
+
+    @property
+    def digest(self) -> str:
+        """The manifest digest: cite it with the version."""
+        return str(self.manifest["digest"])
+
+    @property
+    def entries(self) -> Mapping[str, dict]:
+        """Table name -> manifest entry (rows, bytes, columns, shards)."""
+        return self.manifest["tables"]
+
+    @property
+    def table_names(self) -> list[str]:
+        return sorted(self.entries)
+
+    @cached_property
+    def _files(self) -> dict[str, list[Path]]:
+        return mf.checked_files(self.path, self.entries)
+
+    def files(self, table: str | None = None, verify: bool = False):
+        """Table -> its Parquet files in row order (or one table's list); INTEGRITY if a
+        listed file is missing, and with ``verify`` if its bytes differ."""
+        if table is not None:
+            self._require(table)
+        if verify:
+            self.verify([table] if table is not None else None)
+        return self._files if table is None else self._files[table]
+
+    def verify(self, tables: list[str] | None = None) -> None:
+        """Hash the files of ``tables`` (default all) against the manifest, once per
+        handle (hashes cached per user, :mod:`dgtraces.store.integrity`)."""
+        from dgtraces.store.integrity import verify_files
+
+        names = self.table_names if tables is None else list(tables)
+        todo = [n for n in names if n not in self._verified]
+        if todo:
+            self.files()  # a missing file of the release fails first
+            verify_files(self.path, self.entries, todo)
+            self._verified.update(todo)
+
+    def _require(self, table: str) -> None:
+        if not isinstance(table, str) or table not in self.entries:
+            raise StoreError(f"table {table!r} not in release {self.version}; "
+                             f"tables: {', '.join(self.table_names)}", code=Code.NOT_FOUND)
+
+    def dataset(self, table: str) -> pads.Dataset:
+        """A lazy ``pyarrow.dataset.Dataset`` over one table's shards, checked first."""
+        import pyarrow.dataset as ds
+        import pyarrow.parquet as pq
+
+        files = self.files(table, verify=True)
+        schema = pq.read_schema(files[0])  # every shard of a table has this schema
+        return ds.dataset([str(p) for p in files], schema=schema, format="parquet")
+
+    def table(self, table: str, columns: list[str] | None = None) -> pd.DataFrame:
+        """One table as a DataFrame (its shards in order; ``columns``: only those)."""
+        return self.dataset(table).to_table(columns=columns).to_pandas()
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """Every table of the release as DataFrames."""
+        return {name: self.table(name) for name in self.table_names}
