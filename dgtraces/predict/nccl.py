@@ -118,13 +118,19 @@ ALIASES = {"reduce_scatter": "reducescatter", "all_reduce": "allreduce",
            "all_gather": "allgather", "all_to_all": "alltoall"}
 
 
-def unknown(what: str, name: object, known, code: Code = Code.BAD_INPUT) -> DgtracesError:
-    """A typed error for an unknown name: the known ones and the closest (did you mean)."""
+def closest(name: object, known) -> str | None:
+    """The known name most like ``name`` (the did-you-mean), if any is close."""
     import difflib
 
+    close = difflib.get_close_matches(str(name), sorted(known), n=1)
+    return close[0] if close else None
+
+
+def unknown(what: str, name: object, known, code: Code = Code.BAD_INPUT) -> DgtracesError:
+    """A typed error for an unknown name: the known ones and the closest (did you mean)."""
     known = sorted(known)
-    close = difflib.get_close_matches(str(name), known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    close = closest(name, known)
+    hint = f"; did you mean {close!r}?" if close else ""
     return DgtracesError(f"unknown {what} {name!r}{hint} known: {', '.join(known)}", code=code,
                          failures=[Failure(code, f"unknown {what}", column=what,
                                            expected=" | ".join(known), found=repr(name))])

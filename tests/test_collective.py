@@ -1,0 +1,175 @@
+"""dgtraces collective / validate-comm: NCCL's tuning model (predict/nccl.py), the collective
+API and its typed errors, and the evaluation on nccl-tests logs (predict/comm_validation.py)."""
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dgtraces.cli import main
+from dgtraces.errors import DgtracesError
+from dgtraces.predict import nccl
+from dgtraces.predict.collective import parse_sizes, predict_collective
+from dgtraces.predict.comm_validation import (
+    REFERENCE_CLUSTERS,
+    LogCluster,
+    reference_logs,
+    validate,
+)
+
+AR = Path(__file__).parent / "fixtures" / "nccl_tests" / "all_reduce_perf_8xh100.log"
+GIB = 1 << 30
+
+
+def topo(ranks=4, nodes=1, intra="pcie3", nic="ib-hdr", nics=1):
+    return nccl.Topology(ranks, nodes, nccl.FABRICS[intra], nccl.FABRICS[nic], nics)
+
+
+def test_tables_by_hand_one_pcie_node():
+    ar, t = nccl.KINDS["allreduce"], topo()
+    # ring Simple: bus 12 GB/s x 4/6 ranks/steps; latency 8.4 + 6 steps x 5.7 us (PCI)
+    assert nccl.time_us(ar, t, 64 << 20, "ring", "Simple") == pytest.approx(
+        8.4 + 6 * 5.7 + (64 << 20) / (1000 * 8.0))
+    # ring LL: bus / 4; latency 3.6 + 6 x 1.0; chosen for 8 bytes
+    assert nccl.choose(ar, t, 8) == (pytest.approx(3.6 + 6 + 8 / 2000), "ring", "LL")
+    assert nccl.choose(ar, t, GIB)[1:] == ("ring", "Simple")
+    assert ("ring", "LL128") not in nccl.candidates(ar, t)  # LL128 needs NVLink
+
+
+def test_ll128_and_the_a100_cap():
+    ar, t = nccl.KINDS["allreduce"], topo(intra="nvlink3")
+    assert ("ring", "LL128") in nccl.candidates(ar, t)
+    # 12 x 20 = 240 GB/s capped at 235 for compute capability 8.0
+    assert nccl.time_us(ar, t, GIB, "ring", "Simple") == pytest.approx(
+        8.4 + 6 * 3.4 + GIB / (1000 * 235 * 4 / 6))
+
+
+def test_nics_per_node_carry_the_inter_node_bandwidth():
+    ar = nccl.KINDS["allreduce"]
+    one = topo(16, 2, "nvlink3", "ib-hdr", 1)
+    eight = topo(16, 2, "nvlink3", "ib-hdr", 8)
+    assert (one.bus_gb_s, eight.bus_gb_s) == (pytest.approx(24.0), pytest.approx(192.0))
+    t1, t8 = nccl.choose(ar, one, GIB)[0], nccl.choose(ar, eight, GIB)[0]
+    assert t1 / t8 == pytest.approx(8.0, rel=0.02)
+    # several nodes: tree is a choice for all-reduce, never for all-gather
+    assert ("tree", "Simple") in nccl.candidates(ar, eight)
+    assert all(a == "ring" for a, _ in nccl.candidates(nccl.KINDS["allgather"], eight))
+
+
+def test_busbw_follows_nccl_tests_factors():
+    res = predict_collective("allgather", [GIB], workers=8, gpus_per_node=8, intra="nvlink3")
+    row = res.rows[0]
+    assert row.algbw_gb_s == pytest.approx(GIB / row.time_us / 1000)
+    assert row.busbw_gb_s == pytest.approx(row.algbw_gb_s * 7 / 8)
+    assert res.links["intra"]["link"] == "nvlink3" and "topo.h" in res.links["intra"]["source"]
+
+
+def test_todays_algorithms_stay_available():
+    res = predict_collective("allreduce", [1 << 20], workers=8, gpus_per_node=4,
+                             intra="pcie3", inter="10gbe", algorithm="ring", release=None)
+    assert res.rows[0].algorithm == "ring" and res.rows[0].protocol == "-"
+    assert res.links["inter"]["link"] == "10gbe-nccl"
+
+
+def test_sizes_with_units():
+    assert parse_sizes("8, 64KiB,1M,2GiB") == (8, 65536, 1 << 20, 2 * GIB)
+
+
+@pytest.mark.parametrize("kw, code", [
+    (dict(collective="allgathr"), "BAD_INPUT"),
+    (dict(intra="nvlnk3"), "UNKNOWN_LINK"),
+    (dict(intra="ib-hdr"), "UNKNOWN_LINK"),  # a NIC is not a board
+    (dict(inter="nvlink3"), "UNKNOWN_LINK"),
+    (dict(workers=12), "BAD_INPUT"),  # not a multiple of 8 GPUs per node
+    (dict(nics_per_node=0), "BAD_INPUT"),
+    (dict(nics_per_node=33), "BAD_INPUT"),
+    (dict(algorithm="nccl-tree", collective="allgather"), "BAD_INPUT"),
+    (dict(algorithm="ring", collective="broadcast"), "BAD_INPUT"),
+    (dict(algorithm="magic"), "BAD_INPUT"),
+])
+def test_bad_input_is_typed(kw, code):
+    args = dict(collective="allreduce", workers=16, gpus_per_node=8, intra="nvlink3",
+                inter="ib-hdr", nics_per_node=1, algorithm="auto")
+    args.update(kw)
+    coll = args.pop("collective")
+    with pytest.raises(DgtracesError) as exc:
+        predict_collective(coll, [8], **args)
+    assert exc.value.code == code
+
+
+def test_unknown_names_get_a_did_you_mean():
+    with pytest.raises(DgtracesError) as exc:
+        nccl.kind("allgathr")
+    assert exc.value.failures[0].found == "'allgathr'"
+    assert "alltoall" in exc.value.failures[0].expected.split(" | ")
+    assert nccl.closest("allgathr", nccl.KINDS) == "allgather"
+    assert nccl.closest("nvlnk3", nccl.FABRICS) == "nvlink3"
+    assert nccl.closest("zzz", nccl.KINDS) is None
+
+
+@pytest.mark.parametrize("size", ["0", "-1", "1.5", "8XB", "2TiB"])
+def test_bad_sizes(size):
+    with pytest.raises(DgtracesError) as exc:
+        parse_sizes(size)
+    assert exc.value.code == "BAD_INPUT"
+
+
+def test_cli_json_and_table():
+    res = CliRunner().invoke(main, ["collective", "--workers", "16", "--gpus-per-node", "8",
+                                    "--nics-per-node", "8", "--sizes", "8,1MiB,1GiB",
+                                    "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert [r["message_bytes"] for r in out["rows"]] == [8, 1 << 20, GIB]
+    assert set(out["rows"][0]) == {"message_bytes", "time_us", "algbw_gb_s", "busbw_gb_s",
+                                   "algorithm", "protocol"}
+    assert out["rows"][0]["protocol"] == "LL" and out["rows"][2]["protocol"] == "Simple"
+    assert out["links"]["inter"]["link"] == "ib-hdr"
+    text = CliRunner().invoke(main, ["collective", "--sizes", "1MiB"])
+    assert text.exit_code == 0
+    row = [line for line in text.output.splitlines() if not line.startswith("#")]
+    assert row[0].split()[:3] == ["1048576", "262144", "float"]
+
+
+def test_reference_logs_and_their_clusters():
+    logs, _ = reference_logs()
+    shipped = {k for k in logs if k.startswith("sheffield")}
+    assert len(shipped) == 4 and set(logs) <= set(REFERENCE_CLUSTERS)
+    assert all(len(logs[k][1]) == 25 for k in shipped)
+
+
+def test_validate_reference_logs_before_and_after():
+    # the numbers of docs/collectives.md (pre-registered rule; nothing fitted)
+    after = {x.log_id: x for x in validate(algorithm="auto").logs}
+    before = {x.log_id: x for x in validate(algorithm="ring").logs}
+    log = "sheffield_bessemer_v100pcie_x4_nccl242_cu101"
+    assert after[log].mape_1mib == pytest.approx(0.049, abs=0.001)
+    assert before[log].mape_1mib == pytest.approx(0.220, abs=0.001)
+    assert after[log].n_1mib == 8 and after[log].n_all == 25
+
+
+def test_validate_a_users_log_and_plot(tmp_path):
+    plot = tmp_path / "comm.png"
+    res = CliRunner().invoke(main, ["validate-comm", str(AR), "--intra", "nvlink4",
+                                    "--plot", str(plot), "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    (log,) = out["logs"]
+    assert (log["collective"], log["workers"], len(log["points"])) == ("allreduce", 8, 28)
+    assert plot.stat().st_size > 1000
+
+
+def test_validate_refuses_empty_or_truncated_logs(tmp_path):
+    empty = tmp_path / "empty.log"
+    empty.write_text("#  Rank  0 Group  0 Pid 1 on h device  0 [0x07] NVIDIA A100\n")
+    with pytest.raises(DgtracesError) as exc:
+        validate([str(empty)], LogCluster(None, None, "nvlink3"))
+    assert exc.value.code == "EMPTY"
+    cut = tmp_path / "cut.log"
+    lines = AR.read_text().splitlines()
+    i = next(k for k, line in enumerate(lines) if line.strip().startswith("1024 "))
+    cut.write_text("\n".join(lines[:i] + [lines[i][:30]]) + "\n")
+    with pytest.raises(DgtracesError) as exc:
+        validate([str(cut)], LogCluster(None, None, "nvlink3"))
+    assert exc.value.code == "BAD_FILE"
