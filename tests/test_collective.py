@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from dgtraces.cli import main
 from dgtraces.errors import DgtracesError
 from dgtraces.predict import nccl
-from dgtraces.predict.collective import parse_sizes, predict_collective
+from dgtraces.predict.collective_time import parse_sizes, predict_collective
 from dgtraces.predict.comm_validation import (
     REFERENCE_CLUSTERS,
     LogCluster,
@@ -173,3 +173,44 @@ def test_validate_refuses_empty_or_truncated_logs(tmp_path):
     with pytest.raises(DgtracesError) as exc:
         validate([str(cut)], LogCluster(None, None, "nvlink3"))
     assert exc.value.code == "BAD_FILE"
+
+
+def test_predict_uses_nccls_cost_for_every_message():
+    from dgtraces.predict import Cluster
+    from dgtraces.predict.links import get_link
+
+    c = Cluster(16, 8, "nvlink3", "ib-hdr", "auto", nics_per_node=8)
+    cost = c.comm_cost()
+    t = topo(16, 2, "nvlink3", "ib-hdr", 8)
+    for n in (4096, 1 << 20, 100 << 20):
+        assert cost.time_ms(n) == pytest.approx(
+            nccl.choose(nccl.KINDS["allreduce"], t, n)[0] / 1000)
+    one_nic = Cluster(16, 8, "nvlink3", "ib-hdr", "auto").comm_cost()
+    assert one_nic.time_ms(100 << 20) > 5 * cost.time_ms(100 << 20)
+    staged = Cluster(16, 8, "nvlink3", "ib-hdr", "auto", staging="pcie3").comm_cost()
+    pcie = get_link("pcie3")
+    assert staged.time_ms(1 << 20) == pytest.approx(
+        one_nic.time_ms(1 << 20) + 2 * (pcie.alpha_ms + pcie.beta_ms_per_byte * (1 << 20)))
+    assert [p.name for p, _ in staged.phase_times(1 << 20)] == ["nccl", "staging"]
+    assert Cluster(1, 1, "nvlink3", "ib-hdr", "auto").comm_cost().time_ms(1 << 20) == 0.0
+    d = c.describe()
+    assert d["nics_per_node"] == 8 and d["nccl"]["intra"]["bandwidth_gb_s"] == 240.0
+    with pytest.raises(DgtracesError) as exc:
+        Cluster(16, 8, get_link("nvlink3"), "ib-hdr", "auto")
+    assert exc.value.code == "BAD_INPUT"
+    with pytest.raises(DgtracesError) as exc:
+        Cluster(16, 8, "nvlink3", "ib-hdr", "auto", alpha_us=2.0)
+    assert exc.value.code == "BAD_INPUT"
+
+
+def test_predict_cli_auto_with_nics():
+    args = ["predict", "--model", "resnet50", "--device", "v100", "--batch-size", "64",
+            "--workers", "16", "--gpus-per-node", "8", "--intra", "nvlink2", "--inter",
+            "ib-edr", "--json"]
+    out = {}
+    for nics in ("1", "4"):
+        res = CliRunner().invoke(main, args + ["--algorithm", "auto", "--nics-per-node", nics])
+        assert res.exit_code == 0, res.output
+        out[nics] = json.loads(res.output)
+    assert out["4"]["cluster"]["nics_per_node"] == 4
+    assert out["4"]["breakdown"]["comm_total"] < out["1"]["breakdown"]["comm_total"] / 2

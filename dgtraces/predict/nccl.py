@@ -22,6 +22,8 @@ TUNING_SOURCE = "NVIDIA/nccl v2.7.5 src/graph/tuning.cc (commit 01afd20)"
 TOPO_SOURCE = "NVIDIA/nccl src/graph/topo.h (commit 069a3d4)"
 
 ALGORITHMS = ("tree", "ring")
+# names of this model for --algorithm -> the NCCL algorithm forced ("auto": NCCL's choice)
+MODEL_NAMES = {"auto": "auto", "nccl-ring": "ring", "nccl-tree": "tree"}
 PROTOCOLS = ("LL", "LL128", "Simple")
 # latencies in us, per (algorithm) over (LL, LL128, Simple)
 BASE_LAT_US = {"tree": (4.4, 4.4, 0.0), "ring": (3.6, 10.0, 8.4)}

@@ -14,9 +14,11 @@ from dataclasses import asdict, dataclass, field
 
 from dgtraces.errors import Code
 from dgtraces.predict.cluster import bad
-from dgtraces.predict.comm import COLLECTIVES
+from dgtraces.predict.comm import COLLECTIVES, CommCost, Phase
 from dgtraces.predict.nccl import (
+    KINDS,
     MAX_NICS_PER_NODE,
+    MODEL_NAMES,
     NCCL_VERSION,
     TUNING_SOURCE,
     Kind,
@@ -26,7 +28,7 @@ from dgtraces.predict.nccl import (
     kind,
 )
 
-NCCL_ALGORITHMS = {"auto": "auto", "nccl-ring": "ring", "nccl-tree": "tree"}
+NCCL_ALGORITHMS = MODEL_NAMES
 UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024 ** 2, "mb": 1024 ** 2,
          "mib": 1024 ** 2, "g": 1024 ** 3, "gb": 1024 ** 3, "gib": 1024 ** 3}
 MAX_BYTES = 1 << 40
@@ -155,3 +157,36 @@ def predict_collective(collective: str, sizes, *, workers: int, gpus_per_node: i
         notes.append("one node: --inter and --nics-per-node are not used")
     return CollectiveResult(k.name, workers, g, nodes, nics_per_node, algorithm, rows, used,
                             model, notes=notes)
+
+
+@dataclass(frozen=True)
+class NcclCost(CommCost):
+    """A gradient all-reduce costed per message size by NCCL's tuning model (``auto``,
+    ``nccl-ring``, ``nccl-tree``) for :func:`dgtraces.predict.dag.simulate`: the phase named
+    ``nccl`` stands for NCCL's choice (no affine terms); further phases (staging) add theirs."""
+
+    topology: Topology | None = None
+    forced: str = "auto"
+
+    def _nccl_ms(self, nbytes: float) -> float:
+        assert self.topology is not None
+        return choose(KINDS["allreduce"], self.topology, nbytes, self.forced)[0] / 1000.0
+
+    def time_ms(self, nbytes: float) -> float:
+        if nbytes <= 0 or not self.phases:
+            return 0.0
+        return self._nccl_ms(nbytes) + self.a_ms + self.b_ms_per_byte * nbytes
+
+    def phase_times(self, nbytes: float) -> list[tuple[Phase, float]]:
+        return [(p, self._nccl_ms(nbytes) if p.name == "nccl" else p.a_ms
+                 + p.b_ms_per_byte * nbytes) for p in self.phases]
+
+
+def nccl_allreduce_cost(algorithm: str, workers: int, gpus_per_node: int, intra: str,
+                        inter: str, nics_per_node: int) -> NcclCost:
+    """The DAG's cost of one gradient all-reduce under NCCL's model (presets by name)."""
+    nodes = check_cluster(workers, gpus_per_node, nics_per_node)
+    t = Topology(workers, nodes, fabric(intra, "intra"), fabric(inter, "inter"), nics_per_node)
+    link = t.intra.name if nodes == 1 else f"{t.intra.name}+{nics_per_node}x{t.nic.name}"
+    phases = (Phase("nccl", link, 0.0, 0.0),) if workers > 1 else ()
+    return NcclCost(algorithm, phases, t, NCCL_ALGORITHMS[algorithm])
