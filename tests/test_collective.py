@@ -214,3 +214,37 @@ def test_predict_cli_auto_with_nics():
         out[nics] = json.loads(res.output)
     assert out["4"]["cluster"]["nics_per_node"] == 4
     assert out["4"]["breakdown"]["comm_total"] < out["1"]["breakdown"]["comm_total"] / 2
+
+
+def test_broadcast_and_allgather_latency_by_hand():
+    t = topo(8, 1, "nvlink2")
+    # broadcast Simple, one node, not sameChannels: base 8.4 + 8 steps x tree Simple hop 28
+    assert nccl.time_us(nccl.KINDS["broadcast"], t, 0.0, "ring", "Simple") == pytest.approx(
+        8.4 + 8 * 28.0)
+    # all-gather LL: 7 steps x NVLink ring LL hop .47; bus 120 / 3 (not all-reduce)
+    ag = nccl.KINDS["allgather"]
+    assert nccl.time_us(ag, t, 1 << 20, "ring", "LL") == pytest.approx(
+        3.6 + 7 * 0.47 + (1 << 20) / (1000 * 40.0 * 8 / 7))
+    assert nccl.kind("reduce_scatter") is nccl.KINDS["reducescatter"]
+
+
+def test_shipped_points_are_the_shared_rows():
+    import csv
+
+    from dgtraces.predict.comm_validation import SHARED, SHIPPED
+
+    if not SHARED.is_dir():
+        pytest.skip("no ../shared/reference/nccl-tests beside the clone")
+    with open(SHARED / "allreduce_points.csv", newline="") as fh:
+        shared = [r for r in csv.DictReader(fh) if r["log_id"].startswith("sheffield")]
+    with open(SHIPPED / "allreduce_points.csv", newline="") as fh:
+        assert list(csv.DictReader(fh)) == shared
+
+
+def test_validate_comm_cli_text():
+    res = CliRunner().invoke(main, ["validate-comm", "--per-size"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    heads = [x for x in lines if x.startswith("sheffield_stanage")]
+    assert len(heads) == 1 and "nvlink3" in heads[0]
+    assert sum(1 for x in lines if x.startswith("  ") and " B  measured " in x) >= 100
