@@ -37,11 +37,12 @@ def test_all_reduce_log_current_format():
         assert (f.min_bytes, f.max_bytes, f.n_points) == (8, 2 ** 30, 28)
 
 
-def test_older_format_two_hosts_needs_the_collective():
-    with pytest.raises(DgtracesError) as exc:
-        nccl_tests.import_log(AG)
-    assert exc.value.code == "BAD_INPUT"
+def test_older_format_two_hosts_collective_inferred_from_columns():
+    # no <name>_perf anywhere: busbw/algbw 0.75 for 4 ranks and redop none -> allgather
+    res = nccl_tests.import_log(AG)
+    assert res.collective == "allgather" and res.collective_how.startswith("inferred")
     res = nccl_tests.import_log(AG, collective="allgather", interconnect="ib-hdr")
+    assert res.collective_how == "given"
     assert (res.ranks, res.hosts) == (4, 2) and res.device.startswith("a100")
     assert set(res.comm["interconnect"]) == {"ib-hdr"} and set(res.comm["n"]) == {50}
     assert res.comm["message_bytes"].max() == 268435456
@@ -93,3 +94,36 @@ def test_device_keys_from_gpu_names():
     assert device_key("NVIDIA A100 PCIe", known) == "a100-pcie"  # longest match
     assert device_key("NVIDIA GeForce RTX 3090", known) == "rtx-3090"
     assert device_key("NVIDIA H2000", known) == "h2000"  # no prefix match without a dash
+
+
+def _renamed(tmp_path, text: str, name: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text.replace("all_reduce_perf", "a_benchmark"))
+    return path
+
+
+def test_collective_inferred_or_refused_naming_the_columns(tmp_path):
+    text = AR.read_text()
+    unnamed = _renamed(tmp_path, text, "run.log")  # 8 ranks, busbw/algbw 1.75: all-reduce
+    assert "_perf" not in unnamed.read_text()
+    res = nccl_tests.import_log(unnamed)
+    assert res.collective == "allreduce" and "busbw/algbw 1.750" in res.collective_how
+    # 2 ranks, older format (no root), redop sum: all-reduce and reduce both give ratio 1
+    two = "\n".join(line for line in AG.read_text().splitlines()
+                     if "Rank  2" not in line and "Rank  3" not in line)
+    two = two.replace(" none ", "  sum ").replace("0.27  0e+00", "0.35  0e+00")
+    lines = []
+    for line in two.splitlines():
+        cells = line.split()
+        if cells and cells[0].isdigit():
+            cells[6] = cells[5]  # busbw = algbw
+            line = "  ".join(cells)
+        lines.append(line)
+    amb = tmp_path / "two.log"
+    amb.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DgtracesError) as exc:
+        nccl_tests.import_log(amb)
+    assert exc.value.code == "BAD_INPUT"
+    assert exc.value.failures[0].column == "busbw/algbw, redop"
+    assert exc.value.failures[0].found == "allreduce, reduce"
+    assert nccl_tests.import_log(amb, collective="reduce").collective == "reduce"

@@ -62,6 +62,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "Predict every combination of workers/links/policies/batches/models."),
     "validate-predictor": ("dgtraces.cli.sweep:validate_predictor",
                            "Predict measured/published iterations rows; MAPE + parity plot."),
+    "collective": ("dgtraces.cli.collective:collective",
+                   "Predict one collective's time per message size (NCCL's model; nccl-tests "
+                   "layout)."),
+    "validate-comm": ("dgtraces.cli.collective:validate_comm",
+                      "Predict nccl-tests logs row by row; per-log MAPE and a plot."),
     "collect": ("dgtraces.cli.collect:collect",
                 "Measure layer timings, collectives and S-SGD iterations with PyTorch."),
     "import": ("dgtraces.cli.importers:import_group",

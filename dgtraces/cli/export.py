@@ -57,7 +57,7 @@ def export_astra_sim(run_id, workers, parallelism, clock_ghz, release, raw_layer
 @click.option("--out", type=OutPath(dir_okay=False), required=True,
               help="Path prefix: writes <out>.0.et ... <out>.<workers-1>.et.")
 def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_times,
-                  gpus_per_node, algorithm, servers, bucket_mib, link_alpha_us,
+                  gpus_per_node, algorithm, nics_per_node, servers, bucket_mib, link_alpha_us,
                   link_bandwidth_gb_s, release, staging, staging_passes, shared_cpu, link_fit,
                   out) -> None:
     """Write Chakra execution traces (ASTRA-sim 2.0) of a stored run's predicted DAG."""
@@ -73,7 +73,7 @@ def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_t
         intra = inter = link_from_fit(link_fit, release)
     cluster = Cluster(workers, gpus_per_node, intra, inter, algorithm, servers,
                       link_alpha_us, _gbps(link_bandwidth_gb_s), release or "latest", staging,
-                      staging_passes, shared_cpu)
+                      staging_passes, shared_cpu, nics_per_node)
     graph = build_et(trace, cluster, Policy(policy, io_overlap == "on",
                                             _bucket_bytes(bucket_mib)))
     paths = write_et(out, graph, workers)

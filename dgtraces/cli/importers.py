@@ -173,7 +173,8 @@ def _comm_imports(logs, run, header, describe_fit, out, force) -> None:
 @click.option("--collective", default=None,
               type=click.Choice(["allreduce", "allgather", "broadcast", "reduce",
                                  "reduce_scatter"]),
-              help="Default: from the <name>_perf in the log or file name.")
+              help="Default: from the <name>_perf in the log or file name, else inferred "
+                   "from the columns (busbw/algbw for the ranks, redop, root).")
 @click.option("--interconnect", default=None,
               help="Link name, e.g. nvlink4 or ib-ndr (default: <gpu>-x<ranks>-intra-node).")
 @click.option("--source", default=None, help="Citation (default: file name and sha256).")
@@ -186,7 +187,8 @@ def nccl_tests(logs, collective, interconnect, source, out, force) -> None:
 
     def header(log, res) -> str:
         return (f"{log}: {res.collective}, {res.ranks} ranks on {res.hosts} host(s), "
-                f"{res.gpu} (device {res.device}), {len(res.comm) // 2} sizes")
+                f"{res.gpu} (device {res.device}), {len(res.comm) // 2} sizes; collective "
+                f"{res.collective_how}")
 
     def describe_fit(f) -> str:
         placement = "in-place" if "; in-place;" in f.source else "out-of-place"

@@ -8,6 +8,7 @@ import json
 import click
 
 from ..predict.comm import ALGORITHMS as ALGOS  # the collective registry
+from ..predict.nccl import MODEL_NAMES as NCCL_ALGOS  # NCCL's tuning model (auto)
 from ..predict.policy_registry import POLICY_NAMES as POLICIES  # the policy registry
 from . import OutPath, model_option
 from .options import (
@@ -26,7 +27,11 @@ def _cluster_options(f):
     for opt in reversed([
         click.option("--gpus-per-node", default=1, show_default=True, type=int),
         click.option("--algorithm", default="ring", show_default=True,
-                     type=click.Choice(ALGOS)),
+                     type=click.Choice(ALGOS + tuple(NCCL_ALGOS)),
+                     help="auto: NCCL's algorithm and protocol per message size "
+                          "(docs/collectives.md); nccl-ring/nccl-tree: forced."),
+        click.option("--nics-per-node", default=1, show_default=True, type=int,
+                     help="NICs (rails) per node, for auto/nccl-*."),
         click.option("--servers", default=1, show_default=True, type=int,
                      help="Parameter servers (algorithm ps)."),
         click.option("--bucket-mib", default=25.0, show_default=True, type=float,
@@ -88,7 +93,8 @@ def _cluster_options(f):
 @click.option("--json", "as_json", is_flag=True, help="Print the prediction as JSON.")
 def predict(model, device, batch_size, run_id, precision, workers, intra, inter, policy,
             io_overlap, io_ms, h2d_ms, h2d_link, calibrate_img_s, raw_layer_times,
-            gpus_per_node, algorithm, servers, bucket_mib, link_alpha_us, link_bandwidth_gb_s,
+            gpus_per_node, algorithm, nics_per_node, servers, bucket_mib, link_alpha_us,
+            link_bandwidth_gb_s,
             release, staging, staging_passes, shared_cpu, link_fit, timeline, gantt,
             kineto_dir,
             as_json) -> None:
@@ -144,7 +150,7 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
     cluster = Cluster(workers, gpus_per_node, intra, inter, algorithm, servers,
                       link_alpha_us, _gbps(link_bandwidth_gb_s), release or "latest", staging,
                       staging_passes,
-                      shared_cpu)
+                      shared_cpu, nics_per_node)
     pred, sched = predict_trace(trace, cluster, pol)
     if timeline:
         from ..predict.timeline import write_chrome_trace
@@ -181,8 +187,14 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None) -> None:
                + f", io overlap {'on' if pred.io_overlap else 'off'}, "
                f"{pred.cluster['algorithm']} over {pred.workers} workers "
                f"({pred.cluster['gpus_per_node']} per node)")
+    nccl = pred.cluster.get("nccl")
     for side in ("intra", "inter"):
         link = pred.cluster[side]
+        if nccl:  # NCCL's model uses its own view of the fabric (docs/collectives.md)
+            f = nccl[side]
+            click.echo(f"{side}: {f['link']} ({f['class']}) {f['bandwidth_gb_s']:.4g} GB/s "
+                       f"in {nccl['model']} ({f['source']})")
+            continue
         click.echo(f"{side}: {link['link']} alpha {link['alpha_us']:.4g} us, "
                    f"{link['bandwidth_gb_s']:.4g} GB/s ({link['provenance']}: {link['source']})")
     for note in pred.notes:

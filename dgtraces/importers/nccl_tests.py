@@ -17,7 +17,9 @@ relative weights over each placement's sizes (provenance ``reconstructed``: a mo
 measured points); a placement whose slope is not positive gets no fit row, but a note.
 
 The collective comes from ``collective``, else the command line or file name
-(``all_reduce_perf`` -> allreduce); a non-zero ``#wrong`` count is PLAUSIBILITY (the run
+(``all_reduce_perf`` -> allreduce), else the columns (:func:`infer_from_columns`: the
+busbw/algbw ratio for the rank count, ``redop`` and ``root``; refused, naming the columns
+read, when not exactly one collective fits); a non-zero ``#wrong`` count is PLAUSIBILITY (the run
 produced wrong results), a malformed line BAD_FILE naming the line.
 """
 
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import DgtracesError, Failure
+from ..errors import Code, DgtracesError, Failure
 from . import IMPORTER_VERSION, frame, read_text
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,6 +49,10 @@ class Point:
     line: int
     size: int
     times_us: tuple[float, float]  # out-of-place, in-place
+    redop: str = ""  # the columns the collective is inferred from (out-of-place block)
+    root: str | None = None
+    algbw_gb_s: float = 0.0
+    busbw_gb_s: float = 0.0
 
 
 @dataclass
@@ -59,6 +65,7 @@ class NcclTestsImport:
     gpu: str
     device: str
     notes: tuple[str, ...] = ()
+    collective_how: str = "given"
 
 
 def _bad(file: str, line: int, msg: str, found: str, expected: str | None = None
@@ -67,19 +74,68 @@ def _bad(file: str, line: int, msg: str, found: str, expected: str | None = None
         Failure("BAD_FILE", msg, file=file, row=line, expected=expected, found=found)])
 
 
-def collective_of(text: str, path: Path, given: str | None) -> str:
-    """The collective: ``given``, else a ``<name>_perf`` in the log or the file name."""
+@dataclass(frozen=True)
+class Inferred:
+    """The collective of a log and how it was told (``named`` or the columns read)."""
+
+    collective: str
+    how: str
+
+
+def collective_of(text: str, path: Path, given: str | None, ranks: int = 0,
+                  points: "list[Point] | None" = None) -> Inferred:
+    """The collective: ``given``, else a ``<name>_perf`` in the log or the file name, else
+    inferred from the table's columns (:func:`infer_from_columns`)."""
     if given is not None:
         if given not in BINARIES.values():
             raise DgtracesError(f"collective must be one of {', '.join(BINARIES.values())}, "
-                                f"got {given!r}", code="BAD_INPUT")
-        return given
+                                f"got {given!r}", code=Code.BAD_INPUT)
+        return Inferred(given, "given")
     for where in (text[:4000], path.name):
         m = re.search(r"\b(all_reduce|all_gather|reduce_scatter|broadcast|reduce)_perf", where)
         if m:
-            return BINARIES[m[1]]
-    raise DgtracesError(f"{path}: cannot tell the collective (no <name>_perf in the log or "
-                        f"file name); give --collective", code="BAD_INPUT")
+            return Inferred(BINARIES[m[1]], f"named: {m[0]}")
+    return infer_from_columns(str(path), ranks, points or [])
+
+
+# collective -> (busbw/algbw for P ranks, reduces, has a root)
+SIGNATURES = {"allreduce": (lambda p: 2 * (p - 1) / p, True, False),
+              "reduce_scatter": (lambda p: (p - 1) / p, True, False),
+              "allgather": (lambda p: (p - 1) / p, False, False),
+              "broadcast": (lambda p: 1.0, False, True),
+              "reduce": (lambda p: 1.0, True, True)}
+RATIO_TOLERANCE = 0.03
+
+
+def infer_from_columns(file: str, ranks: int, points: "list[Point]") -> Inferred:
+    """The collective from busbw/algbw (for ``ranks``), ``redop`` (none: no reduction) and
+    ``root`` (-1: none); BAD_INPUT naming the columns read when not exactly one fits."""
+    read = ["busbw/algbw", "redop"] + (["root"] if points and points[0].root is not None else [])
+    rated = [p for p in points if p.algbw_gb_s >= 0.1]
+    if ranks < 2 or not rated:
+        found = f"ranks {ranks}, {len(rated)} rows with algbw >= 0.1 GB/s"
+        raise DgtracesError(f"{file}: cannot infer the collective (columns read: "
+                            f"{', '.join(read)}; {found}); give --collective",
+                            code=Code.BAD_INPUT, failures=[Failure(
+                                Code.BAD_INPUT, "collective not inferable", file=file,
+                                column=", ".join(read), found=found)])
+    best = max(rated, key=lambda p: p.algbw_gb_s)
+    ratio = best.busbw_gb_s / best.algbw_gb_s
+    reduces = best.redop.lower() not in ("none", "-", "")
+    root = None if best.root is None else best.root != "-1"
+    fits = [c for c, (r, red, has_root) in SIGNATURES.items()
+            if abs(r(ranks) / ratio - 1) <= RATIO_TOLERANCE and red == reduces
+            and (root is None or root == has_root)]
+    seen = (f"busbw/algbw {ratio:.3f} at {best.size} B for {ranks} ranks, redop "
+            f"{best.redop or '?'}, root {best.root if best.root is not None else 'absent'}")
+    if len(fits) != 1:
+        raise DgtracesError(f"{file}: cannot infer the collective from the columns "
+                            f"({', '.join(read)}: {seen}; fits {fits or 'none'}); give "
+                            f"--collective", code=Code.BAD_INPUT, failures=[Failure(
+                                Code.BAD_INPUT, "collective ambiguous", file=file,
+                                column=", ".join(read), expected="exactly one collective",
+                                found=", ".join(fits) or "none")])
+    return Inferred(fits[0], f"inferred from the columns: {seen}")
 
 
 def parse(text: str, file: str) -> tuple[list[tuple[int, str, str]], list[Point], int | None]:
@@ -131,7 +187,13 @@ def _point(line: str, lineno: int, columns: list[str], file: str) -> Point:
                             code="PLAUSIBILITY", failures=[Failure(
                                 "PLAUSIBILITY", "non-positive value", file=file, row=lineno,
                                 found=repr(line[:120]))])
-    return Point(lineno, size, (times[0], times[1]))
+    col = {name: cells[i] for i, name in enumerate(columns[:first_time + per_block])}
+    try:
+        algbw, busbw = float(col.get("algbw", 0)), float(col.get("busbw", 0))
+    except ValueError:
+        raise _bad(file, lineno, "non-numeric algbw or busbw", repr(line[:120])) from None
+    return Point(lineno, size, (times[0], times[1]), col.get("redop", ""), col.get("root"),
+                 algbw, busbw)
 
 
 def import_log(path, *, collective: str | None = None, interconnect: str | None = None,
@@ -145,13 +207,14 @@ def import_log(path, *, collective: str | None = None, interconnect: str | None 
     path = Path(path)
     text, digest = read_text(path)
     file = str(path)
-    coll = collective_of(text, path, collective)
     ranks, points, iters = parse(text, file)
     if not ranks:
         raise DgtracesError(f"{file}: no '# Using devices' rank lines (not an nccl-tests log?)",
                             code="BAD_FILE")
     if len(points) < 1:
         raise DgtracesError(f"{file}: no size/time table lines", code="EMPTY")
+    inferred = collective_of(text, path, collective, len(ranks), points)
+    coll = inferred.collective
     sizes = [p.size for p in points]
     if len(set(sizes)) != len(sizes):
         raise DgtracesError(f"{file}: a size appears twice (two runs in one log? import them "
@@ -184,4 +247,4 @@ def import_log(path, *, collective: str | None = None, interconnect: str | None 
             f"alpha-beta fit, relative weights (dgtraces.importers.nccl_tests "
             f"{IMPORTER_VERSION}) of {src}" + ("; through the origin" if origin else ""))))
     return NcclTestsImport(frame("comm", comm), frame("comm_fits", fits), coll, len(ranks),
-                           hosts, names[0], key, tuple(notes))
+                           hosts, names[0], key, tuple(notes), inferred.how)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import DgtracesError, Failure
 from ..values import whole_number
 from .comm import ALGORITHMS, CommCost, Phase, collective
 from .links import Link, get_link
+from .nccl import MODEL_NAMES
 from .policy_registry import POLICY_NAMES
 
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024  # PyTorch DDP bucket_cap_mb default
@@ -21,6 +22,7 @@ def bad(field_name: str, message: str, expected: str, found, code: str = "BAD_IN
                                            expected=expected, found=repr(found))])
 
 
+NCCL_NAMES = tuple(MODEL_NAMES)  # NCCL's tuning model (predict/nccl.py)
 MAX_COUNT = 2 ** 31 - 1  # workers, GPUs per node, servers: far beyond any cluster
 
 
@@ -48,9 +50,10 @@ class Cluster:
     staging: "str | Link | None" = None
     staging_passes: int = 2
     shared_cpu: bool = False
+    nics_per_node: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("workers", "gpus_per_node", "servers", "staging_passes"):
+        for name in ("workers", "gpus_per_node", "servers", "staging_passes", "nics_per_node"):
             object.__setattr__(self, name, whole_number(name, getattr(self, name),
                                                         most=MAX_COUNT))
         for name in ("intra", "inter", "staging"):
@@ -58,8 +61,15 @@ class Cluster:
             if not (isinstance(value, (str, Link)) or (name == "staging" and value is None)):
                 raise bad(name, "must be a links preset name or a Link", "a str or Link",
                           repr(value)[:60], code="UNKNOWN_LINK")
-        if self.algorithm not in ALGORITHMS:
-            raise bad("algorithm", "unknown collective algorithm", " | ".join(ALGORITHMS),
+        known = ALGORITHMS + NCCL_NAMES
+        if self.algorithm not in known:
+            raise bad("algorithm", "unknown collective algorithm", " | ".join(known),
+                      self.algorithm)
+        if self.algorithm in NCCL_NAMES and not (
+                isinstance(self.intra, str) and isinstance(self.inter, str)
+                and self.alpha_us is None and self.gbps is None):
+            raise bad("algorithm", "NCCL's model (auto) takes intra/inter presets by name, "
+                      "without link overrides or link fits", "ring | tree | ...",
                       self.algorithm)
 
     @property
@@ -77,19 +87,25 @@ class Cluster:
         return get_link(self.staging, field="staging", release=self.release)
 
     def comm_cost(self) -> CommCost:
-        intra, inter = self.links()
-        cost = collective(self.algorithm, self.workers, self.gpus_per_node, intra, inter,
-                          self.servers)
+        if self.algorithm in NCCL_NAMES:  # per message size, NCCL's tuning model
+            from .collective_time import nccl_allreduce_cost
+
+            assert isinstance(self.intra, str) and isinstance(self.inter, str)
+            cost: CommCost = nccl_allreduce_cost(self.algorithm, self.workers,
+                                                 self.gpus_per_node, self.intra, self.inter,
+                                                 self.nics_per_node)
+        else:
+            intra, inter = self.links()
+            cost = collective(self.algorithm, self.workers, self.gpus_per_node, intra, inter,
+                              self.servers)
         stage = self.staging_link()
         if stage is None or not cost.phases:
             return cost
         k = self.staging_passes
-        return CommCost(cost.algorithm, cost.phases + (
+        return replace(cost, phases=cost.phases + (
             Phase("staging", stage.name, k * stage.alpha_ms, k * stage.beta_ms_per_byte),))
 
     def with_workers(self, workers: int) -> "Cluster":
-        from dataclasses import replace
-
         return replace(self, workers=workers)
 
     def describe(self) -> dict:
@@ -100,7 +116,18 @@ class Cluster:
                 "intra": _link_dict(intra), "inter": _link_dict(inter),
                 "staging": None if stage is None else dict(_link_dict(stage),
                                                             passes=self.staging_passes),
-                "shared_cpu": self.shared_cpu}
+                "shared_cpu": self.shared_cpu, "nics_per_node": self.nics_per_node,
+                **({"nccl": self._nccl_describe()} if self.algorithm in NCCL_NAMES else {})}
+
+    def _nccl_describe(self) -> dict:
+        """The fabrics NCCL's model used (they differ from the alpha-beta presets)."""
+        from .nccl import NCCL_VERSION, fabric
+
+        return {"model": f"NCCL {NCCL_VERSION} tuning model (docs/collectives.md)",
+                **{side: {"link": f.name, "class": f.hw, "bandwidth_gb_s": f.bandwidth_gb_s,
+                          "source": f.source}
+                   for side, f in (("intra", fabric(str(self.intra), "intra")),
+                                   ("inter", fabric(str(self.inter), "inter")))}}
 
 
 def _link_dict(link: Link) -> dict:

@@ -139,8 +139,13 @@ def get_link(name: "str | Link", *, field: str = "link", alpha_us: float | None 
     else:
         links = known_links(release, use_store)
         if name not in links:
+            from dgtraces.predict.nccl import closest
+
+            near = closest(name, links)
             raise DgtracesError(
-                f"unknown link {name!r} for {field}; known: {', '.join(sorted(links))}",
+                f"unknown link {name!r} for {field}"
+                + (f"; did you mean {near!r}?" if near else "")
+                + f"; known: {', '.join(sorted(links))}",
                 code="UNKNOWN_LINK",
                 failures=[Failure("UNKNOWN_LINK", "unknown interconnect preset", column=field,
                                   expected=" | ".join(sorted(links)), found=repr(name))])

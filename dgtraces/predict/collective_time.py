@@ -1,0 +1,192 @@
+"""One collective's time for a list of message sizes (``dgtraces collective``).
+
+``algorithm`` is ``auto`` (NCCL's own choice of algorithm and protocol per size,
+:mod:`dgtraces.predict.nccl`), ``nccl-ring`` / ``nccl-tree`` (NCCL's model with the algorithm
+forced, protocol still chosen), or a name of the alpha-beta registry
+(:data:`dgtraces.predict.comm.COLLECTIVES`: today's all-reduce algorithms over ``links.csv``
+presets). Rows carry nccl-tests' columns: time, algbw and busbw.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+
+from dgtraces.errors import Code
+from dgtraces.predict.cluster import bad
+from dgtraces.predict.comm import COLLECTIVES, CommCost, Phase
+from dgtraces.predict.nccl import (
+    KINDS,
+    MAX_NICS_PER_NODE,
+    MODEL_NAMES,
+    NCCL_VERSION,
+    TUNING_SOURCE,
+    Kind,
+    Topology,
+    choose,
+    fabric,
+    kind,
+)
+
+NCCL_ALGORITHMS = MODEL_NAMES
+UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024 ** 2, "mb": 1024 ** 2,
+         "mib": 1024 ** 2, "g": 1024 ** 3, "gb": 1024 ** 3, "gib": 1024 ** 3}
+MAX_BYTES = 1 << 40
+
+
+def algorithms() -> tuple[str, ...]:
+    """Every name ``--algorithm`` takes: the NCCL model's, then the alpha-beta registry's."""
+    return tuple(NCCL_ALGORITHMS) + tuple(COLLECTIVES)
+
+
+def parse_size(text: str) -> int:
+    """``8``, ``64KiB``, ``1M``, ``2GiB`` -> bytes (binary units, as nccl-tests' -b/-e)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
+    unit = m[2].lower() if m else None
+    if m is None or unit not in UNITS:
+        raise bad("sizes", "not a size (bytes, or with K/KiB/M/MiB/G/GiB)",
+                  "e.g. 8,64KiB,1MiB", text)
+    value = float(m[1]) * UNITS[unit]
+    if not 0 < value <= MAX_BYTES or value != int(value):
+        raise bad("sizes", "must be a whole number of bytes in 1 B .. 1 TiB", "1 .. 2**40",
+                  text)
+    return int(value)
+
+
+def parse_sizes(text: str) -> tuple[int, ...]:
+    sizes = tuple(parse_size(x) for x in str(text).split(",") if x.strip())
+    if not sizes:
+        raise bad("sizes", "no size given", "e.g. 8,64KiB,1MiB", text)
+    return sizes
+
+
+@dataclass(frozen=True)
+class Row:
+    message_bytes: int
+    time_us: float
+    algbw_gb_s: float
+    busbw_gb_s: float
+    algorithm: str
+    protocol: str
+
+
+@dataclass
+class CollectiveResult:
+    """Rows per size plus what was used (links with sources, the model)."""
+
+    collective: str
+    workers: int
+    gpus_per_node: int
+    nodes: int
+    nics_per_node: int
+    algorithm: str
+    rows: list[Row]
+    links: dict
+    model: str
+    provenance: str = "modelled"
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["rows"] = [asdict(r) for r in self.rows]
+        return out
+
+
+def check_cluster(workers: int, gpus_per_node: int, nics_per_node: int) -> int:
+    """Nodes of a cluster; BAD_INPUT for counts that cannot be."""
+    from dgtraces.values import whole_number
+
+    workers = whole_number("workers", workers, least=1)
+    gpus_per_node = whole_number("gpus_per_node", gpus_per_node, least=1)
+    nics = whole_number("nics_per_node", nics_per_node, least=1)
+    if workers % gpus_per_node and workers > gpus_per_node:
+        raise bad("workers", f"not a multiple of --gpus-per-node {gpus_per_node}",
+                  f"a multiple of {gpus_per_node}", workers)
+    if nics > MAX_NICS_PER_NODE:
+        raise bad("nics_per_node", "more NICs than NCCL's topology holds per node",
+                  f"1 .. {MAX_NICS_PER_NODE}", nics)
+    return -(-workers // gpus_per_node)
+
+
+def _row(k: Kind, p: int, n: int, t_us: float, algo: str, proto: str) -> Row:
+    algbw = n / t_us / 1000.0 if t_us > 0 else 0.0
+    return Row(n, t_us, algbw, algbw * k.bus_factor(p) if p > 1 else 0.0, algo, proto)
+
+
+def predict_collective(collective: str, sizes, *, workers: int, gpus_per_node: int = 1,
+                       intra: str = "pcie3", inter: str = "10gbe", nics_per_node: int = 1,
+                       algorithm: str = "auto", release: str | None = "latest"
+                       ) -> CollectiveResult:
+    """Time of ``collective`` for each size in bytes (see the module docstring)."""
+    from dgtraces.predict.nccl import unknown
+
+    k = kind(collective)
+    sizes = [parse_size(s) if isinstance(s, str) else parse_size(str(s)) for s in sizes]
+    nodes = check_cluster(workers, gpus_per_node, nics_per_node)
+    g = min(gpus_per_node, workers)
+    if algorithm not in algorithms():
+        raise unknown("algorithm", algorithm, algorithms())
+    rows: list[Row] = []
+    if algorithm in NCCL_ALGORITHMS:
+        forced = NCCL_ALGORITHMS[algorithm]
+        if forced == "tree" and not k.tree:
+            raise bad("algorithm", "NCCL runs tree for all-reduce only", "auto | nccl-ring",
+                      algorithm)
+        t = Topology(workers, nodes, fabric(intra, "intra"), fabric(inter, "inter"),
+                     nics_per_node)
+        for n in sizes:
+            rows.append(_row(k, workers, n, *choose(k, t, n, forced)))
+        used = {side: {"link": f.name, "class": f.hw, "bandwidth_gb_s": f.bandwidth_gb_s,
+                       "source": f.source} for side, f in (("intra", t.intra), ("inter", t.nic))}
+        model = f"NCCL {NCCL_VERSION} tuning model ({TUNING_SOURCE}); docs/collectives.md"
+    else:
+        if k.name != "allreduce":
+            raise bad("algorithm", "the alpha-beta algorithms model all-reduce only",
+                      "auto | nccl-ring", algorithm, code=Code.BAD_INPUT)
+        from dgtraces.predict.cluster import Cluster, _link_dict
+
+        cluster = Cluster(workers, g, intra, inter, algorithm, release=release)
+        cost = cluster.comm_cost()
+        for n in sizes:
+            rows.append(_row(k, workers, n, cost.time_ms(n) * 1000.0, algorithm, "-"))
+        used = {side: _link_dict(link) for side, link in zip(("intra", "inter"),
+                                                               cluster.links(), strict=True)}
+        model = f"alpha-beta {algorithm} (dgtraces.predict.comm), links.csv presets"
+    notes = []
+    if nodes == 1:
+        notes.append("one node: --inter and --nics-per-node are not used")
+    return CollectiveResult(k.name, workers, g, nodes, nics_per_node, algorithm, rows, used,
+                            model, notes=notes)
+
+
+@dataclass(frozen=True)
+class NcclCost(CommCost):
+    """A gradient all-reduce costed per message size by NCCL's tuning model (``auto``,
+    ``nccl-ring``, ``nccl-tree``) for :func:`dgtraces.predict.dag.simulate`: the phase named
+    ``nccl`` stands for NCCL's choice (no affine terms); further phases (staging) add theirs."""
+
+    topology: Topology | None = None
+    forced: str = "auto"
+
+    def _nccl_ms(self, nbytes: float) -> float:
+        assert self.topology is not None
+        return choose(KINDS["allreduce"], self.topology, nbytes, self.forced)[0] / 1000.0
+
+    def time_ms(self, nbytes: float) -> float:
+        if nbytes <= 0 or not self.phases:
+            return 0.0
+        return self._nccl_ms(nbytes) + self.a_ms + self.b_ms_per_byte * nbytes
+
+    def phase_times(self, nbytes: float) -> list[tuple[Phase, float]]:
+        return [(p, self._nccl_ms(nbytes) if p.name == "nccl" else p.a_ms
+                 + p.b_ms_per_byte * nbytes) for p in self.phases]
+
+
+def nccl_allreduce_cost(algorithm: str, workers: int, gpus_per_node: int, intra: str,
+                        inter: str, nics_per_node: int) -> NcclCost:
+    """The DAG's cost of one gradient all-reduce under NCCL's model (presets by name)."""
+    nodes = check_cluster(workers, gpus_per_node, nics_per_node)
+    t = Topology(workers, nodes, fabric(intra, "intra"), fabric(inter, "inter"), nics_per_node)
+    link = t.intra.name if nodes == 1 else f"{t.intra.name}+{nics_per_node}x{t.nic.name}"
+    phases = (Phase("nccl", link, 0.0, 0.0),) if workers > 1 else ()
+    return NcclCost(algorithm, phases, t, NCCL_ALGORITHMS[algorithm])
