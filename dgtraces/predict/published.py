@@ -28,7 +28,7 @@ hidden behind backward compute) do not exercise the communication model; they ar
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DgtracesError
@@ -155,8 +155,11 @@ def _num(text: str) -> float | None:
     return float(text) if text not in (None, "") else None
 
 
-def _configure(row: dict, calib: dict) -> dict:
+def _configure(row: dict, calib: dict, framework: str | None = None) -> dict:
+    from .published_frameworks import row_framework
+
     _, algo, policy, bucket, why = _rule(row["update"])
+    profile, profile_why = row_framework(row, framework)
     device, gpus = row["device"], int(row["gpus"])
     gpn = min(int(row["gpus_per_node"]), gpus)
     intra = _link(row["intra"], BOARD_LINK.get(device, HOST_LINK))
@@ -168,17 +171,26 @@ def _configure(row: dict, calib: dict) -> dict:
     img_1 = calib.get((row["source"], row["framework"], row["update"]))
     return {"algorithm": algo, "policy": policy, "bucket_bytes": bucket, "intra": intra,
             "inter": inter, "servers": servers, "gpus_per_node": gpn, "rule": why,
-            "calibrate_img_s": img_1}
+            "calibrate_img_s": img_1, "profile": profile,
+            "framework_profile": "none" if profile is None else profile.key,
+            "framework_why": profile_why}
 
 
-def _predict(row: dict, cfg: dict, release: str | None) -> dict:
+def _predict(row: dict, cfg: dict, release: str | None, overheads=None) -> dict:
     from . import calibrate
     from .cluster import DEFAULT_BUCKET_BYTES
+    from .frameworks import apply_framework
+    from .overheads import Overheads, apply_overheads
 
     synthetic = "synthetic data" in row["_notes"]
     trace = resolve(row["model"], row["device"], int(row["batch_per_gpu"]), release=release,
                     h2d_link=None if synthetic else "pcie3", shape_only=True)
     policy = Policy(cfg["policy"], False, cfg["bucket_bytes"] or DEFAULT_BUCKET_BYTES)
+    cluster = Cluster(int(row["gpus"]), cfg["gpus_per_node"], cfg["intra"], cfg["inter"],
+                      cfg["algorithm"], cfg["servers"], release=release or "latest")
+    # the row's aggregation fixes the algorithm (ps, hierarchical, ring)
+    cluster, policy = apply_framework(cfg["profile"], cluster, policy,
+                                      explicit=frozenset({"algorithm"}))
     if cfg["calibrate_img_s"] is not None:
         trace = calibrate(trace, cfg["calibrate_img_s"], policy)
         how = f"--calibrate-img-s {cfg['calibrate_img_s']:g} (the source's 1-GPU figure)"
@@ -186,16 +198,31 @@ def _predict(row: dict, cfg: dict, release: str | None) -> dict:
         how = "uncalibrated shape-only roofline (no 1-GPU figure, no calibration rows)"
     else:
         how = "reconstruction fitted to calibration.csv (other sources' 1-GPU figures)"
-    cluster = Cluster(int(row["gpus"]), cfg["gpus_per_node"], cfg["intra"], cfg["inter"],
-                      cfg["algorithm"], cfg["servers"], release=release or "latest")
-    pred, _ = predict_trace(trace, cluster, policy)
+    dag, _ = predict_trace(trace, cluster, policy)
+    spec = overheads or Overheads()
+    # the published rows give no decode rate: the input term applies where data is synthetic
+    # (0) and is "no measurement" elsewhere (docs/predictor-overheads.md)
+    usable = spec if synthetic or spec.host_decode_img_s is not None else replace(
+        spec, terms=spec.terms - {"input"})
+    pred = apply_overheads(dag, trace, usable, synthetic=synthetic)
+    b = pred.breakdown
     return {"pred_img_s": pred.throughput_img_s, "pred_speedup": pred.speedup_vs_1,
             "calibration": how, "trace_run_id": trace.run_id,
-            "h2d_ms": trace.h2d_ms, "iter_ms": pred.iter_ms}
+            "h2d_ms": trace.h2d_ms, "iter_ms": pred.iter_ms, "dag_iter_ms": dag.iter_ms,
+            "messages": dag.breakdown["messages"],
+            "comm_exposed_ms": dag.breakdown["comm_exposed"],
+            "sync_ms": b.get("sync_ms", 0.0),
+            "input_ms": b.get("input_ms", 0.0) if "input" in usable.terms else None,
+            "input_term": None if "input" not in spec.terms else
+            ("synthetic data: 0" if synthetic else "input" in usable.terms and "applied"
+             or "no measurement (no decode rate published)")}
 
 
-def validate_published(release: str | None = None) -> PublishedValidation:
-    """Predict every row of the shipped published scaling table (see module doc)."""
+def validate_published(release: str | None = None, framework: str | None = None,
+                       overheads=None) -> PublishedValidation:
+    """Predict every row of the shipped published scaling table (see module doc), with the
+    ``framework`` profile choice (None/``none``, ``auto`` = the declared per-row profile,
+    or one profile for every row) and the ``overheads`` terms (an ``Overheads``)."""
     import pandas as pd
 
     from ..reference import rows as ref_rows
@@ -218,10 +245,11 @@ def validate_published(release: str | None = None) -> PublishedValidation:
         base["metric"] = metric
         base["published"] = base[f"published_{metric}"]
         try:
-            cfg = _configure(r, calib)
-            base.update({k: v for k, v in cfg.items() if k != "calibrate_img_s"})
+            cfg = _configure(r, calib, framework)
+            base.update({k: v for k, v in cfg.items() if k not in ("calibrate_img_s",
+                                                                   "profile")})
             base["source_1gpu_img_s"] = cfg["calibrate_img_s"]
-            base.update(_predict(r, cfg, release))
+            base.update(_predict(r, cfg, release, overheads))
         except DgtracesError as exc:
             base.update(role="skipped", reason=f"[{exc.code}] {exc.message}")
             out.append(base)
