@@ -135,6 +135,20 @@ def input_ms_needed(spec: Overheads, trace: Trace, per_node: int, synthetic: boo
                "--host-decode-img-s R", None, code=Code.MISSING_MEASUREMENT)
 
 
+def validation_spec(spec: Overheads, trace: Trace, synthetic: bool) -> tuple[Overheads, str]:
+    """For validation rows: ``spec`` without the input term where the row has no input
+    measurement (no decode rate, no measured io, real data), and how the term was treated;
+    ``predict`` instead raises MISSING_MEASUREMENT."""
+    if "input" not in spec.terms:
+        return spec, ""
+    if synthetic:
+        return spec, "synthetic data: 0"
+    if spec.host_decode_img_s is not None or (trace.io_ms > 0 and trace.provenance ==
+                                              "measured"):
+        return spec, "applied"
+    return replace(spec, terms=spec.terms - {"input"}), "no measurement (no decode rate)"
+
+
 def apply_overheads(pred: Prediction, trace: Trace, spec: Overheads,
                     synthetic: bool = False) -> Prediction:
     """``pred`` with the terms of ``spec`` added to its iteration (breakdown ``sync_ms``,

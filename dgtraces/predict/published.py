@@ -28,7 +28,7 @@ hidden behind backward compute) do not exercise the communication model; they ar
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DgtracesError
@@ -180,7 +180,7 @@ def _predict(row: dict, cfg: dict, release: str | None, overheads=None) -> dict:
     from . import calibrate
     from .cluster import DEFAULT_BUCKET_BYTES
     from .frameworks import apply_framework
-    from .overheads import Overheads, apply_overheads
+    from .overheads import Overheads, apply_overheads, validation_spec
 
     synthetic = "synthetic data" in row["_notes"]
     trace = resolve(row["model"], row["device"], int(row["batch_per_gpu"]), release=release,
@@ -199,11 +199,7 @@ def _predict(row: dict, cfg: dict, release: str | None, overheads=None) -> dict:
     else:
         how = "reconstruction fitted to calibration.csv (other sources' 1-GPU figures)"
     dag, _ = predict_trace(trace, cluster, policy)
-    spec = overheads or Overheads()
-    # the published rows give no decode rate: the input term applies where data is synthetic
-    # (0) and is "no measurement" elsewhere (docs/predictor-overheads.md)
-    usable = spec if synthetic or spec.host_decode_img_s is not None else replace(
-        spec, terms=spec.terms - {"input"})
+    usable, input_how = validation_spec(overheads or Overheads(), trace, synthetic)
     pred = apply_overheads(dag, trace, usable, synthetic=synthetic)
     b = pred.breakdown
     return {"pred_img_s": pred.throughput_img_s, "pred_speedup": pred.speedup_vs_1,
@@ -211,11 +207,8 @@ def _predict(row: dict, cfg: dict, release: str | None, overheads=None) -> dict:
             "h2d_ms": trace.h2d_ms, "iter_ms": pred.iter_ms, "dag_iter_ms": dag.iter_ms,
             "messages": dag.breakdown["messages"],
             "comm_exposed_ms": dag.breakdown["comm_exposed"],
-            "sync_ms": b.get("sync_ms", 0.0),
-            "input_ms": b.get("input_ms", 0.0) if "input" in usable.terms else None,
-            "input_term": None if "input" not in spec.terms else
-            ("synthetic data: 0" if synthetic else "input" in usable.terms and "applied"
-             or "no measurement (no decode rate published)")}
+            "sync_ms": b.get("sync_ms", 0.0), "input_ms": b.get("input_ms", 0.0),
+            "input_term": input_how or None}
 
 
 def validate_published(release: str | None = None, framework: str | None = None,
