@@ -109,8 +109,9 @@ class PublishedValidation:
                                              "mean_signed_pct", "linear_mape_pct")}
         lines += ["per source:", self.by_source().to_string(index=False, formatters=fmt),
                   "per row:"]
-        cols = ["model", "device", "gpus", "update", "metric", "published", "predicted",
-                "error_pct", "linear", "linear_error_pct", "calibration"]
+        cols = ["model", "device", "gpus", "framework_profile", "metric", "published",
+                "predicted", "error_pct", "linear", "linear_error_pct", "dag_iter_ms",
+                "sync_ms", "input_ms", "input_term", "calibration"]
         part = self.rows[self.rows["role"] == "scored"][cols]
         lines.append(part.to_string(index=False, float_format=lambda v: f"{v:.4g}",
                                     max_colwidth=48))
