@@ -156,11 +156,12 @@ def test_input_term_needs_its_measurement():
     assert fast.iter_ms == pytest.approx(pred.iter_ms)
     synthetic = apply_overheads(pred, t, Overheads.parse("input"), synthetic=True)
     assert synthetic.breakdown["input_ms"] == 0.0
-    spec, how = validation_spec(Overheads.parse("measured"), t, synthetic=False)
+    spec, how = validation_spec(Overheads.parse("sync,input"), t, synthetic=False)
     assert spec.terms == frozenset({"sync"}) and how.startswith("no measurement")
 
 
-@pytest.mark.parametrize("text,terms", [("none", set()), ("measured", {"sync", "input"}),
+@pytest.mark.parametrize("text,terms", [("none", set()), ("measured", {"sync"}),
+                                        ("measured,input", {"sync", "input"}),
                                         ("sync", {"sync"}), ("sync,input", {"sync", "input"})])
 def test_overheads_parse(text, terms):
     assert Overheads.parse(text).terms == frozenset(terms)
@@ -211,3 +212,17 @@ def test_published_rows_get_their_declared_profile():
     assert (rows["sync_ms"] > 0).all()
     none = validate_published(None, "none").scored()
     assert (none["framework_profile"] == "none").all() and (none["sync_ms"] == 0).all()
+
+
+def test_adopted_terms_still_meet_the_preregistered_rule():
+    """``measured`` means the adopted terms: each meets the rule against today's predictor,
+    every other term does not (re-runs the published and measured CPU validation)."""
+    from dgtraces.predict.overheads import ADOPTED, TERMS
+    from dgtraces.predict.overheads_eval import evaluate_terms
+
+    ev = evaluate_terms()
+    for v in ev.variants:
+        if v.framework == "none" and v.overheads in TERMS:
+            assert ev.verdict(v)[0] is (v.overheads in ADOPTED), (v.label, ev.verdict(v))
+    auto = next(v for v in ev.variants if v.framework == "auto" and v.overheads == "none")
+    assert ev.verdict(auto)[0] is True

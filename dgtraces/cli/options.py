@@ -93,12 +93,13 @@ def framework_option(extra: tuple[str, ...] = ()) -> Callable:
 
 def overheads_options(f: Callable) -> Callable:
     """``--overheads``, ``--iteration-cv``, ``--host-decode-img-s`` (``predict.overheads``)."""
-    from ..predict.overheads import CHOICES
+    from ..predict.overheads import ADOPTED, CHOICES
 
     for opt in reversed([
         click.option("--overheads", default="none", show_default=True,
                      help="Terms added after the DAG: " + " | ".join(CHOICES)
-                          + " (comma list; measured = all)."),
+                          + " (comma list; measured = the adopted terms: "
+                          + ",".join(ADOPTED) + ")."),
         click.option("--iteration-cv", type=float, default=None,
                      help="Measured per-iteration spread (std/mean) for the sync term "
                           "(default: the shipped Kineto trace's steps)."),

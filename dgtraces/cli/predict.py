@@ -211,7 +211,8 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None) -> None:
                    f"{f['cycle_ms']} ms, blocking {f['blocking']}; {f['citation']})")
     for term, d in pred.overheads.items():
         if isinstance(d, dict):
-            click.echo(f"overhead {term}: {d['ms']:.3f} ms = {d['formula']} ({d.get('source') or d.get('how')})")
+            click.echo(f"overhead {term}: {d['ms']:.3f} ms = {d['formula']} "
+                       f"({d.get('source') or d.get('how')})")
     for note in pred.notes:
         click.echo(f"note: {note}")
     for what, path in (("timeline", timeline), ("gantt", gantt),

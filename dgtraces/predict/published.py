@@ -64,6 +64,8 @@ NEAR_LINEAR = 0.01  # predicted speedup >= (1 - this) x N counts as linear scali
 @dataclass(frozen=True)
 class PublishedValidation:
     rows: pd.DataFrame  # one row per published row: scored, calibration or skipped
+    framework: str = "none"  # --framework choice (none, auto, or one profile)
+    overheads: str = "none"  # --overheads terms added after the DAG
 
     def scored(self) -> pd.DataFrame:
         return self.rows[self.rows["role"] == "scored"]
@@ -82,7 +84,8 @@ class PublishedValidation:
     def headline(self) -> dict:
         sc = self.scored()
         s, lin = sc["ape_pct"], sc["linear_ape_pct"].dropna()
-        return {"rows": len(s), "mape_pct": float(s.mean()) if len(s) else None,
+        return {"framework": self.framework, "overheads": self.overheads,
+                "rows": len(s), "mape_pct": float(s.mean()) if len(s) else None,
                 "median_ape_pct": float(s.median()) if len(s) else None,
                 "linear_rows": len(lin),
                 "linear_mape_pct": float(lin.mean()) if len(lin) else None,
@@ -101,7 +104,8 @@ class PublishedValidation:
     def report(self) -> str:
         h = self.headline()
         lines = [(f"predictor vs published multi-GPU results (dgtraces/reference/{FILE}; "
-                 "predictions are modelled)"),
+                 f"predictions are modelled; --framework {self.framework}, --overheads "
+                 f"{self.overheads})"),
                  (f"  all sources: MAPE {h['mape_pct']:.2f}%, median error "
                  f"{h['median_ape_pct']:.2f}% over {h['rows']} scored rows"),
                  self._baseline_line(h)]
@@ -258,7 +262,8 @@ def validate_published(release: str | None = None, framework: str | None = None,
     df = pd.DataFrame(out)
     df["error_pct"] = (df["predicted"] / df["published"] - 1) * 100
     df["ape_pct"] = df["error_pct"].abs()
-    return PublishedValidation(_with_linear_baseline(df))
+    return PublishedValidation(_with_linear_baseline(df), framework or "none",
+                               "none" if overheads is None else overheads.label)
 
 
 def _with_linear_baseline(df: pd.DataFrame) -> pd.DataFrame:
