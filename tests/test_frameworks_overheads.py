@@ -226,3 +226,23 @@ def test_adopted_terms_still_meet_the_preregistered_rule():
             assert ev.verdict(v)[0] is (v.overheads in ADOPTED), (v.label, ev.verdict(v))
     auto = next(v for v in ev.variants if v.framework == "auto" and v.overheads == "none")
     assert ev.verdict(auto)[0] is True
+
+
+def test_sweep_overheads_equal_the_single_prediction():
+    from dgtraces.predict.overheads import apply_overheads_frame
+    from dgtraces.predict.sweep import run_sweep
+
+    t = trace(batch=64)
+    grid = Grid(workers=(1, 4, 8), gpus_per_node=(4,), intra=("nvlink2",), inter=("10gbe",),
+                policies=("wfbp",), traces={("resnet50", 64): t})
+    spec = Overheads.parse("sync,input", iteration_cv=0.04, host_decode_img_s=900.0)
+    rows = apply_overheads_frame(run_sweep(grid), spec)
+    for row in rows.to_dict("records"):
+        pred, _ = predict_trace(t, Cluster(row["workers"], 4, "nvlink2", "10gbe"), Policy())
+        one = apply_overheads(pred, t, spec)
+        assert row["iter_ms"] == pytest.approx(one.iter_ms, rel=1e-9)
+        assert row["speedup_vs_1"] == pytest.approx(one.speedup_vs_1, rel=1e-9)
+        assert row["sync_ms"] == pytest.approx(one.breakdown["sync_ms"], rel=1e-9, abs=1e-12)
+    with pytest.raises(DgtracesError) as exc:
+        apply_overheads_frame(rows, Overheads.parse("input"))
+    assert exc.value.code == Code.MISSING_MEASUREMENT

@@ -86,20 +86,26 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
               help="Scale compute so that 1 worker runs at this many img/s (one model and "
                    "one batch size only; lets datasheet-only devices such as a100 sweep).")
 @framework_option()
+@overheads_options
 @click.option("--out", type=OutPath(dir_okay=False), default=None,
               help="Write all rows to .parquet or .csv.")
 def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, policies,
           io_overlap, servers, bucket_mib, link_alpha_us, link_bandwidth_gb_s, release,
           h2d_link, staging,
-          staging_passes, shared_cpu, calibrate_img_s, framework, out) -> None:
+          staging_passes, shared_cpu, calibrate_img_s, framework, overheads, iteration_cv,
+          host_decode_img_s, out) -> None:
     """Predict every combination of the lists (vectorised); modelled numbers."""
     from rich.console import Console
     from rich.progress import Progress
 
     from ..predict.frameworks import get_framework
+    from ..predict.overheads import Overheads, apply_overheads_frame, check_sweep_measurements
     from ..predict.sweep import Grid, run_sweep
 
     profile = get_framework(framework)
+    spec = Overheads.parse(overheads, iteration_cv=iteration_cv,
+                           host_decode_img_s=host_decode_img_s)
+    check_sweep_measurements(spec)  # before any work
     given = explicit(click.get_current_context(), {"policies": "policy",
                                                    "bucket_mib": "bucket_bytes",
                                                    "algorithms": "algorithm",
@@ -142,6 +148,7 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
         task = bar.add_task("sweep", total=grid.size())
         df = run_sweep(grid, _sweep_loader(device, release, h2d_link, calibrate_img_s, grid),
                        progress=lambda n: bar.advance(task, n))
+    df = apply_overheads_frame(df, spec)
     df["framework"] = "none" if profile is None else profile.key
     if io_overlap == "both" and (df["trace_io_ms"] == 0).any():
         console.print("[yellow]warning:[/yellow] --io-overlap both with traces whose io time "

@@ -17,10 +17,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from ..errors import Code, DgtracesError, Failure
 from .dag import Prediction
 from .trace import Trace
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 TERMS = ("sync", "input")
 # Terms that met the pre-registered adoption rule (docs/predictor-overheads.md, Results;
@@ -135,9 +139,13 @@ def input_ms_needed(spec: Overheads, trace: Trace, per_node: int, synthetic: boo
                 "(--host-decode-img-s)")
     if trace.io_ms > 0 and trace.provenance == "measured":
         return per_node * trace.io_ms, f"{per_node} x the trace's measured io_ms"
-    raise _bad("host_decode_img_s", "the input term needs the node's measured decode rate "
-               "(give --host-decode-img-s, or a trace with measured io)",
-               "--host-decode-img-s R", None, code=Code.MISSING_MEASUREMENT)
+    raise _no_decode_rate()
+
+
+def _no_decode_rate() -> DgtracesError:
+    return _bad("host_decode_img_s", "the input term needs the node's measured decode rate "
+                "(give --host-decode-img-s, or a trace with measured io)",
+                "--host-decode-img-s R", None, code=Code.MISSING_MEASUREMENT)
 
 
 def validation_spec(spec: Overheads, trace: Trace, synthetic: bool) -> tuple[Overheads, str]:
@@ -186,3 +194,40 @@ def apply_overheads(pred: Prediction, trace: Trace, spec: Overheads,
     return replace(pred, iter_ms=it, throughput_img_s=p * pred.batch_size * 1000.0 / it,
                    speedup_vs_1=speedup, efficiency=speedup / p, breakdown=breakdown,
                    notes=notes, overheads=detail)
+
+
+def check_sweep_measurements(spec: Overheads) -> None:
+    """MISSING_MEASUREMENT when a sweep asks for the input term without a decode rate."""
+    if "input" in spec.terms and spec.host_decode_img_s is None:
+        raise _no_decode_rate()
+
+
+def apply_overheads_frame(df: pd.DataFrame, spec: Overheads) -> pd.DataFrame:
+    """The terms of ``spec`` on sweep rows (columns workers, gpus_per_node, batch_size,
+    iter_ms, speedup_vs_1), as :func:`apply_overheads` does for one prediction; adds
+    ``sync_ms``, ``input_ms`` and ``overheads``. The input term needs ``host_decode_img_s``
+    (sweep rows carry no measured io)."""
+    import numpy as np
+
+    if not spec.terms:
+        return df
+    check_sweep_measurements(spec)
+    p = df["workers"].to_numpy(float)
+    it = df["iter_ms"].to_numpy(float)
+    t1 = df["speedup_vs_1"].to_numpy(float) * it / p
+    sync = np.zeros_like(it)
+    inp = np.zeros_like(it)
+    inp1 = np.zeros_like(it)
+    if "sync" in spec.terms:
+        cv = spec.iteration_cv if spec.iteration_cv is not None else kineto_step_cv()[0]
+        e = {w: expected_max_normal(int(w)) for w in set(p)}
+        sync = cv * t1 * np.array([e[w] for w in p])
+    if "input" in spec.terms and spec.host_decode_img_s is not None:
+        g = np.minimum(df["gpus_per_node"].to_numpy(float), p)
+        need = g * df["batch_size"].to_numpy(float) * 1000.0 / spec.host_decode_img_s
+        inp, inp1 = np.maximum(0.0, need - it), np.maximum(0.0, need / g - t1)
+    new_it = it + sync + inp
+    speedup = p * (t1 + inp1) / new_it
+    return df.assign(iter_ms=new_it, throughput_img_s=p * df["batch_size"] * 1000.0 / new_it,
+                     speedup_vs_1=speedup, efficiency=speedup / p, sync_ms=sync,
+                     input_ms=inp, overheads=spec.label)
