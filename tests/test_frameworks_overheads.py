@@ -226,6 +226,12 @@ def test_adopted_terms_still_meet_the_preregistered_rule():
             assert ev.verdict(v)[0] is (v.overheads in ADOPTED), (v.label, ev.verdict(v))
     auto = next(v for v in ev.variants if v.framework == "auto" and v.overheads == "none")
     assert ev.verdict(auto)[0] is True
+    # the docs' tables are this evaluation's output (scripts/overheads_tables.py)
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[1] / "docs" / "predictor-overheads.md").read_text()
+    block = doc.split("<!-- terms:begin -->\n", 1)[1].split("\n<!-- terms:end -->", 1)[0]
+    assert block == ev.to_markdown()
 
 
 def test_sweep_overheads_equal_the_single_prediction():
