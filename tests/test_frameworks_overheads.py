@@ -252,3 +252,19 @@ def test_sweep_overheads_equal_the_single_prediction():
     with pytest.raises(DgtracesError) as exc:
         apply_overheads_frame(rows, Overheads.parse("input"))
     assert exc.value.code == Code.MISSING_MEASUREMENT
+
+
+def test_cli_validate_predictor_with_profiles_and_terms():
+    import json
+
+    res = CliRunner().invoke(main, ["validate-predictor", "--published", "--framework", "auto",
+                                    "--overheads", "measured", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    head = doc["published"]["headline"]
+    assert (head["framework"], head["overheads"]) == ("auto", "sync")
+    assert head["predictor_mape_on_linear_rows_pct"] < head["linear_mape_pct"]
+    assert {r["framework_profile"] for r in doc["published"]["rows"]
+            if r["role"] == "scored"} >= {"tf-ps@1.x", "caffe-mpi@1.0-2.0"}
+    bad = CliRunner().invoke(main, ["validate-predictor", "--published", "--framework", "autp"])
+    assert bad.exit_code == 1 and bad.exception.code == Code.UNKNOWN_FRAMEWORK

@@ -272,6 +272,9 @@ def validate_predictor(release, published, plot, out, as_json, framework, overhe
         click.echo(json.dumps(doc, indent=2, default=str, allow_nan=False))
         return
     click.echo(res.report())
+    if spec.terms:
+        click.echo(f"  overheads added after the DAG to every row: {spec.label} "
+                   "(docs/predictor-overheads.md)")
     if pub is not None:
         click.echo("")
         click.echo(pub.report())

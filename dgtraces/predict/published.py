@@ -335,7 +335,8 @@ def published_plot(measured, pub: PublishedValidation, path) -> None:
     left.set_title(f"release {measured.release}: {heads}", fontsize=9)
     h = pub.headline()
     right.set_title(f"published multi-GPU: MAPE {h['mape_pct']:.1f}%, median "
-                    f"{h['median_ape_pct']:.1f}% (n={h['rows']})", fontsize=9)
+                    f"{h['median_ape_pct']:.1f}% (n={h['rows']}; --framework "
+                    f"{pub.framework}, --overheads {pub.overheads})", fontsize=9)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
