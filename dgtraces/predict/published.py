@@ -79,7 +79,9 @@ class PublishedValidation:
                      mean_signed_pct=("error_pct", "mean"),
                      linear_rows=("linear_ape_pct", "count"),
                      linear_mape_pct=("linear_ape_pct", "mean"),
-                     pred_linear_rows=("pred_linear", "sum")).reset_index()
+                     pred_linear_rows=("pred_linear", "sum"),
+                     mean_sync_ms=("sync_ms", "mean"),
+                     mean_input_ms=("input_ms", "mean")).reset_index()
 
     def headline(self) -> dict:
         sc = self.scored()
