@@ -212,7 +212,9 @@ def _predict(row: dict, cfg: dict, release: str | None, overheads=None) -> dict:
     return {"pred_img_s": pred.throughput_img_s, "pred_speedup": pred.speedup_vs_1,
             "calibration": how, "trace_run_id": trace.run_id,
             "h2d_ms": trace.h2d_ms, "iter_ms": pred.iter_ms, "dag_iter_ms": dag.iter_ms,
-            "messages": dag.breakdown["messages"],
+            "messages": dag.breakdown["messages"], "policy": policy.name,  # as applied
+            "bucket_bytes": dag.bucket_bytes, "cycle_ms": policy.cycle_ms,
+            "blocking": cluster.shared_cpu,
             "comm_exposed_ms": dag.breakdown["comm_exposed"],
             "sync_ms": b.get("sync_ms", 0.0), "input_ms": b.get("input_ms", 0.0),
             "input_term": input_how or None}
