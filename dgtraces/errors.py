@@ -44,6 +44,8 @@ class Code(StrEnum):
     NO_CUDA = "NO_CUDA"
     MODEL_MISMATCH = "MODEL_MISMATCH"
     QUERY_LIMIT = "QUERY_LIMIT"
+    UNKNOWN_FRAMEWORK = "UNKNOWN_FRAMEWORK"
+    MISSING_MEASUREMENT = "MISSING_MEASUREMENT"
 
 
 # What each code means (documentation, the CLI's `info` and the docs read it).
@@ -79,6 +81,8 @@ CODES: dict[Code, str] = {
                   "torch build) has none",
     Code.MODEL_MISMATCH: "an imported log or trace is of another network than the model named",
     Code.QUERY_LIMIT: "a query ran past its time limit or memory limit",
+    Code.UNKNOWN_FRAMEWORK: "the framework profile is not one of the declared profiles",
+    Code.MISSING_MEASUREMENT: "an overhead term was asked for without the measurement it needs",
 }
 assert set(CODES) == set(Code), "every Code needs its CODES line"
 

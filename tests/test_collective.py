@@ -9,14 +9,9 @@ from click.testing import CliRunner
 
 from dgtraces.cli import main
 from dgtraces.errors import DgtracesError
+from dgtraces.evaluation.comm import REFERENCE_CLUSTERS, LogCluster, reference_logs, validate
 from dgtraces.predict import nccl
 from dgtraces.predict.collective_time import parse_sizes, predict_collective
-from dgtraces.predict.comm_validation import (
-    REFERENCE_CLUSTERS,
-    LogCluster,
-    reference_logs,
-    validate,
-)
 
 AR = Path(__file__).parent / "fixtures" / "nccl_tests" / "all_reduce_perf_8xh100.log"
 GIB = 1 << 30
@@ -231,7 +226,7 @@ def test_broadcast_and_allgather_latency_by_hand():
 def test_shipped_points_are_the_shared_rows():
     import csv
 
-    from dgtraces.predict.comm_validation import SHARED, SHIPPED
+    from dgtraces.evaluation.comm import SHARED, SHIPPED
 
     if not SHARED.is_dir():
         pytest.skip("no ../shared/reference/nccl-tests beside the clone")

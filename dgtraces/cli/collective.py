@@ -97,7 +97,7 @@ def validate_comm(logs, workers, gpus_per_node, intra, inter, nics_per_node, col
 
     Without LOG: the shipped reference logs (dgtraces/reference/nccl_tests, CC BY 3.0) and,
     when present, the unlicensed ones of ../shared/reference/nccl-tests."""
-    from ..predict.comm_validation import LogCluster, validate
+    from dgtraces.evaluation.comm import LogCluster, validate
 
     given = None
     if logs:
@@ -109,7 +109,7 @@ def validate_comm(logs, workers, gpus_per_node, intra, inter, nics_per_node, col
         given = LogCluster(workers, gpus_per_node, intra, inter, nics_per_node, coll)
     report = validate(logs, given, algorithm=algorithm)
     if plot:
-        from ..predict.comm_validation import write_plot
+        from dgtraces.evaluation.comm import write_plot
 
         write_plot(report, plot)
     if as_json:

@@ -78,3 +78,40 @@ def deprecated_alias(old: str, new: str, dest: str, *, convert: Callable[[Any], 
 def gbit_to_gbyte(gbit_s: float) -> float:
     """Deprecated ``--link-gbps`` (Gb/s) -> ``--link-bandwidth-gb-s`` (GB/s)."""
     return gbit_s / 8.0
+
+
+def framework_option(extra: tuple[str, ...] = ()) -> Callable:
+    """``--framework NAME[@VERSION]`` (the profiles of ``predict.frameworks``; ``none`` =
+    today's behaviour). Unknown names are UNKNOWN_FRAMEWORK with a did-you-mean."""
+    from ..predict.frameworks import NAMES
+
+    choices = " | ".join(NAMES + extra)
+    return click.option("--framework", default="none", show_default=True,
+                        help=f"Framework profile: {choices} (NAME@VERSION for an older "
+                             "row; explicit --policy/--bucket-mib/--algorithm win).")
+
+
+def overheads_options(f: Callable) -> Callable:
+    """``--overheads``, ``--iteration-cv``, ``--host-decode-img-s`` (``predict.overheads``)."""
+    from ..predict.overheads import ADOPTED, CHOICES
+
+    for opt in reversed([
+        click.option("--overheads", default="none", show_default=True,
+                     help="Terms added after the DAG: " + " | ".join(CHOICES)
+                          + " (comma list; measured = the adopted terms: "
+                          + ",".join(ADOPTED) + ")."),
+        click.option("--iteration-cv", type=float, default=None,
+                     help="Measured per-iteration spread (std/mean) for the sync term "
+                          "(default: the shipped Kineto trace's steps)."),
+        click.option("--host-decode-img-s", type=float, default=None,
+                     help="Measured decode rate of one node's input pipeline (img/s), for "
+                          "the input term."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def explicit(ctx: click.Context, names: dict[str, str]) -> frozenset[str]:
+    """Which of the command's parameters (``param -> profile field``) the user gave."""
+    return frozenset(field for param, field in names.items()
+                     if ctx.get_parameter_source(param) is not click.core.ParameterSource.DEFAULT)

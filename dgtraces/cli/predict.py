@@ -13,8 +13,11 @@ from ..predict.policy_registry import POLICY_NAMES as POLICIES  # the policy reg
 from . import OutPath, model_option
 from .options import (
     deprecated_alias,
+    explicit,
+    framework_option,
     gbit_to_gbyte,
     io_overlap_option,
+    overheads_options,
     release_option,
     split_list,
 )
@@ -84,6 +87,8 @@ def _cluster_options(f):
 @click.option("--raw-layer-times", is_flag=True,
               help="Do not scale layer times to the run's whole-model medians.")
 @_cluster_options
+@framework_option()
+@overheads_options
 @click.option("--timeline", type=OutPath(dir_okay=False), default=None,
               help="Write Chrome trace-event JSON (Perfetto) of one iteration.")
 @click.option("--gantt", type=OutPath(dir_okay=False), default=None,
@@ -95,8 +100,8 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
             io_overlap, io_ms, h2d_ms, h2d_link, calibrate_img_s, raw_layer_times,
             gpus_per_node, algorithm, nics_per_node, servers, bucket_mib, link_alpha_us,
             link_bandwidth_gb_s,
-            release, staging, staging_passes, shared_cpu, link_fit, timeline, gantt,
-            kineto_dir,
+            release, staging, staging_passes, shared_cpu, link_fit, framework, overheads,
+            iteration_cv, host_decode_img_s, timeline, gantt, kineto_dir,
             as_json) -> None:
     """Predict one S-SGD iteration (modelled) from a stored or reconstructed layer trace.
 
@@ -112,6 +117,12 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
 
     from ..predict import Cluster, Policy, calibrate, predict_trace, resolve
     from ..predict.cluster import bad
+    from ..predict.frameworks import apply_framework, get_framework
+    from ..predict.overheads import Overheads, apply_overheads
+
+    profile = get_framework(framework)  # bad names fail before any work
+    spec = Overheads.parse(overheads, iteration_cv=iteration_cv,
+                           host_decode_img_s=host_decode_img_s)
 
     if servers != 1 and algorithm != "ps":
         raise bad("servers", "parameter servers need --algorithm ps", "1 without ps", servers)
@@ -141,6 +152,10 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
                         h2d_ms=trace.h2d_ms if h2d_ms is None else _nonneg(
                             "h2d_ms", _given("--h2d-ms", h2d_ms)))
     pol = Policy(policy, io_overlap == "on", _bucket_bytes(bucket_mib))
+    given = explicit(click.get_current_context(), {"policy": "policy",
+                                                   "bucket_mib": "bucket_bytes",
+                                                   "algorithm": "algorithm"})
+    _, pol = apply_framework(profile, Cluster(1), pol, given)  # before calibrating
     if calibrate_img_s is not None:
         trace = calibrate(trace, calibrate_img_s, pol)
     if link_fit is not None:
@@ -151,7 +166,11 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
                       link_alpha_us, _gbps(link_bandwidth_gb_s), release or "latest", staging,
                       staging_passes,
                       shared_cpu, nics_per_node)
+    cluster, _ = apply_framework(profile, cluster, pol, given)
     pred, sched = predict_trace(trace, cluster, pol)
+    pred = apply_overheads(pred, trace, spec)
+    if profile is not None:
+        pred = replace(pred, framework=profile.describe())
     if timeline:
         from ..predict.timeline import write_chrome_trace
 
@@ -197,6 +216,15 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None) -> None:
             continue
         click.echo(f"{side}: {link['link']} alpha {link['alpha_us']:.4g} us, "
                    f"{link['bandwidth_gb_s']:.4g} GB/s ({link['provenance']}: {link['source']})")
+    if pred.framework:
+        f = pred.framework
+        click.echo(f"framework: {f['framework']} (policy {f['policy']}, bucket "
+                   f"{f['bucket_bytes']}, first bucket {f['first_bucket_bytes']}, cycle "
+                   f"{f['cycle_ms']} ms, blocking {f['blocking']}; {f['citation']})")
+    for term, d in pred.overheads.items():
+        if isinstance(d, dict):
+            click.echo(f"overhead {term}: {d['ms']:.3f} ms = {d['formula']} "
+                       f"({d.get('source') or d.get('how')})")
     for note in pred.notes:
         click.echo(f"note: {note}")
     for what, path in (("timeline", timeline), ("gantt", gantt),

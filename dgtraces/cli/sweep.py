@@ -10,7 +10,15 @@ import click
 from ..predict.comm import ALGORITHMS as ALGOS  # the collective registry
 from ..predict.policy_registry import POLICY_NAMES as POLICIES  # the policy registry
 from . import OutPath, model_list
-from .options import deprecated_alias, gbit_to_gbyte, io_overlap_option, release_option
+from .options import (
+    deprecated_alias,
+    explicit,
+    framework_option,
+    gbit_to_gbyte,
+    io_overlap_option,
+    overheads_options,
+    release_option,
+)
 from .predict import _bucket_bytes, _gbps, _h2d_link, _split, _suffix
 
 
@@ -77,17 +85,42 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
 @click.option("--calibrate-img-s", type=float, default=None,
               help="Scale compute so that 1 worker runs at this many img/s (one model and "
                    "one batch size only; lets datasheet-only devices such as a100 sweep).")
+@framework_option()
+@overheads_options
 @click.option("--out", type=OutPath(dir_okay=False), default=None,
               help="Write all rows to .parquet or .csv.")
 def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, policies,
           io_overlap, servers, bucket_mib, link_alpha_us, link_bandwidth_gb_s, release,
           h2d_link, staging,
-          staging_passes, shared_cpu, calibrate_img_s, out) -> None:
+          staging_passes, shared_cpu, calibrate_img_s, framework, overheads, iteration_cv,
+          host_decode_img_s, out) -> None:
     """Predict every combination of the lists (vectorised); modelled numbers."""
     from rich.console import Console
     from rich.progress import Progress
 
+    from ..predict.frameworks import get_framework
+    from ..predict.overheads import Overheads, apply_overheads_frame, check_sweep_measurements
     from ..predict.sweep import Grid, run_sweep
+
+    profile = get_framework(framework)
+    spec = Overheads.parse(overheads, iteration_cv=iteration_cv,
+                           host_decode_img_s=host_decode_img_s)
+    check_sweep_measurements(spec)  # before any work
+    given = explicit(click.get_current_context(), {"policies": "policy",
+                                                   "bucket_mib": "bucket_bytes",
+                                                   "algorithms": "algorithm",
+                                                   "shared_cpu": "blocking"})
+    first, cycle = None, 0.0
+    if profile is not None:  # the profile's defaults; explicit options win
+        first, cycle = profile.first_bucket_bytes, profile.cycle_ms
+        if "policy" not in given:
+            policies = profile.policy
+        if "bucket_bytes" not in given and profile.bucket_bytes is not None:
+            bucket_mib = profile.bucket_bytes / 2**20
+        if "blocking" not in given and profile.blocking:
+            shared_cpu = True
+        if "algorithm" not in given and profile.ps_placement == "host-cpu":
+            algorithms = "ps"
 
     grid = Grid(models=models, batch_sizes=_ints(batch_sizes, "--batch-sizes"),
                 workers=_ints(workers_, "--workers"),
@@ -95,7 +128,8 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
                 inter=_split(inter),
                 algorithms=_split(algorithms), policies=_split(policies),
                 io_overlap={"off": (False,), "on": (True,), "both": (False, True)}[io_overlap],
-                bucket_bytes=_bucket_bytes(bucket_mib), servers=servers,
+                bucket_bytes=_bucket_bytes(bucket_mib), first_bucket_bytes=first,
+                cycle_ms=cycle, servers=servers,
                 alpha_us=link_alpha_us, gbps=_gbps(link_bandwidth_gb_s), staging=staging,
                 staging_passes=staging_passes, shared_cpu=shared_cpu,
                 release=release or "latest")
@@ -114,6 +148,8 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
         task = bar.add_task("sweep", total=grid.size())
         df = run_sweep(grid, _sweep_loader(device, release, h2d_link, calibrate_img_s, grid),
                        progress=lambda n: bar.advance(task, n))
+    df = apply_overheads_frame(df, spec)
+    df["framework"] = "none" if profile is None else profile.key
     if io_overlap == "both" and (df["trace_io_ms"] == 0).any():
         console.print("[yellow]warning:[/yellow] --io-overlap both with traces whose io time "
                       "is 0: their on and off rows are identical (give --io-ms or traces "
@@ -181,21 +217,50 @@ def _write_frame(df, out: str) -> None:
 @click.option("--json", "as_json", is_flag=True,
               help="Print the headline, per-model, per-policy and per-row results as JSON "
                    "(with --published: {measured, published}).")
-def validate_predictor(release, published, plot, out, as_json) -> None:
+@framework_option(("auto",))
+@overheads_options
+@click.option("--markdown", is_flag=True,
+              help="Print the docs' tables of every framework/overheads variant against the "
+                   "pre-registered rule (docs/predictor-overheads.md) and stop.")
+def validate_predictor(release, published, plot, out, as_json, framework, overheads,
+                       iteration_cv, host_decode_img_s, markdown) -> None:
     """Predict every measured/published iterations row; print MAPE; optional parity plot.
-    With --published, the published multi-GPU results too (--out then writes those rows)."""
+    With --published, the published multi-GPU results too (--out then writes those rows);
+    --framework auto gives each published row its declared profile."""
     from dgtraces.evaluation.validation import parity_plot, validate
+    from dgtraces.predict.overheads import Overheads
 
+    if framework != "auto":
+        from ..predict.frameworks import get_framework
+
+        get_framework(framework)
+    spec = Overheads.parse(overheads, iteration_cv=iteration_cv,
+                           host_decode_img_s=host_decode_img_s)
+    if markdown:
+        from rich.console import Console
+        from rich.progress import Progress
+
+        from dgtraces.evaluation.overheads import (
+            FRAMEWORK_CHOICES,
+            OVERHEAD_CHOICES,
+            evaluate_terms,
+        )
+
+        with Progress(console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task("variants", total=len(FRAMEWORK_CHOICES) * len(OVERHEAD_CHOICES))
+            ev = evaluate_terms(release, on_step=lambda n: bar.advance(task, n))
+        click.echo(ev.to_markdown())
+        return
     if out:
         _suffix(out, "--out", (".parquet", ".csv"))
     if plot:
         _suffix(plot, "--plot", (".png",))
-    res = validate(release)
+    res = validate(release, spec)
     pub = None
     if published:
         from dgtraces.evaluation.published import validate_published
 
-        pub = validate_published(release)
+        pub = validate_published(release, framework, spec)
     if plot:
         if pub is None:
             parity_plot(res, plot)
@@ -211,6 +276,9 @@ def validate_predictor(release, published, plot, out, as_json) -> None:
         click.echo(json.dumps(doc, indent=2, default=str, allow_nan=False))
         return
     click.echo(res.report())
+    if spec.terms:
+        click.echo(f"  overheads added after the DAG to every row: {spec.label} "
+                   "(docs/predictor-overheads.md)")
     if pub is not None:
         click.echo("")
         click.echo(pub.report())

@@ -64,6 +64,8 @@ NEAR_LINEAR = 0.01  # predicted speedup >= (1 - this) x N counts as linear scali
 @dataclass(frozen=True)
 class PublishedValidation:
     rows: pd.DataFrame  # one row per published row: scored, calibration or skipped
+    framework: str = "none"  # --framework choice (none, auto, or one profile)
+    overheads: str = "none"  # --overheads terms added after the DAG
 
     def scored(self) -> pd.DataFrame:
         return self.rows[self.rows["role"] == "scored"]
@@ -77,12 +79,15 @@ class PublishedValidation:
                      mean_signed_pct=("error_pct", "mean"),
                      linear_rows=("linear_ape_pct", "count"),
                      linear_mape_pct=("linear_ape_pct", "mean"),
-                     pred_linear_rows=("pred_linear", "sum")).reset_index()
+                     pred_linear_rows=("pred_linear", "sum"),
+                     mean_sync_ms=("sync_ms", "mean"),
+                     mean_input_ms=("input_ms", "mean")).reset_index()
 
     def headline(self) -> dict:
         sc = self.scored()
         s, lin = sc["ape_pct"], sc["linear_ape_pct"].dropna()
-        return {"rows": len(s), "mape_pct": float(s.mean()) if len(s) else None,
+        return {"framework": self.framework, "overheads": self.overheads,
+                "rows": len(s), "mape_pct": float(s.mean()) if len(s) else None,
                 "median_ape_pct": float(s.median()) if len(s) else None,
                 "linear_rows": len(lin),
                 "linear_mape_pct": float(lin.mean()) if len(lin) else None,
@@ -101,7 +106,8 @@ class PublishedValidation:
     def report(self) -> str:
         h = self.headline()
         lines = [(f"predictor vs published multi-GPU results (dgtraces/reference/{FILE}; "
-                 "predictions are modelled)"),
+                 f"predictions are modelled; --framework {self.framework}, --overheads "
+                 f"{self.overheads})"),
                  (f"  all sources: MAPE {h['mape_pct']:.2f}%, median error "
                  f"{h['median_ape_pct']:.2f}% over {h['rows']} scored rows"),
                  self._baseline_line(h)]
@@ -109,8 +115,9 @@ class PublishedValidation:
                                              "mean_signed_pct", "linear_mape_pct")}
         lines += ["per source:", self.by_source().to_string(index=False, formatters=fmt),
                   "per row:"]
-        cols = ["model", "device", "gpus", "update", "metric", "published", "predicted",
-                "error_pct", "linear", "linear_error_pct", "calibration"]
+        cols = ["model", "device", "gpus", "framework_profile", "metric", "published",
+                "predicted", "error_pct", "linear", "linear_error_pct", "dag_iter_ms",
+                "sync_ms", "input_ms", "input_term", "calibration"]
         part = self.rows[self.rows["role"] == "scored"][cols]
         lines.append(part.to_string(index=False, float_format=lambda v: f"{v:.4g}",
                                     max_colwidth=48))
@@ -155,8 +162,11 @@ def _num(text: str) -> float | None:
     return float(text) if text not in (None, "") else None
 
 
-def _configure(row: dict, calib: dict) -> dict:
+def _configure(row: dict, calib: dict, framework: str | None = None) -> dict:
+    from .published_frameworks import row_framework
+
     _, algo, policy, bucket, why = _rule(row["update"])
+    profile, profile_why = row_framework(row, framework)
     device, gpus = row["device"], int(row["gpus"])
     gpn = min(int(row["gpus_per_node"]), gpus)
     intra = _link(row["intra"], BOARD_LINK.get(device, HOST_LINK))
@@ -168,17 +178,26 @@ def _configure(row: dict, calib: dict) -> dict:
     img_1 = calib.get((row["source"], row["framework"], row["update"]))
     return {"algorithm": algo, "policy": policy, "bucket_bytes": bucket, "intra": intra,
             "inter": inter, "servers": servers, "gpus_per_node": gpn, "rule": why,
-            "calibrate_img_s": img_1}
+            "calibrate_img_s": img_1, "profile": profile,
+            "framework_profile": "none" if profile is None else profile.key,
+            "framework_why": profile_why}
 
 
-def _predict(row: dict, cfg: dict, release: str | None) -> dict:
+def _predict(row: dict, cfg: dict, release: str | None, overheads=None) -> dict:
     from dgtraces.predict import calibrate
     from dgtraces.predict.cluster import DEFAULT_BUCKET_BYTES
+    from dgtraces.predict.frameworks import apply_framework
+    from dgtraces.predict.overheads import Overheads, apply_overheads, validation_spec
 
     synthetic = "synthetic data" in row["_notes"]
     trace = resolve(row["model"], row["device"], int(row["batch_per_gpu"]), release=release,
                     h2d_link=None if synthetic else "pcie3", shape_only=True)
     policy = Policy(cfg["policy"], False, cfg["bucket_bytes"] or DEFAULT_BUCKET_BYTES)
+    cluster = Cluster(int(row["gpus"]), cfg["gpus_per_node"], cfg["intra"], cfg["inter"],
+                      cfg["algorithm"], cfg["servers"], release=release or "latest")
+    # the row's aggregation fixes the algorithm (ps, hierarchical, ring)
+    cluster, policy = apply_framework(cfg["profile"], cluster, policy,
+                                      explicit=frozenset({"algorithm"}))
     if cfg["calibrate_img_s"] is not None:
         trace = calibrate(trace, cfg["calibrate_img_s"], policy)
         how = f"--calibrate-img-s {cfg['calibrate_img_s']:g} (the source's 1-GPU figure)"
@@ -186,16 +205,26 @@ def _predict(row: dict, cfg: dict, release: str | None) -> dict:
         how = "uncalibrated shape-only roofline (no 1-GPU figure, no calibration rows)"
     else:
         how = "reconstruction fitted to calibration.csv (other sources' 1-GPU figures)"
-    cluster = Cluster(int(row["gpus"]), cfg["gpus_per_node"], cfg["intra"], cfg["inter"],
-                      cfg["algorithm"], cfg["servers"], release=release or "latest")
-    pred, _ = predict_trace(trace, cluster, policy)
+    dag, _ = predict_trace(trace, cluster, policy)
+    usable, input_how = validation_spec(overheads or Overheads(), trace, synthetic)
+    pred = apply_overheads(dag, trace, usable, synthetic=synthetic)
+    b = pred.breakdown
     return {"pred_img_s": pred.throughput_img_s, "pred_speedup": pred.speedup_vs_1,
             "calibration": how, "trace_run_id": trace.run_id,
-            "h2d_ms": trace.h2d_ms, "iter_ms": pred.iter_ms}
+            "h2d_ms": trace.h2d_ms, "iter_ms": pred.iter_ms, "dag_iter_ms": dag.iter_ms,
+            "messages": dag.breakdown["messages"], "policy": policy.name,  # as applied
+            "bucket_bytes": dag.bucket_bytes, "cycle_ms": policy.cycle_ms,
+            "blocking": cluster.shared_cpu,
+            "comm_exposed_ms": dag.breakdown["comm_exposed"],
+            "sync_ms": b.get("sync_ms", 0.0), "input_ms": b.get("input_ms", 0.0),
+            "input_term": input_how or None}
 
 
-def validate_published(release: str | None = None) -> PublishedValidation:
-    """Predict every row of the shipped published scaling table (see module doc)."""
+def validate_published(release: str | None = None, framework: str | None = None,
+                       overheads=None) -> PublishedValidation:
+    """Predict every row of the shipped published scaling table (see module doc), with the
+    ``framework`` profile choice (None/``none``, ``auto`` = the declared per-row profile,
+    or one profile for every row) and the ``overheads`` terms (an ``Overheads``)."""
     import pandas as pd
 
     from dgtraces.reference import rows as ref_rows
@@ -218,10 +247,11 @@ def validate_published(release: str | None = None) -> PublishedValidation:
         base["metric"] = metric
         base["published"] = base[f"published_{metric}"]
         try:
-            cfg = _configure(r, calib)
-            base.update({k: v for k, v in cfg.items() if k != "calibrate_img_s"})
+            cfg = _configure(r, calib, framework)
+            base.update({k: v for k, v in cfg.items() if k not in ("calibrate_img_s",
+                                                                   "profile")})
             base["source_1gpu_img_s"] = cfg["calibrate_img_s"]
-            base.update(_predict(r, cfg, release))
+            base.update(_predict(r, cfg, release, overheads))
         except DgtracesError as exc:
             base.update(role="skipped", reason=f"[{exc.code}] {exc.message}")
             out.append(base)
@@ -236,7 +266,8 @@ def validate_published(release: str | None = None) -> PublishedValidation:
     df = pd.DataFrame(out)
     df["error_pct"] = (df["predicted"] / df["published"] - 1) * 100
     df["ape_pct"] = df["error_pct"].abs()
-    return PublishedValidation(_with_linear_baseline(df))
+    return PublishedValidation(_with_linear_baseline(df), framework or "none",
+                               "none" if overheads is None else overheads.label)
 
 
 def _with_linear_baseline(df: pd.DataFrame) -> pd.DataFrame:
@@ -308,7 +339,8 @@ def published_plot(measured, pub: PublishedValidation, path) -> None:
     left.set_title(f"release {measured.release}: {heads}", fontsize=9)
     h = pub.headline()
     right.set_title(f"published multi-GPU: MAPE {h['mape_pct']:.1f}%, median "
-                    f"{h['median_ape_pct']:.1f}% (n={h['rows']})", fontsize=9)
+                    f"{h['median_ape_pct']:.1f}% (n={h['rows']}; --framework "
+                    f"{pub.framework}, --overheads {pub.overheads})", fontsize=9)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png")

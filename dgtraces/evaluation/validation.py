@@ -105,7 +105,7 @@ def _measured_ms(row) -> float | None:
     return None
 
 
-def _predict_row(row, release: str, runs, timings) -> dict:
+def _predict_row(row, release: str, runs, timings, overheads=None) -> dict:
     policy_name = row["policy"]
     if row["phase"] != "train":
         raise DgtracesError("inference rows are outside the training DAG", code="BAD_INPUT")
@@ -130,6 +130,12 @@ def _predict_row(row, release: str, runs, timings) -> dict:
                     DEFAULT_BUCKET_BYTES if bucket is None else int(bucket))
     effects = cpu_effects(row, trace, runs)
     pred, _ = predict_trace(trace, replace(plain, **effects), policy)
+    if overheads is not None and overheads.terms:  # issue #26 terms (overheads.py)
+        from dgtraces.predict.overheads import apply_overheads, validation_spec
+
+        synthetic = "synthetic" in str(_val(row.get("notes")) or "")
+        spec, _ = validation_spec(overheads, trace, synthetic)
+        pred = apply_overheads(pred, trace, spec, synthetic=synthetic)
     circular = (row["provenance"] == "published" and trace.provenance == "reconstructed")
     b = pred.breakdown
     return {"predicted_ms": pred.iter_ms, "trace_provenance": trace.provenance,
@@ -179,8 +185,9 @@ def _measured_phases(text) -> dict:
             for k in PHASES}
 
 
-def validate(release: str | None = None) -> ValidationResult:
-    """Predict every measured/published training row of ``release`` (default latest)."""
+def validate(release: str | None = None, overheads=None) -> ValidationResult:
+    """Predict every measured/published training row of ``release`` (default latest), with
+    the ``overheads`` terms (an ``overheads.Overheads``) when given."""
     import pandas as pd
 
     from dgtraces.store import manifest as store
@@ -202,7 +209,7 @@ def validate(release: str | None = None) -> ValidationResult:
                 "predicted_ms": None, "circular": False, "reason": None,
                 **_measured_phases(row.get("phases_json"))}
         try:
-            base.update(_predict_row(row, release, runs, timings))
+            base.update(_predict_row(row, release, runs, timings, overheads))
         except DgtracesError as exc:
             base["reason"] = f"[{exc.code}] {exc.message}"
         out.append(base)

@@ -143,9 +143,16 @@ class Policy:
     name: str = "wfbp"
     io_overlap: bool = False
     bucket_bytes: int = DEFAULT_BUCKET_BYTES
+    first_bucket_bytes: int | None = None  # cap of the first bucket (PyTorch DDP: 1 MiB)
+    cycle_ms: float = 0.0  # fusion cycle (Horovod): gradients ready within a cycle fuse
 
     def __post_init__(self) -> None:
         if self.name not in POLICY_NAMES:
             raise bad("policy", "unknown policy", " | ".join(POLICY_NAMES), self.name)
         object.__setattr__(self, "bucket_bytes", whole_number("bucket_bytes",
                                                               self.bucket_bytes))
+        if self.first_bucket_bytes is not None:
+            object.__setattr__(self, "first_bucket_bytes", whole_number(
+                "first_bucket_bytes", self.first_bucket_bytes))
+        if not 0.0 <= self.cycle_ms < 1e6:  # also NaN
+            raise bad("cycle_ms", "must be a finite number of ms >= 0", ">= 0", self.cycle_ms)

@@ -54,9 +54,10 @@ class _Dag:
         self.start: dict[str, float] = {}
         self.order: dict[str, int] = {}
 
-    def add(self, tid: str, kind: str, stream: str, dur: float, deps=()) -> str:
+    def add(self, tid: str, kind: str, stream: str, dur: float, deps=(),
+            not_before: float = 0.0) -> str:
         deps = tuple(d for d in deps if d is not None)
-        start = max((self.end[d] for d in deps), default=0.0)
+        start = max(max((self.end[d] for d in deps), default=0.0), not_before)
         self.tasks[tid] = (kind, stream, dur, deps)
         self.order[tid] = len(self.order)
         self.start[tid], self.end[tid] = start, start + dur
@@ -79,7 +80,7 @@ def simulate(trace: Trace, cluster: Cluster, policy: Policy) -> Schedule:
     prev = g.add("h2d", "h2d", "compute", trace.h2d_ms, () if policy.io_overlap else (io,))
     for name, f in zip(trace.layers, trace.fwd_ms, strict=True):
         prev = g.add(f"fwd/{name}", "fwd", "compute", f, (prev,))
-    t = g.end[prev]
+    t = bwd_start = g.end[prev]
     grads = []  # (name, bytes, nominal ready time) in backward order
     for name, b, nbytes in zip(reversed(trace.layers), reversed(trace.bwd_ms),
                                reversed(trace.grad_bytes), strict=True):
@@ -88,7 +89,8 @@ def simulate(trace: Trace, cluster: Cluster, policy: Policy) -> Schedule:
             grads.append((name, nbytes, t))
     bwd_end = t  # without interleaved communication
     msgs = messages(policy, [n for n, _, _ in grads], [b for _, b, _ in grads],
-                    [r for _, _, r in grads], bwd_end, cost, shared=shared)
+                    [r for _, _, r in grads], bwd_end, cost, shared=shared,
+                    bwd_start=bwd_start)
     after = grouping(policy.name) is Grouping.AFTER_BACKWARD
     closing = {} if after else {m.layers[-1]: m for m in msgs}
     task_of, last_msg = {}, None
@@ -103,7 +105,8 @@ def simulate(trace: Trace, cluster: Cluster, policy: Policy) -> Schedule:
             continue
         ready_dep = bwd_last if after else task_of[m.layers[-1]]
         last_msg = g.add(m.task_id, "comm", "comm", cost.time_ms(m.nbytes),
-                         (ready_dep, last_msg))
+                         (ready_dep, last_msg), not_before=m.ready_ms if policy.cycle_ms
+                         else 0.0)  # a fusion cycle sends at the cycle's end
         if shared:
             bwd_last = last_msg
     update = g.add("update", "update", "compute", trace.update_ms, (bwd_last, last_msg))
@@ -154,6 +157,8 @@ class Prediction:
     package_version: str = ""
     dataset_release: str | None = None  # release whose traces / comm fits were read
     bucket_bytes: int | None = None  # bucketed policy only
+    framework: dict | None = None  # the --framework profile applied (frameworks.py)
+    overheads: dict = field(default_factory=dict)  # --overheads terms (overheads.py)
 
     def to_dict(self) -> dict:
         out = asdict(self)

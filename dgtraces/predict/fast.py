@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .cluster import Policy
-from .policies import bucket_groups
+from .policies import bucket_groups, fusion_groups
 from .policy_registry import Grouping, grouping
 from .trace import Trace
 
@@ -117,10 +117,12 @@ def _sizes(prep: Prepared, policy: Policy, shared: bool) -> tuple[list, list]:
     if kind is Grouping.AFTER_BACKWARD:
         return [prep.bwd_ms] * len(prep.ready), list(prep.nbytes)
     if kind is Grouping.BUCKET or (shared and kind is Grouping.OPTIMAL):
-        cap = policy.bucket_bytes if kind is Grouping.BUCKET else float("inf")
-        groups = bucket_groups(prep.nbytes.tolist(), cap)
-        return ([prep.ready[g[-1]] for g in groups],
-                [float(sum(prep.nbytes[i] for i in g)) for g in groups])
+        if kind is Grouping.BUCKET:
+            groups, ready = fusion_groups(prep.nbytes.tolist(), prep.ready.tolist(), policy)
+        else:
+            groups = bucket_groups(prep.nbytes.tolist(), float("inf"))
+            ready = [prep.ready[g[-1]] for g in groups]
+        return (list(ready), [float(sum(prep.nbytes[i] for i in g)) for g in groups])
     return list(prep.ready), list(prep.nbytes)
 
 

@@ -18,6 +18,7 @@ previous message is done.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -50,18 +51,49 @@ def _groups_to_messages(groups: Sequence[Sequence[int]], names, nbytes, ready,
     return out
 
 
-def bucket_groups(nbytes: Sequence[float], bucket_bytes: float) -> list[list[int]]:
-    """Fuse consecutive gradients until a bucket holds >= ``bucket_bytes``."""
-    groups, cur, size = [], [], 0.0
+def bucket_groups(nbytes: Sequence[float], bucket_bytes: float,
+                  first_bucket_bytes: float | None = None) -> list[list[int]]:
+    """Fuse consecutive gradients until a bucket holds >= ``bucket_bytes`` (the first bucket
+    >= ``first_bucket_bytes`` when given: PyTorch DDP's small first bucket)."""
+    groups: list[list[int]] = []
+    cur: list[int] = []
+    size = 0.0
     for i, b in enumerate(nbytes):
         cur.append(i)
         size += b
-        if size >= bucket_bytes:
+        cap = first_bucket_bytes if not groups and first_bucket_bytes else bucket_bytes
+        if size >= cap:
             groups.append(cur)
             cur, size = [], 0.0
     if cur:
         groups.append(cur)
     return groups
+
+
+def fusion_groups(nbytes: Sequence[float], ready_rel: Sequence[float],
+                  policy: Policy) -> tuple[list[list[int]], list[float]]:
+    """Buckets of the bucketed policy and the time each may start, relative to the start of
+    the backward pass. With ``policy.cycle_ms`` (Horovod's background cycle) gradients ready
+    within one cycle (cycles counted from the backward start) are fused, split at the
+    threshold, and sent at the end of that cycle; otherwise a bucket starts when its last
+    gradient is ready."""
+    cycle = policy.cycle_ms
+    if cycle <= 0:
+        groups = bucket_groups(nbytes, policy.bucket_bytes, policy.first_bucket_bytes)
+        return groups, [float(ready_rel[g[-1]]) for g in groups]
+    ticks = [math.ceil(r / cycle - 1e-9) * cycle for r in ready_rel]
+    groups, starts = [], []
+    i = 0
+    while i < len(ticks):
+        j = i
+        while j + 1 < len(ticks) and ticks[j + 1] == ticks[i]:
+            j += 1
+        for g in bucket_groups(nbytes[i:j + 1], policy.bucket_bytes,
+                               policy.first_bucket_bytes if not groups else None):
+            groups.append([i + k for k in g])
+            starts.append(float(ticks[i]))
+        i = j + 1
+    return groups, starts
 
 
 def optimal_groups(nbytes: Sequence[float], ready: Sequence[float],
@@ -90,7 +122,7 @@ def optimal_groups(nbytes: Sequence[float], ready: Sequence[float],
 
 def messages(policy: Policy, names: Sequence[str], nbytes: Sequence[float],
              ready: Sequence[float], bwd_end: float, cost: CommCost,
-             shared: bool = False) -> list[Message]:
+             shared: bool = False, bwd_start: float = 0.0) -> list[Message]:
     """Messages of ``policy`` for gradient layers given in backward order.
 
     With ``shared`` (collective on the compute cores, no overlap possible) every message adds
@@ -106,7 +138,9 @@ def messages(policy: Policy, names: Sequence[str], nbytes: Sequence[float],
     if kind is Grouping.PER_LAYER:
         return _groups_to_messages(singles, names, nbytes, ready)
     if kind is Grouping.BUCKET:
-        return _groups_to_messages(bucket_groups(nbytes, policy.bucket_bytes), names, nbytes,
-                                   ready)
+        groups, starts = fusion_groups(nbytes, [r - bwd_start for r in ready], policy)
+        return [Message(k, tuple(names[i] for i in g), float(sum(nbytes[i] for i in g)),
+                        bwd_start + s) for k, (g, s) in enumerate(zip(groups, starts,
+                                                                     strict=True))]
     groups, _ = optimal_groups(nbytes, ready, cost)
     return _groups_to_messages(groups, names, nbytes, ready)

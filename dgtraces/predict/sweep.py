@@ -42,6 +42,8 @@ class Grid:
     policies: Sequence[str] = ("wfbp",)
     io_overlap: Sequence[bool] = (False,)
     bucket_bytes: int = DEFAULT_BUCKET_BYTES
+    first_bucket_bytes: int | None = None  # --framework profiles (frameworks.py)
+    cycle_ms: float = 0.0
     servers: int = 1
     alpha_us: float | None = None
     gbps: float | None = None
@@ -50,6 +52,10 @@ class Grid:
     shared_cpu: bool = False
     release: str | None = "latest"  # whose comm_fits give the measured links (loopback-gloo)
     traces: dict = field(default_factory=dict)
+
+    def policy(self, name: str, io_overlap: bool = False) -> Policy:
+        return Policy(name, io_overlap, self.bucket_bytes, self.first_bucket_bytes,
+                      self.cycle_ms)
 
     def size(self) -> int:
         dims = (self.models, self.batch_sizes, self.workers, self.gpus_per_node, self.intra,
@@ -74,7 +80,7 @@ def _check(grid: Grid) -> None:
         if a not in ALGORITHMS:
             raise bad("algorithm", "unknown collective algorithm", " | ".join(ALGORITHMS), a)
     for p in grid.policies:
-        Policy(p, bucket_bytes=grid.bucket_bytes)
+        grid.policy(p)
     Cluster(1, servers=grid.servers, staging_passes=grid.staging_passes)
 
 
@@ -130,7 +136,7 @@ def run_sweep(grid: Grid, trace_loader: Callable[[str, int], Trace] | None = Non
             trace = trace_loader(model, int(batch))
         prep = prepare(trace)
         for pname in grid.policies:
-            policy = Policy(pname, bucket_bytes=grid.bucket_bytes)
+            policy = grid.policy(pname)
             rel_end = comm_end(prep, policy, cg["a_ms"], cg["b_ms_per_byte"], grid.shared_cpu)
             rel_single = comm_end(prep, policy, np.zeros(1), np.zeros(1), grid.shared_cpu)
             frames.extend(_rows(grid, cg, trace, prep, pname, rel_end, rel_single))
@@ -145,7 +151,7 @@ def _rows(grid, cg, trace, prep, pname, rel_end, rel_single):
     from .dag import reproducibility
 
     repro = reproducibility(Cluster(1, release=grid.release),
-                            Policy(pname, bucket_bytes=grid.bucket_bytes))
+                            grid.policy(pname))
 
     for overlap in grid.io_overlap:
         iter_ms, exposed = finish(prep, bool(overlap), rel_end)
@@ -175,7 +181,7 @@ def reference_row(trace: Trace, row: dict, grid: Grid) -> float:
                       row["inter"], row["algorithm"], grid.servers, grid.alpha_us, grid.gbps,
                       grid.release, staging=grid.staging, staging_passes=grid.staging_passes,
                       shared_cpu=grid.shared_cpu)
-    policy = Policy(row["policy"], bool(row["io_overlap"]), grid.bucket_bytes)
+    policy = grid.policy(row["policy"], bool(row["io_overlap"]))
     return simulate(trace, cluster, policy).iter_ms
 
 

@@ -210,7 +210,7 @@ def write_plot(report: CommReport, path: str) -> None:
         ax.axis("off")
     fig.suptitle("nccl-tests: measured vs modelled collective time", fontsize=10)
     fig.tight_layout()
-    from dgtraces.tables_io import atomic_file
+    from dgtraces.io.files import atomic_file
 
     with atomic_file(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
