@@ -18,7 +18,7 @@ from dgtraces.contribute.release import CHECKPOINTS, JOURNAL, build_release
 from dgtraces.contribute.staging import list_staged
 from dgtraces.errors import DgtracesError
 from dgtraces.store import manifest as st
-from dgtraces.store.verify import verify
+from dgtraces.store import verify
 
 CHANGELOG = """# Changelog
 

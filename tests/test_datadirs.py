@@ -8,7 +8,7 @@ import pytest
 from dgtraces.store import locate as datadirs
 from dgtraces.store import manifest as store
 from dgtraces.store.shards import copy_release
-from dgtraces.store.verify import verify
+from dgtraces.store import verify
 
 REPO = Path(__file__).resolve().parent.parent
 

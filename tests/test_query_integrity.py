@@ -11,7 +11,7 @@ from dgtraces.cli import main
 from dgtraces.errors import DgtracesError
 from dgtraces.io import files as fileio
 from dgtraces.store import manifest as store
-from dgtraces.store.verify import verify
+from dgtraces.store import verify
 
 
 @pytest.fixture
