@@ -101,9 +101,10 @@ class Stage1:
     devices: tuple[str, ...]
 
 
-def fit_stage1(exclude: str | None = None) -> Stage1:
-    """Fit the seven global constants on every DeepBench kernel (without ``exclude``'s)."""
-    ks = kernel_set()
+def fit_stage1(exclude: str | None = None, ks: KernelSet | None = None) -> Stage1:
+    """Fit the seven global constants on every DeepBench kernel (without ``exclude``'s), or
+    on ``ks``."""
+    ks = ks if ks is not None else kernel_set()
     if exclude is not None:
         if exclude not in set(ks.device):
             raise DgtracesError(f"no DeepBench kernels for {exclude!r}; have "
