@@ -9,7 +9,6 @@ from dgtraces.errors import Code, DgtracesError
 from dgtraces.reconstruct import reconstruct_trace, runs_frame
 from dgtraces.reconstruct.deepbench import SHEETS, conv_kernels, gemm_kernels, specs
 from dgtraces.reconstruct.kernelfit import (
-    conv_shape,
     fit_stage1,
     kernel_set,
     predict_ms,
@@ -39,12 +38,12 @@ def test_deepbench_sheets_parse_every_conv_and_gemm_row():
     for sheet in SHEETS:
         assert len(conv_kernels(sheet)) == 94 and len(gemm_kernels(sheet)) == 160, sheet
     p100 = conv_kernels("P100")[0]  # ,,700,161,1,4,32,5,20,0,0,2,2,0.142,0.482,0.301
-    assert (p100.w, p100.h, p100.c, p100.n, p100.k, p100.r, p100.s) == (700, 161, 1, 4, 32,
-                                                                        5, 20)
-    assert (p100.p, p100.q) == (79, 341)
+    s = p100.shape
+    assert (s.w, s.h, s.c, s.n, s.k, s.r, s.s) == (700, 161, 1, 4, 32, 5, 20)
+    assert (s.p, s.q) == (79, 341)  # floor: the sheet states 78.5 x 340.5
     assert p100.fwd_ms == pytest.approx(0.142) and p100.wgrad_ms == pytest.approx(0.301)
     t4 = conv_kernels("T4")[0]  # T4 lists S before R and pad_w before pad_h
-    assert (t4.r, t4.s, t4.stride_h, t4.stride_w) == (5, 20, 2, 2)
+    assert (t4.shape.r, t4.shape.s, t4.shape.stride_h, t4.shape.stride_w) == (5, 20, 2, 2)
     assert t4.dgrad_ms is None and t4.algo == "IMPLICIT_GEMM"  # "N/A*": not measured
     assert specs("T4")["Cudnn Version"] == "7.6.2.24"
 
@@ -60,10 +59,10 @@ def test_unknown_sheet_and_device_are_typed_with_known_names():
 
 def test_winograd_rule_matches_deepbench_algorithm_column():
     convs = conv_kernels()
-    rule = [conv_shape(k).winograd("fwd") for k in convs]
+    rule = [k.shape.winograd("fwd") for k in convs]
     wino = ["WINOGRAD" in k.algo for k in convs]
-    picked = sum(w for r, w in zip(rule, wino) if r) / sum(rule)
-    stray = sum(w for r, w in zip(rule, wino) if not r) / (len(rule) - sum(rule))
+    picked = sum(w for r, w in zip(rule, wino, strict=True) if r) / sum(rule)
+    stray = sum(w for r, w in zip(rule, wino, strict=True) if not r) / (len(rule) - sum(rule))
     assert picked > 0.85 and stray < 0.02  # 169/189 and 5/469
     cs = ConvShape(8, 64, 56, 56, 64, 3, 3, 1, 1, 56, 56)
     assert cs.winograd("fwd") and not cs.winograd("wgrad")

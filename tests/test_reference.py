@@ -9,7 +9,7 @@ import dgtraces.reference as ref
 
 def test_reference_copies_are_unchanged():
     sums = json.loads((ref.ROOT / "SHA256SUMS.json").read_text())
-    assert len(sums) == 41  # incl. scaling_published.csv, the 13 files under gpu/ and the 15 under deepbench/
+    assert len(sums) == 41  # scaling_published.csv, 13 files under gpu/, 15 under deepbench/
     for name, digest in sums.items():
         assert hashlib.sha256(ref.path(name).read_bytes()).hexdigest() == digest, name
 

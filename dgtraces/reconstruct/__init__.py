@@ -144,5 +144,5 @@ def runs_frame(recs: list[Reconstruction]) -> "pd.DataFrame":
     return validate_frame("runs", pd.DataFrame([r.run for r in recs]))
 
 
-__all__ = ["METHOD", "METHODS", "METHOD_VERSION", "Reconstruction", "method_id", "reconstruct_trace",
-           "run_id", "runs_frame"]
+__all__ = ["METHOD", "METHODS", "METHOD_VERSION", "Reconstruction", "method_id",
+           "reconstruct_trace", "run_id", "runs_frame"]

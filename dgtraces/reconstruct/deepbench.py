@@ -15,6 +15,7 @@ from functools import cache
 
 from dgtraces import reference
 from dgtraces.errors import Code, DgtracesError
+from dgtraces.reconstruct.kernelmodel import ConvShape
 
 REPO = "baidu-research/DeepBench"
 COMMIT = "da81ba7820739e2e506dc27f382d15be5479f98f"
@@ -45,29 +46,13 @@ class ConvKernel:
     device: str
     sheet: str
     row: int  # 1-based line of the CSV
-    n: int
-    c: int
-    h: int
-    w: int
-    k: int
-    r: int
-    s: int
+    shape: ConvShape  # batch n, C x H x W in, K x P x Q out, R x S kernel, strides
     pad_h: int
     pad_w: int
-    stride_h: int
-    stride_w: int
     fwd_ms: float | None
     dgrad_ms: float | None
     wgrad_ms: float | None
     algo: str
-
-    @property
-    def p(self) -> int:
-        return (self.h + 2 * self.pad_h - self.r) // self.stride_h + 1
-
-    @property
-    def q(self) -> int:
-        return (self.w + 2 * self.pad_w - self.s) // self.stride_w + 1
 
     def time_ms(self, direction: str) -> float | None:
         return {"fwd": self.fwd_ms, "dgrad": self.dgrad_ms, "wgrad": self.wgrad_ms}[direction]
@@ -131,11 +116,15 @@ def _parse(sheet: str) -> tuple[tuple[ConvKernel, ...], tuple[GemmKernel, ...]]:
                                     cells.get("b transpose", "N").strip() == "T", t))
         elif block == "Convolution" and _num(cells.get("w", "")):
             v = {_CONV_COLS[k]: val for k, val in cells.items() if k in _CONV_COLS}
-            ints = {k: int(float(v[k])) for k in ("n", "c", "h", "w", "k", "r", "s", "pad_h",
-                                                  "pad_w", "stride_h", "stride_w")}
-            convs.append(ConvKernel(device, sheet, i, **ints, fwd_ms=_num(v["fwd"]),
-                                    dgrad_ms=_num(v["dgrad"]), wgrad_ms=_num(v["wgrad"]),
-                                    algo=v.get("algo", "").strip()))
+            x = {k: int(float(v[k])) for k in ("n", "c", "h", "w", "k", "r", "s", "pad_h",
+                                               "pad_w", "stride_h", "stride_w")}
+            p = (x["h"] + 2 * x["pad_h"] - x["r"]) // x["stride_h"] + 1
+            q = (x["w"] + 2 * x["pad_w"] - x["s"]) // x["stride_w"] + 1
+            shape = ConvShape(x["n"], x["c"], x["h"], x["w"], x["k"], x["r"], x["s"],
+                              x["stride_h"], x["stride_w"], p, q)
+            convs.append(ConvKernel(device, sheet, i, shape, x["pad_h"], x["pad_w"],
+                                    _num(v["fwd"]), _num(v["dgrad"]), _num(v["wgrad"]),
+                                    v.get("algo", "").strip()))
     return tuple(convs), tuple(gemms)
 
 

@@ -13,7 +13,6 @@ from dgtraces.errors import Code, DgtracesError
 from dgtraces.reconstruct.deepbench import SHEETS, conv_kernels, gemm_kernels
 from dgtraces.reconstruct.fit import _lm
 from dgtraces.reconstruct.kernelmodel import (
-    ConvShape,
     Gemms,
     KernelParams,
     conv_gemm,
@@ -37,7 +36,8 @@ def to_params(theta: np.ndarray) -> KernelParams:
     e = _sig(theta[:5])
     gamma = GAMMA_MAX * _sig(theta[5])
     t0 = T0_US[0] + (T0_US[1] - T0_US[0]) * _sig(theta[6])
-    return KernelParams(*(float(x) for x in e), float(gamma), float(t0))
+    return KernelParams(float(e[0]), float(e[1]), float(e[2]), float(e[3]), float(e[4]),
+                        float(gamma), float(t0))
 
 
 def from_values(values) -> np.ndarray:
@@ -63,17 +63,12 @@ class KernelSet:
         return KernelSet(sub, self.observed_ms[keep], self.device[keep], self.direction[keep])
 
 
-def conv_shape(kr) -> ConvShape:
-    return ConvShape(kr.n, kr.c, kr.h, kr.w, kr.k, kr.r, kr.s, kr.stride_h, kr.stride_w,
-                     kr.p, kr.q)
-
-
 @cache
 def kernel_set() -> KernelSet:
     """Every timed DeepBench conv direction and GEMM of the seven GPUs."""
     rows, obs, dev, direc = [], [], [], []
     for kr in conv_kernels():
-        cs = conv_shape(kr)
+        cs = kr.shape
         for d in ("fwd", "dgrad", "wgrad"):
             t = kr.time_ms(d)
             if t is not None:

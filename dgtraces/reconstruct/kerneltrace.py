@@ -85,7 +85,8 @@ def reconstruct(device: str, model: str, batch_size: int, precision: str,
     zero = np.zeros(len(la.layer))
     costs = LayerCosts(t.fwd_ms, t.bwd_ms, t.update_ms, zero, zero, zero, zero)
     kind = np.where(np.isin(la.kind, GEMM_KINDS), "compute", "memory")
+    t0_ms = cal.params.t0_us * 1e-3  # the per-kernel floor: the latency share
     bound = pd.DataFrame({"layer": list(la.layer), "kind": list(la.kind), "fwd_bound": kind,
-                          "bwd_bound": kind, "fwd_latency_ms": la.fwd_kernels * cal.params.t0_us * 1e-3,
-                          "bwd_latency_ms": la.bwd_kernels * cal.params.t0_us * 1e-3})
+                          "bwd_bound": kind, "fwd_latency_ms": la.fwd_kernels * t0_ms,
+                          "bwd_latency_ms": la.bwd_kernels * t0_ms})
     return run, timings_frame(la, costs, rid), bound
