@@ -46,9 +46,7 @@ class ConvKernel:
     device: str
     sheet: str
     row: int  # 1-based line of the CSV
-    shape: ConvShape  # batch n, C x H x W in, K x P x Q out, R x S kernel, strides
-    pad_h: int
-    pad_w: int
+    shape: ConvShape  # batch n, C x H x W in, K x P x Q out, R x S kernel, strides, pads
     fwd_ms: float | None
     dgrad_ms: float | None
     wgrad_ms: float | None
@@ -121,9 +119,9 @@ def _parse(sheet: str) -> tuple[tuple[ConvKernel, ...], tuple[GemmKernel, ...]]:
             p = (x["h"] + 2 * x["pad_h"] - x["r"]) // x["stride_h"] + 1
             q = (x["w"] + 2 * x["pad_w"] - x["s"]) // x["stride_w"] + 1
             shape = ConvShape(x["n"], x["c"], x["h"], x["w"], x["k"], x["r"], x["s"],
-                              x["stride_h"], x["stride_w"], p, q)
-            convs.append(ConvKernel(device, sheet, i, shape, x["pad_h"], x["pad_w"],
-                                    _num(v["fwd"]), _num(v["dgrad"]), _num(v["wgrad"]),
+                              x["stride_h"], x["stride_w"], p, q, 1, x["pad_h"], x["pad_w"])
+            convs.append(ConvKernel(device, sheet, i, shape, _num(v["fwd"]),
+                                    _num(v["dgrad"]), _num(v["wgrad"]),
                                     v.get("algo", "").strip()))
     return tuple(convs), tuple(gemms)
 

@@ -155,6 +155,8 @@ class ConvShape:
     p: int
     q: int
     group: int = 1
+    pad_h: int = 0
+    pad_w: int = 0
 
     def winograd(self, direction: str) -> bool:
         """cuDNN's choice as DeepBench's algorithm column shows it: 3x3 stride 1 with at

@@ -5,6 +5,7 @@ other layer; host dispatch apart (docs/reconstruction-kernels.md).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cache
 
@@ -42,7 +43,7 @@ def geometry(model: str) -> tuple[tuple[object, bool], ...]:
         if lay.kind == "conv":
             geo: object = ConvShape(1, first.c, first.h, first.w, item.out.c, lay.kernel,
                                     lay.kw, lay.stride, lay.stride, item.out.h, item.out.w,
-                                    lay.group)
+                                    lay.group, lay.pad, lay.pw)
         elif lay.kind == "fc":
             geo = (first.numel, item.out.c)
         else:
@@ -52,8 +53,7 @@ def geometry(model: str) -> tuple[tuple[object, bool], ...]:
 
 
 def _scaled(cs: ConvShape, batch: int) -> ConvShape:
-    return ConvShape(batch, cs.c, cs.h, cs.w, cs.k, cs.r, cs.s, cs.stride_h, cs.stride_w,
-                     cs.p, cs.q, cs.group)
+    return dataclasses.replace(cs, n=batch)
 
 
 @cache
