@@ -251,7 +251,7 @@ class Kernels(_Base):
     """Single GPU kernels timed in isolation (cuDNN convolutions with forward, data-gradient
     and weight-gradient times kept apart; cuBLAS GEMMs): one row per published problem."""
 
-    kernel_id: Series[str] = F("unique kernel id (source, sheet, line)", unique=True,
+    kernel_id: Series[str] = F("unique kernel id: source, sheet and CSV line (deepbench-P100-191)", unique=True,
                                str_matches=ID)
     device: Series[str] = F("device key (see devices table)", str_length={"min_value": 1})
     op: Series[str] = F("conv (cuDNN convolution) or gemm (cuBLAS matrix multiply)",
@@ -290,7 +290,7 @@ class Kernels(_Base):
     repository: Series[str] = F("source repository", str_length={"min_value": 3})
     path: Series[str] = F("file in the repository", str_length={"min_value": 1})
     commit: Series[str] = F("commit of the file", str_matches=r"^[0-9a-f]{40}$")
-    source: Series[str] = F("citation (repository, path, commit, sheet line)",
+    source: Series[str] = F("citation (repository, path, commit, sheet)",
                             str_length={"min_value": 3})
 
 

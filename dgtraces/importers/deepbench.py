@@ -74,9 +74,9 @@ def import_deepbench() -> KernelImport:
                   "cuda_version": spec.get("CUDA Version"),
                   "cudnn_version": spec.get("Cudnn Version")}
 
-        def cite(line: int, sheet: str = sheet) -> str:
-            return (f"{REPO} {sheet_path(sheet)} @ {COMMIT[:12]}, sheet Results_FP32, line "
-                    f"{line} of dgtraces/reference/deepbench/csv/{sheet}_Results_FP32.csv")
+        # the line of each row is in its kernel_id (deepbench-<sheet>-<line>)
+        cite = (f"{REPO} {sheet_path(sheet)} @ {COMMIT[:12]}, sheet Results_FP32 (Apache-2.0; "
+                f"dgtraces/reference/deepbench/csv/{sheet}_Results_FP32.csv, line in kernel_id)")
 
         for kr in conv_kernels(sheet):
             cs = kr.shape
@@ -91,11 +91,11 @@ def import_deepbench() -> KernelImport:
                          "stride_w": cs.stride_w, "fwd_ms": kr.fwd_ms,
                          "dgrad_ms": kr.dgrad_ms, "wgrad_ms": kr.wgrad_ms,
                          "algorithm": kr.algo or None, "model": key[0] if key else None,
-                         "layer": key[1] if key else None, "source": cite(kr.row)})
+                         "layer": key[1] if key else None, "source": cite})
         for gk in gemm_kernels(sheet):
             n_gemm += 1
             rows.append({**common, "kernel_id": f"deepbench-{sheet}-{gk.row}",
                          "device": gk.device, "op": "gemm", "gemm_m": gk.m, "gemm_n": gk.n,
                          "gemm_k": gk.k, "trans_a": gk.trans_a, "trans_b": gk.trans_b,
-                         "fwd_ms": gk.time_ms, "source": cite(gk.row)})
+                         "fwd_ms": gk.time_ms, "source": cite})
     return KernelImport(frame("kernels", rows), matched, n_conv, n_gemm)
