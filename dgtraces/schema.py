@@ -251,8 +251,8 @@ class Kernels(_Base):
     """Single GPU kernels timed in isolation (cuDNN convolutions with forward, data-gradient
     and weight-gradient times kept apart; cuBLAS GEMMs): one row per published problem."""
 
-    kernel_id: Series[str] = F("unique kernel id: source, sheet and CSV line (deepbench-P100-191)", unique=True,
-                               str_matches=ID)
+    kernel_id: Series[str] = F("unique kernel id: source, sheet and CSV line "
+                               "(deepbench-P100-191)", unique=True, str_matches=ID)
     device: Series[str] = F("device key (see devices table)", str_length={"min_value": 1})
     op: Series[str] = F("conv (cuDNN convolution) or gemm (cuBLAS matrix multiply)",
                         isin=KERNEL_OPS)
