@@ -49,3 +49,27 @@ def test_unknown_method_is_bad_input():
     with pytest.raises(DgtracesError) as e:
         layer_times("roofline-9", "alexnet", "v100", 16)
     assert e.value.code == Code.BAD_INPUT
+
+
+def test_summary_text_and_card_fragment_carry_both_methods(tmp_path, monkeypatch):
+    from dgtraces.reconstruct import kernelsummary as ks
+    from dgtraces.reconstruct.kernelfit import Stage1
+    from dgtraces.reconstruct.kernelmodel import KernelParams
+
+    runs, lt = _frames()
+    comps, skipped = compare("kernels-2.0", runs, lt)
+    s1 = Stage1(KernelParams(0.8, 0.8, 0.6, 0.9, 0.7, 0.7, 20.0), 0.5, 3055, ("m40", "t4"))
+    summary = ks.KernelSummary(
+        None, {"roofline-1.1": [], "kernels-2.0": comps}, {"kernels-2.0": skipped},
+        {"t4": {"fwd": (94, 33.0, 29.6)}},
+        {"roofline-1.1": {"v100": (10.0, -20.0)}, "kernels-2.0": {"v100": (5.0, -5.0)}}, s1)
+    text = summary.text()
+    assert "pub-1" in text and "gpu-unstated" in text
+    md = ks.markdown(summary)
+    assert md[0] == "<!-- requires provenance: published -->"
+    assert "| roofline-1.1 | 15.0% / 20.0% |" in md and "| kernels-2.0 | 5.0% / 5.0% |" in md
+    assert "| `pub-1` | v100-dgxs-32gb | not modelled | 50.0% |" in md
+    monkeypatch.setattr(ks, "figure", lambda summary, path: path.write_bytes(b"png"))
+    paths = ks.write(summary, tmp_path / "frag")
+    assert [p.name for p in paths] == [ks.FRAGMENT, ks.FIGURE]
+    assert paths[0].read_text().splitlines() == md

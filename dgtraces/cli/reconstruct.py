@@ -22,7 +22,8 @@ from .options import release_option
 @release_option("Release for --report ({}).".format("'latest': the newest"))
 @click.option("--fragment", default=None, type=OutPath(file_okay=False),
               help="With --report: also write reconstruction.md (+ PNG) into this folder "
-              "(adds the leave-one-out table, about 20 s).")
+              "(adds the leave-one-out table, about 20 s); with --method kernels-2.0: "
+              "reconstruction_kernels.md (+ PNG).")
 @click.option("--method", default="roofline-1.1", show_default=True,
               type=click.Choice(["roofline-1.1", "kernels-2.0"]),
               help="Cost model version (docs/reconstruction-kernels.md for kernels-2.0).")
@@ -45,6 +46,11 @@ def reconstruct(device, model, batch_size, precision, out, as_csv, report, relea
         if figure:
             plot(summary, figure)
             click.echo(f"wrote {figure}")
+        if fragment:
+            from ..reconstruct.kernelsummary import write as write_fragment
+
+            for path in write_fragment(summary, fragment):
+                click.echo(f"wrote {path}")
         return
     if report:
         from ..reconstruct.report import build_report

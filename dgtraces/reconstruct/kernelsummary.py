@@ -16,6 +16,8 @@ from dgtraces.reconstruct.kernelreport import METHODS, SourceComparison, bcaffe,
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from dgtraces.reconstruct.kernelfit import Stage1
+
 
 @dataclass
 class KernelSummary:
@@ -24,14 +26,14 @@ class KernelSummary:
     skipped: dict[str, list[str]]
     loo_device: dict[str, dict[str, tuple[int, float, float]]]
     loo_calibration: dict[str, dict[str, tuple[float, ...]]]  # method -> device -> errors
-    stage1: object = None
+    stage1: "Stage1"
     devices: dict = field(default_factory=dict)  # device -> KernelCalibration
 
     def text(self) -> str:
         s1 = self.stage1
-        out = [f"kernels-2.0 stage 1: {s1.kernels} DeepBench kernels of "  # type: ignore[attr-defined]
-               f"{len(s1.devices)} GPUs, rms log error {s1.rms_log:.3f}; "  # type: ignore[attr-defined]
-               f"{s1.params.describe()}"]  # type: ignore[attr-defined]
+        out = [f"kernels-2.0 stage 1: {s1.kernels} DeepBench kernels of "
+               f"{len(s1.devices)} GPUs, rms log error {s1.rms_log:.3f}; "
+               f"{s1.params.describe()}"]
         for d, c in self.devices.items():
             fit = (f"; fit residuals {', '.join(f'{e:+.1f}%' for e in c.errors_pct)}"
                    if c.errors_pct else "")
@@ -115,3 +117,63 @@ def figure(summary: KernelSummary, path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+FRAGMENT = "reconstruction_kernels.md"
+FIGURE = "reconstruction_kernels.png"
+
+
+def markdown(summary: KernelSummary) -> list[str]:
+    """The card fragment: what kernels-2.0 is, its errors next to roofline-1.1, the figure."""
+    s1 = summary.stage1
+    out = ["<!-- requires provenance: published -->",
+           "## Kernel cost model kernels-2.0 (evaluated, not adopted)", "",
+           "A cost model that prices each convolution direction as the implicit GEMM cuDNN "
+           "runs (waves of thread-block tiles on the GPU's SMs, Winograd only where cuDNN "
+           "picks it), fitted on the DeepBench kernels of the `kernels` table "
+           f"({s1.kernels} kernel times, {len(s1.devices)} GPUs; rms log error "
+           f"{s1.rms_log:.3f}). Pre-registered in docs/reconstruction-kernels.md; by its "
+           "rule it was **not adopted** (the shipped K80/V100 traces stay roofline-1.1). "
+           "`dgtraces reconstruct --report --method kernels-2.0` prints these figures.", "",
+           "DeepBench leave-one-device-out (per-kernel MAPE / median APE, %):", "",
+           "| GPU | fwd | dgrad | wgrad | GEMM |", "| --- | ---: | ---: | ---: | ---: |"]
+    for dev, dirs in summary.loo_device.items():
+        cells = [f"{dirs[d][1]:.1f} / {dirs[d][2]:.1f}" if d in dirs else "" for d in
+                 ("fwd", "dgrad", "wgrad", "gemm")]
+        out.append(f"| {dev} | " + " | ".join(cells) + " |")
+    out += ["", "calibration.csv leave-one-out (mean / max |error| of the held-out rows):", "",
+            "| method | " + " | ".join(next(iter(summary.loo_calibration.values()))) + " |",
+            "| --- |" + " ---: |" * len(next(iter(summary.loo_calibration.values())))]
+    for method, by_dev in summary.loo_calibration.items():
+        cells = [f"{np.abs(e).mean():.1f}% / {np.abs(e).max():.1f}%" for e in by_dev.values()]
+        out.append(f"| {method} | " + " | ".join(cells) + " |")
+    out += ["", "Real GPU layers (never fitted), per-layer (fwd + bwd) MAPE:", "",
+            "| source | device | " + " | ".join(summary.sources) + " |",
+            "| --- | --- |" + " ---: |" * len(summary.sources)]
+    by_source: dict[str, dict[str, str]] = {}
+    devices: dict[str, str] = {}
+    for method, comps in summary.sources.items():
+        for c in comps:
+            by_source.setdefault(c.source, {})[method] = f"{c.layer_mape():.1f}%"
+            devices[c.source] = c.device
+    for src, mape in by_source.items():
+        out.append(f"| `{src}` | {devices[src]} | "
+                   + " | ".join(mape.get(m, "not modelled") for m in summary.sources) + " |")
+    out += ["", f"![kernels-2.0 predicted vs measured, log-log](fragments/{FIGURE})", ""]
+    return out
+
+
+def write(summary: KernelSummary, folder) -> list:
+    """Write the fragment and its figure into ``folder``; returns the paths."""
+    from pathlib import Path
+
+    from dgtraces.tables_io import atomic_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    md = folder / FRAGMENT
+    with atomic_file(md, "w") as fh:
+        fh.write("\n".join(markdown(summary)) + "\n")
+    png = folder / FIGURE
+    figure(summary, png)
+    return [md, png]
