@@ -146,3 +146,19 @@ def test_kernels_method_refuses_amp_unknown_method_and_unknown_device():
 def test_default_method_is_still_roofline_11():
     rec = reconstruct_trace("k80", "alexnet", 16)
     assert rec.run["collector_version"] == "dgtraces.reconstruct/roofline-1.1"
+
+
+def test_a_device_with_peaks_but_no_sm_count_is_no_calibration(monkeypatch):
+    from dgtraces import reference
+
+    rows = reference.rows
+
+    def without_v100(name):
+        got = rows(name)
+        return [r for r in got if r["device"] != "v100"] if name == "gpu_sms.csv" else got
+
+    monkeypatch.setattr(reference, "rows", without_v100)
+    with pytest.raises(DgtracesError) as e:
+        get_gpu("v100")
+    assert e.value.code == Code.NO_CALIBRATION
+    assert get_gpu("k80").sm_count == 13

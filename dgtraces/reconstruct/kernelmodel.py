@@ -78,10 +78,18 @@ def gpus() -> dict[str, Gpu]:
 
 
 def get_gpu(device: str) -> Gpu:
-    """The GPU's constants; UNKNOWN_DEVICE lists the devices that can be modelled."""
+    """The GPU's constants; UNKNOWN_DEVICE lists the devices that can be modelled;
+    NO_CALIBRATION for a device with datasheet peaks but no SM count."""
     import difflib
 
+    from dgtraces import reference
+
     known = gpus()
+    if device not in known and device in {r["device"] for r in reference.device_rows()}:
+        raise DgtracesError(f"{device!r} has datasheet peaks but no SM count in {SM_SOURCE}: "
+                            "nothing constrains its kernels; an SM count (datasheet) would, "
+                            "and so would its DeepBench kernels or calibration.csv throughputs",
+                            code=Code.NO_CALIBRATION)
     if device not in known:
         near = difflib.get_close_matches(device, list(known), n=3)
         hint = f" (did you mean {', '.join(near)}?)" if near else ""
