@@ -7,8 +7,8 @@ import pytest
 
 from dgtraces.store import locate as datadirs
 from dgtraces.store import manifest as store
-from dgtraces.store.shards import copy_release
 from dgtraces.store import verify
+from dgtraces.store.shards import copy_release
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -29,7 +29,8 @@ def _added(version: str, table: str) -> pd.DataFrame:
 
 
 def test_shipped_recipes_cover_every_release_with_its_base():
-    assert list(recipes()) == st.list_releases() == ["0.1.0", "0.2.0", "0.3.0", "0.4.0"]
+    assert list(recipes()) == st.list_releases() == ["0.1.0", "0.2.0", "0.3.0", "0.4.0",
+                                                     "0.5.0"]
     for version, r in recipes().items():
         assert r.base == st.read_manifest(version)["parent"]
     assert get_recipe("v0.3.0") is recipes()["0.3.0"]
@@ -92,6 +93,24 @@ def test_v040_recipe_reproduces_the_stored_rows():
         pd.testing.assert_frame_equal(frames[table][list(stored.columns)], stored)
     assert r.notes.format_map({**ctx.facts, "rows": "+2 devices, +1054 layer_timings, "
                                "+554 layers, +8 runs"}) == st.read_manifest("0.4.0")["notes"]
+
+
+def test_v050_recipe_reproduces_the_stored_rows():
+    r = get_recipe("0.5.0")
+    assert [s.label() for s in r.deterministic_steps()] == ["deepbench_kernels",
+                                                            "datasheet_devices"]
+    ctx = context(r)
+    frames = produce(r, ctx, r.steps)
+    for table in ("kernels", "devices"):
+        stored = _added("0.5.0", table)
+        pd.testing.assert_frame_equal(frames[table][list(stored.columns)], stored)
+    assert ctx.facts == {"kernel_convs": 658, "kernel_gemms": 1120, "kernels_keyed": 364}
+    assert r.notes.format_map({**ctx.facts, "rows": "+6 devices, +1778 kernels"}) == \
+        st.read_manifest("0.5.0")["notes"]
+    # the reconstructed rows are v0.3.0's, unchanged (kernels-2.0 not adopted)
+    runs = st.read_table("runs", "0.5.0")
+    assert set(runs.loc[runs["provenance"] == "reconstructed", "collector_version"]) == {
+        "dgtraces.reconstruct/roofline-1.1"}
 
 
 def _recipe(version, base, *steps, notes="built: {rows}"):

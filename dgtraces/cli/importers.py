@@ -1,4 +1,4 @@
-"""``dgtraces import kineto|bcaffe|osu|nccl-tests|published``: traces recorded elsewhere ->
+"""``dgtraces import kineto|bcaffe|osu|nccl-tests|published|deepbench``: recorded elsewhere ->
 table CSVs.
 
 Each subcommand writes ``<table>.csv`` files into ``--out`` (named after their tables, so
@@ -268,3 +268,18 @@ def pipedream(graph, model, batch_size, device, run_id, source, out, force) -> N
                                               res.unmatched])
     _unmatched("spec layers without time", list(res.spec_without_time))
     _write({"runs": res.runs, "layer_timings": res.layer_timings}, out, force)
+
+
+@import_group.command("deepbench")
+@OUT
+@FORCE
+def deepbench(out, force) -> None:
+    """The shipped DeepBench training kernels of seven GPUs -> kernels.csv (provenance
+    published; conv forward, data and weight gradients apart; GEMMs)."""
+    from ..importers.deepbench import import_deepbench
+
+    res = import_deepbench()
+    click.echo(f"{res.convs} conv and {res.gemms} GEMM rows; {res.matched} of {res.convs} "
+               "conv rows are exactly a layer of a shipped model (keyed to layers), the "
+               "rest stay without the key")
+    _write(res.frames(), out, force)

@@ -9,7 +9,8 @@ from .options import release_option
 
 
 @click.command()
-@click.option("--device", default=None, help="Device key with calibration rows (k80, v100).")
+@click.option("--device", default=None, help="Device key: with calibration rows (k80, v100) "
+              "for roofline-1.1; any GPU with datasheet peaks and SMs for kernels-2.0.")
 @model_option(default=None)
 @click.option("--batch-size", type=int, default=None, help="Per-device batch size (> 0).")
 @click.option("--precision", default="fp32", show_default=True,
@@ -21,13 +22,36 @@ from .options import release_option
 @release_option("Release for --report ({}).".format("'latest': the newest"))
 @click.option("--fragment", default=None, type=OutPath(file_okay=False),
               help="With --report: also write reconstruction.md (+ PNG) into this folder "
-              "(adds the leave-one-out table, about 20 s).")
+              "(adds the leave-one-out table, about 20 s); with --method kernels-2.0: "
+              "reconstruction_kernels.md (+ PNG).")
+@click.option("--method", default="roofline-1.1", show_default=True,
+              type=click.Choice(["roofline-1.1", "kernels-2.0"]),
+              help="Cost model version (docs/reconstruction-kernels.md for kernels-2.0).")
+@click.option("--figure", default=None, type=OutPath(dir_okay=False),
+              help="With --report --method kernels-2.0: write the log-log predicted vs "
+              "measured plot (PNG) here.")
 def reconstruct(device, model, batch_size, precision, out, as_csv, report, release,
-                fragment) -> None:
+                fragment, method, figure) -> None:
     """Reconstruct a per-layer training trace (provenance=reconstructed), or --report the
     method's fit and its error measured on this CPU and against B-Caffe."""
     from ..errors import DgtracesError
 
+    if report and method == "kernels-2.0":
+        from dgtraces.evaluation.kernel_summary import build
+        from dgtraces.evaluation.kernel_summary import figure as plot
+        from dgtraces.store import manifest as store
+
+        summary = build(store.read_all(release), release)  # leave-one-outs: ~1 min
+        click.echo(summary.text())
+        if figure:
+            plot(summary, figure)
+            click.echo(f"wrote {figure}")
+        if fragment:
+            from dgtraces.evaluation.kernel_summary import write as write_fragment
+
+            for path in write_fragment(summary, fragment):
+                click.echo(f"wrote {path}")
+        return
     if report:
         from dgtraces.evaluation.reconstruction import build_report
 
@@ -48,7 +72,7 @@ def reconstruct(device, model, batch_size, precision, out, as_csv, report, relea
         from dgtraces.io.files import check_out
 
         check_out(out)  # before any work, as the collectors do
-    rec = reconstruct_trace(device, model, batch_size, precision)
+    rec = reconstruct_trace(device, model, batch_size, precision, method=method)
     r = rec.run
     click.echo(f"{r['run_id']}: fwd {r['fwd_ms']:.2f} ms, bwd {r['bwd_ms']:.2f} ms, update "
                f"{r['update_ms']:.2f} ms, iteration {r['iter_ms']:.2f} ms "

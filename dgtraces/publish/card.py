@@ -77,6 +77,8 @@ THIRD_PARTY = (
      "https://opensource.org/license/mit"),
     (r"pytorch/kineto", "pytorch/kineto", "bsd-3-clause",
      "https://opensource.org/license/bsd-3-clause"),
+    (r"baidu-research/DeepBench", "baidu-research/DeepBench", "apache-2.0",
+     "https://opensource.org/license/apache-2-0"),
 )
 REPO = Path(__file__).resolve().parents[2]
 FRAGMENTS = REPO / "cards" / "fragments"

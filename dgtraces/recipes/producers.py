@@ -42,6 +42,15 @@ def gpu_traces(ctx: "Context") -> Frames:
     return dict(gpu_tables())
 
 
+def deepbench_kernels(ctx: "Context") -> Frames:
+    """The ``kernels`` rows of the shipped DeepBench sheets (`dgtraces import deepbench`)."""
+    from ..importers.deepbench import import_deepbench
+
+    res = import_deepbench()
+    ctx.facts.update(kernel_convs=res.convs, kernel_gemms=res.gemms, kernels_keyed=res.matched)
+    return res.frames()
+
+
 def datasheet_devices(ctx: "Context", devices: Sequence[str]) -> Frames:
     """``devices`` rows of the named datasheet devices (``reference/devices*.csv``)."""
     from .. import reference

@@ -8,6 +8,8 @@ v0.3.0: + the published reference rows, 42 reconstructed K80/V100 traces, this C
 v0.4.0: + published real GPU per-layer traces, 4 torchvision architectures' layers, 2
         datasheet devices (issue #13); then the reconstruction card fragment again (it gains
         the real-GPU-layer comparison).
+v0.5.0: + the DeepBench kernels of seven GPUs (``kernels`` table) and their datasheet
+        devices (issue #27); reconstructions unchanged (kernels-2.0 not adopted).
 
 Model lists are spelled out (not "every registry model"): a recipe describes one release,
 and models added to the registry later must not change what these recipes build.
@@ -79,4 +81,19 @@ V040 = Recipe(
     after=(P + "reconstruction_fragment",),
 )
 
-RECIPES = (V010, V020, V030, V040)
+DEEPBENCH_DEVICES = ("p100-pcie", "t4", "m40", "titanx-pascal", "titanxp", "gtx1080ti")
+
+V050 = Recipe(
+    "0.5.0", "0.4.0",
+    "v0.4.0 + the DeepBench training kernels of seven GPUs (kernels table, published: "
+    "{kernel_convs} cuDNN convolutions with forward, data- and weight-gradient times apart, "
+    "{kernel_gemms} cuBLAS GEMMs; {kernels_keyed} convolutions keyed to a layer of a shipped "
+    "model) and the datasheet devices of those GPUs ({rows}). The K80/V100 reconstructions "
+    "stay roofline-1.1: kernels-2.0 was not adopted by its pre-registered rule "
+    "(docs/reconstruction-kernels.md)",
+    (Step(P + "deepbench_kernels", ("kernels",), {}, "dgtraces import deepbench --out DIR"),
+     Step(P + "datasheet_devices", ("devices",), {"devices": DEEPBENCH_DEVICES},
+          "rows of dgtraces/reference/devices_datasheet.csv")),
+)
+
+RECIPES = (V010, V020, V030, V040, V050)

@@ -45,11 +45,15 @@ def run_id(device: str, model: str, batch_size: int, precision: str) -> str:
 
 
 def reconstruct_trace(device: str, model: str, batch_size: int, precision: str = "fp32",
-                      *, timestamp_utc: str | None = None) -> Reconstruction:
+                      *, timestamp_utc: str | None = None,
+                      method: str = "roofline-1.1") -> Reconstruction:
     """Reconstruct one training trace (per-layer fwd/bwd ms) of ``model`` on ``device``.
 
-    Raises UNKNOWN_DEVICE, UNKNOWN_MODEL, BAD_INPUT (batch <= 0, bad precision) and
-    NO_CALIBRATION (device without published calibration rows, or no amp figure).
+    ``method``: ``roofline-1.1`` (releases v0.3.0, v0.4.0; devices with calibration rows) or
+    ``kernels-2.0`` (docs/reconstruction-kernels.md; any GPU with datasheet peaks and an SM
+    count, fp32). Raises UNKNOWN_DEVICE, UNKNOWN_MODEL, BAD_INPUT (batch <= 0, bad precision
+    or method) and NO_CALIBRATION (device without published calibration rows, or no amp
+    figure).
     """
     import pandas as pd
 
@@ -63,6 +67,8 @@ def reconstruct_trace(device: str, model: str, batch_size: int, precision: str =
         raise DgtracesError(f"precision must be one of {', '.join(PRECISIONS)}, got "
                             f"{precision!r}", code="BAD_INPUT")
     get_spec(model)  # UNKNOWN_MODEL
+    if method != f"roofline-{METHOD_VERSION}":
+        return _other_method(method, device, model, batch_size, precision, timestamp_utc)
     cal = calibrate(device)  # UNKNOWN_DEVICE / NO_CALIBRATION
     params = cal.params(precision)
     la = layer_arrays(model)
@@ -115,6 +121,21 @@ def reconstruct_trace(device: str, model: str, batch_size: int, precision: str =
     return Reconstruction(run, timings_frame(la, costs, rid), bound)
 
 
+METHODS = (f"roofline-{METHOD_VERSION}", "kernels-2.0")
+
+
+def _other_method(method: str, device: str, model: str, batch_size: int, precision: str,
+                  timestamp_utc: str | None) -> Reconstruction:
+    if method not in METHODS:
+        raise DgtracesError(f"unknown method {method!r}; known: {', '.join(METHODS)}",
+                            code="BAD_INPUT")
+    from .kerneltrace import reconstruct
+
+    run, lt, bound = reconstruct(device, model, batch_size, precision,
+                                 timestamp_utc or utc_now())
+    return Reconstruction(run, lt, bound)
+
+
 def runs_frame(recs: list[Reconstruction]) -> "pd.DataFrame":
     """A schema-valid ``runs`` frame from several reconstructions."""
     import pandas as pd
@@ -124,5 +145,5 @@ def runs_frame(recs: list[Reconstruction]) -> "pd.DataFrame":
     return validate_frame("runs", pd.DataFrame([r.run for r in recs]))
 
 
-__all__ = ["METHOD", "METHOD_VERSION", "Reconstruction", "method_id", "reconstruct_trace",
-           "run_id", "runs_frame"]
+__all__ = ["METHOD", "METHODS", "METHOD_VERSION", "Reconstruction", "method_id",
+           "reconstruct_trace", "run_id", "runs_frame"]

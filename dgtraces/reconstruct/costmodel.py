@@ -200,8 +200,10 @@ class LayerCosts:
     host_bwd_ms: float = 0.0
 
 
-def _direction(la: LayerArrays, p: Params, dev: Device, batch: float, bwd: bool,
-               amp: bool, training: bool = True):
+def traffic(la: LayerArrays, batch: float, bwd: bool, amp: bool = False,
+            training: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per layer of one direction: (FLOPs, bytes moved, elements of work, kernels); the
+    bytes rule of the module docstring (shared with :mod:`.kernelmodel`)."""
     flops = batch * (la.bwd_flops if bwd else la.fwd_flops)
     act_scale = 0.5 if amp else 1.0
     is_bn = la.kind == "bn"
@@ -225,6 +227,12 @@ def _direction(la: LayerArrays, p: Params, dev: Device, batch: float, bwd: bool,
             kernels = np.where(is_bn, 1.0, kernels)
             off = la.kind == "dropout"
             kernels, moved, flops = (np.where(off, 0.0, a) for a in (kernels, moved, flops))
+    return flops, moved, work, kernels
+
+
+def _direction(la: LayerArrays, p: Params, dev: Device, batch: float, bwd: bool,
+               amp: bool, training: bool = True):
+    flops, moved, work, kernels = traffic(la, batch, bwd, amp, training)
     is_conv = la.kind == "conv"
     is_fc = la.kind == "fc"
     peak = dev.peak_tflops * 1e12

@@ -20,6 +20,7 @@ SCHEMA_VERSION = "1"
 PROVENANCE = ("measured", "reconstructed", "published")
 PRECISIONS = ("fp32", "amp", "fp16", "bf16")
 POLICIES = POLICY_NAMES + (FRAMEWORK_DEFAULT,)  # declared in predict.policy_registry
+KERNEL_OPS = ("conv", "gemm")
 COLLECTIVES = ("allreduce", "broadcast", "allgather", "reduce_scatter", "reduce")
 ISO_UTC = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$"
 ID = r"^[A-Za-z0-9][A-Za-z0-9._:+-]*$"
@@ -246,6 +247,53 @@ class Links(_Base):
     notes: Series[str] = F("free text", nullable=True)
 
 
+class Kernels(_Base):
+    """Single GPU kernels timed in isolation (cuDNN convolutions with forward, data-gradient
+    and weight-gradient times kept apart; cuBLAS GEMMs): one row per published problem."""
+
+    kernel_id: Series[str] = F("unique kernel id: source, sheet and CSV line "
+                               "(deepbench-P100-191)", unique=True, str_matches=ID)
+    device: Series[str] = F("device key (see devices table)", str_length={"min_value": 1})
+    op: Series[str] = F("conv (cuDNN convolution) or gemm (cuBLAS matrix multiply)",
+                        isin=KERNEL_OPS)
+    precision: Series[str] = F("numeric precision", isin=PRECISIONS)
+    batch_size: Series[pd.Int64Dtype] = F("conv: batch N", "samples", nullable=True, ge=1)
+    in_c: Series[pd.Int64Dtype] = F("conv: input channels C", "count", nullable=True, ge=1)
+    in_h: Series[pd.Int64Dtype] = F("conv: input height H", "px", nullable=True, ge=1)
+    in_w: Series[pd.Int64Dtype] = F("conv: input width W", "px", nullable=True, ge=1)
+    out_c: Series[pd.Int64Dtype] = F("conv: output channels K", "count", nullable=True, ge=1)
+    out_h: Series[pd.Int64Dtype] = F("conv: output height P", "px", nullable=True, ge=1)
+    out_w: Series[pd.Int64Dtype] = F("conv: output width Q", "px", nullable=True, ge=1)
+    kernel_h: Series[pd.Int64Dtype] = F("conv: filter height R", "px", nullable=True, ge=1)
+    kernel_w: Series[pd.Int64Dtype] = F("conv: filter width S", "px", nullable=True, ge=1)
+    pad_h: Series[pd.Int64Dtype] = F("conv: vertical padding", "px", nullable=True, ge=0)
+    pad_w: Series[pd.Int64Dtype] = F("conv: horizontal padding", "px", nullable=True, ge=0)
+    stride_h: Series[pd.Int64Dtype] = F("conv: vertical stride", "px", nullable=True, ge=1)
+    stride_w: Series[pd.Int64Dtype] = F("conv: horizontal stride", "px", nullable=True, ge=1)
+    gemm_m: Series[pd.Int64Dtype] = F("gemm: rows of C", "count", nullable=True, ge=1)
+    gemm_n: Series[pd.Int64Dtype] = F("gemm: columns of C", "count", nullable=True, ge=1)
+    gemm_k: Series[pd.Int64Dtype] = F("gemm: reduction length", "count", nullable=True, ge=1)
+    trans_a: Series[pd.BooleanDtype] = F("gemm: A transposed", nullable=True)
+    trans_b: Series[pd.BooleanDtype] = F("gemm: B transposed", nullable=True)
+    fwd_ms: Series[float] = F("conv forward, or the GEMM", "ms", gt=0)
+    dgrad_ms: Series[float] = F("conv data gradient (wrt inputs; null: not measured)", "ms",
+                                nullable=True, gt=0)
+    wgrad_ms: Series[float] = F("conv weight gradient (wrt parameters)", "ms", nullable=True,
+                                gt=0)
+    algorithm: Series[str] = F("cuDNN forward algorithm as published", nullable=True)
+    cuda_version: Series[str] = F("CUDA version as published", nullable=True)
+    cudnn_version: Series[str] = F("cuDNN version as published", nullable=True)
+    model: Series[str] = F("shipped model with a layer of exactly this conv shape (first in "
+                           "registry and layer order; null: none)", nullable=True, isin=MODELS)
+    layer: Series[str] = F("that layer (key to layers with model)", nullable=True)
+    provenance: Series[str] = F("measured | reconstructed | published", isin=PROVENANCE)
+    repository: Series[str] = F("source repository", str_length={"min_value": 3})
+    path: Series[str] = F("file in the repository", str_length={"min_value": 1})
+    commit: Series[str] = F("commit of the file", str_matches=r"^[0-9a-f]{40}$")
+    source: Series[str] = F("citation (repository, path, commit, sheet)",
+                            str_length={"min_value": 3})
+
+
 TABLES: dict[str, type[_Base]] = {
     "layers": Layers,
     "runs": Runs,
@@ -255,6 +303,7 @@ TABLES: dict[str, type[_Base]] = {
     "comm_fits": CommFits,
     "devices": Devices,
     "links": Links,
+    "kernels": Kernels,
 }
 
 # Primary keys (unique per table) and foreign keys (table.column -> table.column).
@@ -267,6 +316,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "comm_fits": ("collective", "backend", "interconnect", "workers", "source"),
     "devices": ("device",),
     "links": ("link",),
+    "kernels": ("kernel_id",),
 }
 
 
@@ -300,6 +350,8 @@ FOREIGN_KEYS: tuple[ForeignKey, ...] = (
     ForeignKey("layer_timings", ("model", "layer"), "layers", ("model", "layer"),
                code="UNKNOWN_LAYER", via=(("model", "run_id", "runs", "run_id"),)),
     ForeignKey("layers", ("model", "layer"), "layers", ("model", "layer"),
+               code="UNKNOWN_LAYER"),
+    ForeignKey("kernels", ("model", "layer"), "layers", ("model", "layer"),
                code="UNKNOWN_LAYER"),
 )
 # parents whose rows come from the package itself, never from the checked frames
