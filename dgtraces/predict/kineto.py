@@ -10,8 +10,18 @@ stream 7; the gradient messages on stream 13 as ``ncclKernel_AllReduce_*`` kerne
 HTA classifies as communication. The modelled iteration repeats ``steps`` times back to back
 (workers and iterations are identical in the model); HTA drops the last step by default.
 
-Everything is modelled and says so (``dgtraces`` metadata key): launches take no time (the
-model has no host-side cost), and CPU workers' tasks appear as "kernels" of device 0.
+Host launches (``cuda_runtime`` events) are stamped when the host can issue the task, not
+when it starts: the model has no host-side cost, so the host issues an iteration's GPU work
+at the iteration's start, except work behind a host task (the data loader's read), issued
+when that read ends (:func:`launch_ms`). A kernel that then waits for another stream (a
+message for its gradient, the update for the last message) was launched before the previous
+kernel on its stream ended, and HTA's idle-time analysis files the gap under ``other``, not
+``host_wait`` (HTA: host wait when the launch comes after the previous kernel on the stream
+ended). Host wait remains where the host did hold the work back: behind the input read, and
+at an iteration's start for a stream that drained before the previous iteration ended.
+
+Everything is modelled and says so (``dgtraces`` metadata key): launches take no time, and
+CPU workers' tasks appear as "kernels" of device 0.
 """
 
 from __future__ import annotations
@@ -41,6 +51,20 @@ def _comm_kernel(algorithm: str) -> str:
     return f"ncclKernel_AllReduce_{algorithm.upper()}_Sum_float"
 
 
+HOST_KINDS = ("io",)  # tasks that run on the host: GPU work behind them waits for their end
+
+
+def launch_ms(sched: Schedule) -> dict[str, float]:
+    """When the host issues each task, ms into the iteration: at 0 (the iteration's start),
+    or later where a predecessor runs on the host (its end) or was itself issued later (its
+    launch). Never after the task's start: a task starts after its predecessors end."""
+    host_end = {t.id: t.end_ms for t in sched.tasks if t.kind in HOST_KINDS}
+    out: dict[str, float] = {}
+    for t in sched.tasks:  # topological order
+        out[t.id] = max([0.0, *(host_end.get(d, out[d]) for d in t.deps)])
+    return out
+
+
 def rank_events(sched: Schedule, pred: Prediction, steps: int = STEPS) -> list[dict]:
     """Trace events of one worker over ``steps`` identical iterations (times in us)."""
     iter_us = _us(sched.iter_ms)
@@ -52,6 +76,7 @@ def rank_events(sched: Schedule, pred: Prediction, steps: int = STEPS) -> list[d
          "args": {"name": "dataloader"}},
     ]
     corr = 0
+    launch = launch_ms(sched)
     for k in range(steps):
         off = k * iter_us
         events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k + 1}",
@@ -72,7 +97,8 @@ def rank_events(sched: Schedule, pred: Prediction, steps: int = STEPS) -> list[d
             copy = t.kind == "h2d"
             events.append({"ph": "X", "cat": "cuda_runtime",
                            "name": "cudaMemcpyAsync" if copy else "cudaLaunchKernel",
-                           "pid": HOST_PID, "tid": MAIN_TID, "ts": ts, "dur": 0,
+                           "pid": HOST_PID, "tid": MAIN_TID, "ts": off + _us(launch[t.id]),
+                           "dur": 0,
                            "args": {"correlation": corr, "External id": k + 1}})
             stream = COMM_STREAM if comm else COMPUTE_STREAM
             events.append({"ph": "X", "cat": "gpu_memcpy" if copy else "kernel",
@@ -87,7 +113,9 @@ def kineto_trace(sched: Schedule, pred: Prediction, rank: int, steps: int = STEP
     """The Kineto-format document of worker ``rank``."""
     meta = dict(pred.to_dict(), steps=steps, note=(
         "modelled by dgtraces, not profiled: every worker runs the same schedule; "
-        "iterations repeat back to back; host launches take no modelled time"))
+        "iterations repeat back to back; host launches take no modelled time and are "
+        "stamped when the host can issue the task (iteration start, or the end of the host "
+        "task it waits for), not when it starts"))
     return {
         "schemaVersion": 1,
         "distributedInfo": {"backend": "modelled", "rank": rank,
