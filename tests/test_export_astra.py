@@ -118,3 +118,70 @@ def test_cli_writes_workload_and_sidecar(shipped, tmp_path):
     assert parallelism == "DATA" and len(rows) == 23
     assert json.loads(meta_path(out).read_text())["workers"] == 4
     assert "backward split" in res.output
+    res = CliRunner().invoke(main, ["export-astra-sim", "--run-id", MEASURED, "--release",
+                                    RELEASE, "--update-placement", "by-grad-bytes", "--out",
+                                    str(out)])
+    assert res.exit_code == 0, res.output
+    assert json.loads(meta_path(out).read_text())["update_placement"] == "by-grad-bytes"
+
+
+def replay_data_parallel(rows, comm_cycles):
+    """One pass of ASTRA-sim 1.0's DATA training loop as its code runs it (branch
+    ASTRA-sim-1.0: ``Workload::iterate_data_parallel``, ``Layer::call``), times in cycles:
+    every forward, then from the last layer to the first the weight-gradient compute, its
+    collective issued (one FIFO channel here, ``comm_cycles[name]`` each), then the
+    input-gradient compute (none for layer 0). A layer's update delay starts when its own
+    collective ends (no collective: no delay). The pass ends when all of it is done."""
+    t = sum(r["fwd_cycles"] for r in rows)
+    channel, ends = 0, []
+    for i in reversed(range(len(rows))):
+        r = rows[i]
+        t += r["wg_cycles"]
+        if r["wg_comm"] == "ALLREDUCE":
+            channel = max(t, channel) + comm_cycles[r["name"]]
+            ends.append(channel + r["update_cycles"])
+        if i > 0:
+            t += r["ig_cycles"]
+    return max([t, *ends])
+
+
+@pytest.fixture
+def wfbp_prediction(shipped):
+    from dgtraces.predict import Cluster, Policy, predict_trace
+
+    trace = load_run_trace(REC, RELEASE)
+    pred, sched = predict_trace(trace, Cluster(4, 4, "pcie3", "10gbe", "ring"), Policy("wfbp"))
+    ends = {t.id: t.end_ms - t.start_ms for t in sched.tasks}
+    comm = {m.layers[0]: round(ends[m.task_id] * 1e6) for m in sched.messages}
+    return trace, pred, comm
+
+
+def test_update_follows_the_last_collective_as_in_predict(wfbp_prediction, tmp_path):
+    """#28 point 11: ASTRA-sim 1.0 starts a layer's update after that layer's collective, so
+    the update goes on the first layer with a gradient (its collective is issued last); the
+    replayed iteration then matches ``predict`` instead of hiding the update under backward."""
+    trace, pred, comm = wfbp_prediction
+    out, side = write_astra(tmp_path / "r50.txt", astra_workload(trace, workers=4))
+    _, rows = parse_workload(out.read_text())
+    assert rows[0]["name"] == "conv1" and rows[0]["wg_comm"] == "ALLREDUCE"
+    assert rows[0]["update_cycles"] == round(trace.update_ms * 1e6)
+    assert all(r["update_cycles"] == 0 for r in rows[1:])
+    iter_ms = replay_data_parallel(rows, comm) / 1e6
+    assert iter_ms == pytest.approx(pred.iter_ms, abs=0.01)
+    meta = json.loads(side.read_text())
+    assert meta["update_placement"] == "first-layer"
+    # the other placement, by gradient bytes, hides most of the update under backward
+    shared = astra_workload(trace, workers=4, update="by-grad-bytes").layers
+    rows2 = [dict(r, name=x.name, update_cycles=x.update_cycles)
+             for r, x in zip(rows, shared, strict=True)]
+    assert sum(r["update_cycles"] for r in rows2) == pytest.approx(trace.update_ms * 1e6,
+                                                                   abs=len(rows))
+    short = replay_data_parallel(rows2, comm) / 1e6
+    assert pred.iter_ms - short > 0.9 * trace.update_ms
+
+
+def test_unknown_update_placement_is_typed(shipped):
+    trace = load_run_trace(MEASURED, RELEASE)
+    with pytest.raises(DgtracesError) as exc:
+        astra_workload(trace, update="last-layer")
+    assert exc.value.code == "BAD_INPUT" and exc.value.failures[0].column == "update"

@@ -139,3 +139,69 @@ def test_vendored_module_is_generated_from_the_shipped_proto(tmp_path):
     shipped = (CHAKRA_DIR / "et_def_pb2.py").read_text()
     assert fresh.split("AddSerializedFile(")[1].split(")")[0] == \
         shipped.split("AddSerializedFile(")[1].split(")")[0]
+
+
+def _attr(node, name):
+    """An attribute as ASTRA-sim 2.x's feeder looks it up (by name; missing: it aborts)."""
+    hits = [a for a in node.attr if a.name == name]
+    if not hits:
+        raise KeyError(f"Attribute {name} not found in node {node.id}")
+    return hits[0]
+
+
+def _roofline_ns(node, peak_flop_s, mem_bytes_s):
+    """ASTRA-sim 2.x's ``Workload::issue_comp`` with ``roofline-enabled: 1``: intensity =
+    num_ops / tensor_size, perf = min(peak, bandwidth x intensity), time = num_ops / perf."""
+    ops = _attr(node, "num_ops").int64_val
+    size = _attr(node, "tensor_size").uint64_val
+    perf = min(peak_flop_s, mem_bytes_s * ops / size)
+    return ops / perf * 1e9
+
+
+def test_compute_nodes_carry_num_ops_and_tensor_size(trace, tmp_path):
+    """#28 point 12: with ASTRA-sim's roofline on, every COMP_NODE needs num_ops (FLOPs) and
+    tensor_size (bytes); they come from the layers table for the worker's batch."""
+    from dgtraces.models import layers_frame
+
+    graph = build_et(trace, Cluster(4, 4, "pcie3", "10gbe", "ring"), Policy("wfbp"))
+    _, nodes = read_et(write_et(tmp_path / "et", graph, 4)[0])
+    comp = {n.name: n for n in nodes if n.type == pb.COMP_NODE}
+    for n in comp.values():
+        assert _attr(n, "num_ops").WhichOneof("value") == "int64_val"
+        assert _attr(n, "tensor_size").WhichOneof("value") == "uint64_val"
+        assert _attr(n, "num_ops").int64_val >= 1 and _attr(n, "tensor_size").uint64_val >= 1
+    rows = layers_frame("resnet50").set_index("layer")
+    b = trace.batch_size
+    conv1, r2a = rows.loc["conv1"], rows.loc["res2a_branch1"]
+    assert _attr(comp["fwd/conv1"], "num_ops").int64_val == b * conv1["fwd_flops"]
+    assert _attr(comp["fwd/conv1"], "tensor_size").uint64_val == (
+        b * (conv1["in_bytes"] + conv1["act_bytes"]) + conv1["grad_bytes"])
+    assert _attr(comp["bwd/res2a_branch1"], "num_ops").int64_val == b * r2a["bwd_flops"]
+    assert _attr(comp["bwd/res2a_branch1"], "tensor_size").uint64_val == (
+        b * (r2a["act_bytes"] + 2 * r2a["in_bytes"]) + 2 * r2a["grad_bytes"])
+    grad = int(rows["grad_bytes"].sum())
+    assert _attr(comp["update"], "num_ops").int64_val == 2 * grad // 4
+    assert _attr(comp["update"], "tensor_size").uint64_val == 3 * grad
+    # a V100-like roofline (15.7 TFLOP/s, 900 GB/s) times every node, finite and positive;
+    # the forward pass takes the sum of max(compute, memory) time of its layers
+    peak, bw = 15.7e12, 900e9
+    times = {name: _roofline_ns(n, peak, bw) for name, n in comp.items()}
+    assert all(0 < t < 1e9 for t in times.values())
+    want = sum(max(b * r["fwd_flops"] / peak, (b * (r["in_bytes"] + r["act_bytes"])
+                                               + r["grad_bytes"]) / bw)
+               for _, r in rows.iterrows()) * 1e9
+    assert sum(t for name, t in times.items() if name.startswith("fwd/")) == pytest.approx(want)
+
+
+def test_metadata_names_the_chakra_commit_the_schema_was_checked_against(trace, tmp_path):
+    import re
+
+    from dgtraces.export.chakra import SCHEMA_COMMIT
+
+    header = (CHAKRA_DIR / "et_def.proto").read_text()
+    cited = re.findall(r"commit ([0-9a-f]{40})", header)
+    assert cited == [SCHEMA_COMMIT]
+    graph = build_et(trace, Cluster(2), Policy("wfbp"))
+    meta, _ = read_et(write_et(tmp_path / "et", graph, 2)[0])
+    attrs = {a.name: a.string_val for a in meta.attr}
+    assert attrs["chakra_schema_commit"] == SCHEMA_COMMIT

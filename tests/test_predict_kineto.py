@@ -2,6 +2,7 @@
 
 import json
 import shutil
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from dgtraces.cli import main
 from dgtraces.errors import DgtracesError
 from dgtraces.export import load_run_trace
 from dgtraces.predict import Cluster, Policy, predict_trace
-from dgtraces.predict.kineto import STEPS, write_kineto_dir
+from dgtraces.predict.kineto import COMM_STREAM, COMPUTE_STREAM, STEPS, write_kineto_dir
 
 # HTA 0.5 calls pandas APIs that pandas 3.1 deprecates; its warnings are not ours
 pytestmark = pytest.mark.filterwarnings("ignore::Warning:hta.*")
@@ -108,3 +109,56 @@ def test_predict_cli_writes_the_folder(monkeypatch, tmp_path):
                                     "--workers", "2", "--kineto-dir", str(tmp_path / "k")])
     assert res.exit_code == 0, res.output
     assert len(list((tmp_path / "k").glob("*.json"))) == 2 and "kineto" in res.output
+
+
+@pytest.mark.parametrize("io_ms", [0.0, 5.0])
+def test_launches_are_stamped_when_the_host_can_issue_them(monkeypatch, tmp_path, io_ms):
+    """#28 point 13: a kernel's host launch is stamped when the host can issue it (the start
+    of the host's step, which runs ahead of the GPU by the longest time a stream sits drained
+    at an iteration's end, or the end of the input read it waits for), not at the kernel's
+    start. HTA's idle-time analysis (host wait: the launch came after the previous kernel on
+    the stream ended) then files waits on another stream under ``other`` and keeps
+    ``host_wait`` for work the host's read held back."""
+    from dataclasses import replace
+
+    from dgtraces.predict.kineto import host_lead_us
+
+    monkeypatch.delenv("DGTRACES_DATA", raising=False)
+    trace = replace(load_run_trace(REC, RELEASE), io_ms=io_ms, h2d_ms=1.0 if io_ms else 0.0)
+    pred, sched = predict_trace(trace, Cluster(4, 4, "pcie3", "10gbe", "ring"),
+                                Policy("wfbp"))
+    doc = json.loads(write_kineto_dir(tmp_path / "k", sched, pred)[0].read_text())
+    events = doc["traceEvents"]
+    launch = {e["args"]["correlation"]: e["ts"] for e in events if e.get("cat") == "cuda_runtime"}
+    gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy")]
+    assert all(launch[e["args"]["correlation"]] <= e["ts"] for e in gpu)
+    iter_us, lead = _us(sched.iter_ms), host_lead_us(sched)
+    task = {t.id: t for t in sched.tasks}
+    msgs = [task[m.task_id] for m in sched.messages]
+    assert lead == iter_us - _us(msgs[-1].end_ms) == doc["dgtraces"]["host_lead_us"]
+    first = {e["args"]["dgtraces_task"]: launch[e["args"]["correlation"]] for e in gpu[:50]}
+    assert first["fwd/conv1"] == (lead + _us(io_ms) if io_ms else 0)  # behind the read
+    # HTA's classification, stream by stream, over the analysed steps
+    analysis, analysed = _hta(tmp_path / "k"), STEPS - 1
+    temporal = analysis.get_temporal_breakdown(visualize=False)["idle_time(us)"].tolist()
+    assert temporal == [(analysed - 1) * _us(io_ms)] * 4  # the GPU idles during the read
+    idle, _ = analysis.get_idle_time_breakdown(ranks=[0], visualize=False)
+    got = {(int(r.stream), r.idle_category): r.idle_time for r in idle.itertuples()}
+    # compute stream: the update waits for the last message (another stream); with a read
+    # modelled, the next step's copy waits for it on the host
+    exposed = _us(task["update"].start_ms) - _us(task[f"bwd/{trace.layers[0]}"].end_ms)
+    assert exposed > 30 and got[(COMPUTE_STREAM, "other")] == analysed * exposed
+    assert got.get((COMPUTE_STREAM, "host_wait"), 0) == (analysed - 1) * _us(io_ms)
+    # communication stream: within a step each message waits for its gradient: other (or
+    # kernel_wait under HTA's 30-unit threshold); across the iteration boundary the first
+    # message waits for the next backward (other), or, behind a read, for the host
+    gaps = [_us(b.start_ms) - _us(a.end_ms) for a, b in pairwise(msgs)]
+    boundary = iter_us + _us(msgs[0].start_ms) - _us(msgs[-1].end_ms)
+    assert got[(COMM_STREAM, "kernel_wait")] == analysed * sum(g for g in gaps if g < 30)
+    within = analysed * sum(g for g in gaps if g >= 30)
+    if io_ms:
+        assert got[(COMM_STREAM, "other")] == within
+        assert got[(COMM_STREAM, "host_wait")] == (analysed - 1) * boundary
+    else:
+        assert got[(COMM_STREAM, "other")] == within + (analysed - 1) * boundary
+        assert not any(cat == "host_wait" for _, cat in got)

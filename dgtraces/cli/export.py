@@ -20,18 +20,24 @@ _raw = click.option("--raw-layer-times", is_flag=True,
               type=click.Choice(["DATA"]), help="ASTRA-sim training loop.")
 @click.option("--clock-ghz", default=1.0, show_default=True, type=float,
               help="Cycles per ns: ASTRA-sim's analytical backend ticks in ns (1 GHz).")
+@click.option("--update-placement", "update", default="first-layer", show_default=True,
+              type=click.Choice(["first-layer", "by-grad-bytes"]),
+              help="Where the run's update time goes: all on the first layer with a gradient "
+                   "(ASTRA-sim 1.0 then runs it after the last collective, as predict does), "
+                   "or shared by gradient bytes (most of it then hides under backward).")
 @release_option("Release to read the run from ('latest': the newest).")
 @_raw
 @click.option("--out", type=OutPath(dir_okay=False), required=True,
               help="Workload file; a <out>.meta.json sidecar is written beside it.")
-def export_astra_sim(run_id, workers, parallelism, clock_ghz, release, raw_layer_times,
-                     out) -> None:
+def export_astra_sim(run_id, workers, parallelism, clock_ghz, update, release,
+                     raw_layer_times, out) -> None:
     """Write an ASTRA-sim 1.0 text workload (cycles, bytes) of a stored run."""
     from ..export import load_run_trace
     from ..export.astra import astra_workload, write_astra
 
     trace = load_run_trace(run_id, release, whole=not raw_layer_times)
-    wl = astra_workload(trace, workers=workers, parallelism=parallelism, clock_ghz=clock_ghz)
+    wl = astra_workload(trace, workers=workers, parallelism=parallelism, clock_ghz=clock_ghz,
+                        update=update)
     path, side = write_astra(out, wl)
     t = wl.meta["totals_ms"]
     click.echo(f"wrote {path} ({len(wl.layers)} layers, {parallelism}, cycles at "
@@ -40,6 +46,7 @@ def export_astra_sim(run_id, workers, parallelism, clock_ghz, release, raw_layer
                f"weight-grad {t['weight_grad']:.3f}, update {t['update']:.3f}; "
                f"{t['grad_bytes']} gradient bytes all-reduced")
     click.echo(f"trace: {trace.provenance} ({trace.run_id}); {trace.source}")
+    click.echo(f"update ({update}): " + wl.meta["update"])
     click.echo("note: " + wl.meta["backward_split"])
 
 

@@ -1,6 +1,6 @@
 """ASTRA-sim 1.0 text workload of a layer trace (data-parallel training loop).
 
-The format, as ASTRA-sim documents it (``inputs/workload/ASTRA-sim-1.0/README.md``) and
+The format, as the ASTRA-sim 1.0 code base (branch ``ASTRA-sim-1.0`` of astra-sim/astra-sim)
 parses it (``Workload::initialize_workload`` in ``astra-sim/workload/Workload.cc``, which reads
 whitespace-separated tokens with ``>>``): line 1 the parallelism (``DATA``), line 2 the layer
 count, then one line per layer::
@@ -8,7 +8,13 @@ count, then one line per layer::
     name reserved fwd_cycles fwd_comm fwd_bytes ig_cycles ig_comm ig_bytes
          wg_cycles wg_comm wg_bytes update_cycles
 
-Compute times are cycles, communication sizes bytes. ASTRA-sim's analytical network counts
+Compute times are cycles, communication sizes bytes. ASTRA-sim 1.0 applies a layer's update
+delay after that layer's own weight-gradient collective (``Layer::call`` on
+``Wight_Grad_Comm_Finished``), and only if the layer has a collective; the DATA loop issues the
+collectives from the last layer to the first. So by default the whole update goes on the
+first layer (forward order) with a gradient: its collective is issued last, and the update
+then follows the last gradient exchange, as the predictor's DAG has it (see
+:class:`UpdatePlacement`). ASTRA-sim's analytical network counts
 time in ns (link latency in ns, bandwidth in GB/s = bytes/ns), so one cycle is one ns there:
 we convert at ``clock_ghz`` = 1.0 unless told otherwise. The format has no comments, so the
 provenance, units and the backward split go to a JSON sidecar (``<out>.meta.json``).
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,9 +36,35 @@ if TYPE_CHECKING:  # pragma: no cover
 
 PARALLELISMS = ("DATA",)  # what a single-model layer trace can describe
 RESERVED = -1  # the "reserved variable" column; ASTRA-sim's own examples write -1
-FORMAT_DOC = ("ASTRA-sim 1.0 text workload: astra-sim/astra-sim "
-              "inputs/workload/ASTRA-sim-1.0/README.md; parser Workload::initialize_workload "
-              "in astra-sim/workload/Workload.cc")
+FORMAT_DOC = ("ASTRA-sim 1.0 text workload: astra-sim/astra-sim branch ASTRA-sim-1.0, "
+              "parser Workload::initialize_workload and DATA loop "
+              "Workload::iterate_data_parallel in astra-sim/workload/Workload.cc, update delay "
+              "Layer::call in astra-sim/workload/Layer.cc")
+
+
+class UpdatePlacement(StrEnum):
+    """Where the run's whole-model ``update_ms`` goes in the per-layer update column.
+
+    ``first-layer`` (default): all of it on the first layer (forward order) that has a
+    gradient; ASTRA-sim 1.0 starts it when that layer's collective, the last one issued,
+    ends, so the update follows the gradient exchange as in ``dgtraces predict``.
+    ``by-grad-bytes``: shared among the layers by gradient bytes (each share starts when
+    its own layer's collective ends, so most of the update hides under the backward pass:
+    the iteration comes out shorter than the predictor's by up to ``update_ms``)."""
+
+    FIRST_LAYER = "first-layer"
+    BY_GRAD_BYTES = "by-grad-bytes"
+
+
+UPDATE_NOTES = {
+    UpdatePlacement.FIRST_LAYER: "the run's whole-model update_ms on the first layer (forward "
+                                 "order) with a gradient: ASTRA-sim 1.0 starts a layer's update "
+                                 "when its own collective ends, and this layer's is issued "
+                                 "last, so the update follows the gradient exchange",
+    UpdatePlacement.BY_GRAD_BYTES: "the run's whole-model update_ms shared among layers by "
+                                   "gradient bytes; each share starts when its layer's "
+                                   "collective ends, so most of it overlaps the backward pass",
+}
 
 
 @dataclass(frozen=True)
@@ -64,12 +97,33 @@ def _cycles(ms: float, clock_ghz: float) -> int:
     return round(ms * clock_ghz * 1e6)
 
 
+def update_shares_ms(trace: Trace, placement: UpdatePlacement) -> list[float]:
+    """Per-layer update delay (ms) under ``placement``; zero on layers without a gradient
+    (ASTRA-sim 1.0 applies no update delay where there is no collective)."""
+    total = sum(trace.grad_bytes)
+    if placement is UpdatePlacement.BY_GRAD_BYTES:
+        return [trace.update_ms * b / total if total else 0.0 for b in trace.grad_bytes]
+    first = next((i for i, b in enumerate(trace.grad_bytes) if b > 0), None)
+    return [trace.update_ms if i == first else 0.0 for i in range(len(trace.layers))]
+
+
+def _placement(update: str | UpdatePlacement) -> UpdatePlacement:
+    try:
+        return UpdatePlacement(update)
+    except ValueError:
+        raise bad("update", "unknown update placement",
+                  " | ".join(p.value for p in UpdatePlacement), update) from None
+
+
 def astra_workload(trace: Trace, *, workers: int = 1, parallelism: str = "DATA",
-                   clock_ghz: float = 1.0) -> AstraWorkload:
+                   clock_ghz: float = 1.0,
+                   update: str | UpdatePlacement = UpdatePlacement.FIRST_LAYER) -> AstraWorkload:
     """The ASTRA-sim 1.0 workload of ``trace``: forward, input-gradient and weight-gradient
     compute per layer (cycles at ``clock_ghz``), the weight gradient all-reduced (its bytes
-    from the ``layers`` table), and the trace's update time shared by gradient bytes."""
+    from the ``layers`` table), and the trace's update time placed by ``update`` (see
+    :class:`UpdatePlacement`; default on the first layer with a gradient)."""
     check_workers(workers)
+    placement = _placement(update)
     if parallelism not in PARALLELISMS:
         raise bad("parallelism", "a layer trace describes data-parallel training only",
                   " | ".join(PARALLELISMS), parallelism)
@@ -83,9 +137,9 @@ def astra_workload(trace: Trace, *, workers: int = 1, parallelism: str = "DATA",
     split = split_backward(trace)
     total_grad = sum(trace.grad_bytes)
     layers = []
-    for name, f, ig, wg, nbytes in zip(trace.layers, trace.fwd_ms, split.ig_ms, split.wg_ms,
-                                       trace.grad_bytes, strict=True):
-        update_ms = trace.update_ms * nbytes / total_grad if total_grad else 0.0
+    for name, f, ig, wg, nbytes, update_ms in zip(
+            trace.layers, trace.fwd_ms, split.ig_ms, split.wg_ms, trace.grad_bytes,
+            update_shares_ms(trace, placement), strict=True):
         layers.append(AstraLayer(name, _cycles(f, clock_ghz), _cycles(ig, clock_ghz),
                                  _cycles(wg, clock_ghz), "ALLREDUCE" if nbytes else "NONE",
                                  int(nbytes), _cycles(update_ms, clock_ghz)))
@@ -103,7 +157,8 @@ def astra_workload(trace: Trace, *, workers: int = 1, parallelism: str = "DATA",
         "trace_provenance": trace.provenance, "trace_source": trace.source,
         "trace_run_id": trace.run_id, "trace_device": trace.device,
         "backward_split": split.note,
-        "update": "the run's whole-model update_ms shared among layers by gradient bytes",
+        "update_placement": placement.value,
+        "update": UPDATE_NOTES[placement],
         "not_included": "input read/decode and host-to-device copy (no column in the format)",
         "totals_ms": {"fwd": float(sum(trace.fwd_ms)), "input_grad": float(sum(split.ig_ms)),
                       "weight_grad": float(sum(split.wg_ms)), "update": trace.update_ms,

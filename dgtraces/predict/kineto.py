@@ -10,8 +10,20 @@ stream 7; the gradient messages on stream 13 as ``ncclKernel_AllReduce_*`` kerne
 HTA classifies as communication. The modelled iteration repeats ``steps`` times back to back
 (workers and iterations are identical in the model); HTA drops the last step by default.
 
-Everything is modelled and says so (``dgtraces`` metadata key): launches take no time (the
-model has no host-side cost), and CPU workers' tasks appear as "kernels" of device 0.
+Host launches (``cuda_runtime`` events) are stamped when the host can issue the task, not
+when it starts. The model has no host-side cost, so the host is never what the GPU waits for,
+except behind a host task (the data loader's read): each iteration's GPU work is issued at
+the start of the host's profiler step, work behind the read when the read ends
+(:func:`launch_ms`). The host's step runs ahead of the GPU's iteration by
+:func:`host_lead_us` (the longest a GPU stream sits drained at an iteration's end), so it
+issues the next iteration's work on every stream before that stream drains. HTA's idle-time
+analysis files a gap under ``host_wait`` when the launch came after the previous kernel on
+the stream ended; a kernel that waits for another stream (a message for its gradient, the
+update for the last message, the next iteration's first message for its backward) is now
+``other``, and ``host_wait`` is left to work the read held back.
+
+Everything is modelled and says so (``dgtraces`` metadata key): launches take no time, and
+CPU workers' tasks appear as "kernels" of device 0.
 """
 
 from __future__ import annotations
@@ -42,9 +54,37 @@ def _comm_kernel(algorithm: str) -> str:
     return f"ncclKernel_AllReduce_{algorithm.upper()}_Sum_float"
 
 
+HOST_KINDS = ("io",)  # tasks that run on the host: GPU work behind them waits for their end
+
+
+def launch_ms(sched: Schedule) -> dict[str, float]:
+    """When the host can issue each task, ms into the iteration: 0 (no wait: the start of the
+    host's step), or the end of a predecessor that runs on the host, or the launch of a
+    predecessor issued later. Never after the task's start: a task starts after its
+    predecessors end."""
+    host_end = {t.id: t.end_ms for t in sched.tasks if t.kind in HOST_KINDS}
+    out: dict[str, float] = {}
+    for t in sched.tasks:  # topological order
+        out[t.id] = max([0.0, *(host_end.get(d, out[d]) for d in t.deps)])
+    return out
+
+
+def host_lead_us(sched: Schedule) -> int:
+    """How far (us) the host's profiler step runs ahead of the GPU's iteration: the longest
+    time a GPU stream sits drained at the end of an iteration (iteration end minus the end of
+    its last task), 0 when every stream works to the end."""
+    last: dict[str, int] = {}
+    for t in sched.tasks:
+        if t.kind not in HOST_KINDS and t.end_ms > t.start_ms:
+            last[t.stream] = max(last.get(t.stream, 0), _us(t.end_ms))
+    return max((_us(sched.iter_ms) - e for e in last.values()), default=0)
+
+
 def rank_events(sched: Schedule, pred: Prediction, steps: int = STEPS) -> list[dict]:
-    """Trace events of one worker over ``steps`` identical iterations (times in us)."""
+    """Trace events of one worker over ``steps`` identical iterations (times in us): the
+    host's profiler step k at ``k x iteration``, the GPU's iteration k ``host_lead_us`` later."""
     iter_us = _us(sched.iter_ms)
+    lead_us = host_lead_us(sched)
     kernel = _comm_kernel(str(pred.cluster["algorithm"]))
     events: list[dict] = [
         {"ph": "M", "name": "process_name", "pid": HOST_PID, "args": {"name": "host"}},
@@ -53,10 +93,12 @@ def rank_events(sched: Schedule, pred: Prediction, steps: int = STEPS) -> list[d
          "args": {"name": "dataloader"}},
     ]
     corr = 0
+    launch = launch_ms(sched)
     for k in range(steps):
-        off = k * iter_us
+        host = k * iter_us  # the host's step k begins
+        off = host + lead_us  # the GPU's iteration k begins
         events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k + 1}",
-                       "pid": HOST_PID, "tid": MAIN_TID, "ts": off, "dur": iter_us,
+                       "pid": HOST_PID, "tid": MAIN_TID, "ts": host, "dur": iter_us,
                        "args": {"External id": k + 1}})
         for t in sched.tasks:
             ts = off + _us(t.start_ms)
@@ -73,7 +115,9 @@ def rank_events(sched: Schedule, pred: Prediction, steps: int = STEPS) -> list[d
             copy = t.kind == "h2d"
             events.append({"ph": "X", "cat": "cuda_runtime",
                            "name": "cudaMemcpyAsync" if copy else "cudaLaunchKernel",
-                           "pid": HOST_PID, "tid": MAIN_TID, "ts": ts, "dur": 0,
+                           "pid": HOST_PID, "tid": MAIN_TID,
+                           "ts": off + _us(launch[t.id]) if launch[t.id] > 0 else host,
+                           "dur": 0,
                            "args": {"correlation": corr, "External id": k + 1}})
             stream = COMM_STREAM if comm else COMPUTE_STREAM
             events.append({"ph": "X", "cat": "gpu_memcpy" if copy else "kernel",
@@ -86,9 +130,12 @@ def rank_events(sched: Schedule, pred: Prediction, steps: int = STEPS) -> list[d
 
 def kineto_trace(sched: Schedule, pred: Prediction, rank: int, steps: int = STEPS) -> dict:
     """The Kineto-format document of worker ``rank``."""
-    meta = dict(pred.to_dict(), steps=steps, note=(
+    meta = dict(pred.to_dict(), steps=steps, host_lead_us=host_lead_us(sched), note=(
         "modelled by dgtraces, not profiled: every worker runs the same schedule; "
-        "iterations repeat back to back; host launches take no modelled time"))
+        "iterations repeat back to back; host launches take no modelled time and are "
+        "stamped when the host can issue the task (the start of the host's profiler step, "
+        "which runs host_lead_us ahead of the GPU's iteration, or the end of the host task "
+        "it waits for), not when it starts"))
     return {
         "schemaVersion": 1,
         "distributedInfo": {"backend": "modelled", "rank": rank,

@@ -3,12 +3,21 @@
 Workers are homogeneous (see :mod:`.dag`), so every worker track shows the same schedule.
 Messages are split into their collective phases on the link each phase uses, one track per
 link. Both outputs are modelled, and say so in their metadata / title.
+
+Times in the JSON are microseconds (the trace-event format's unit) that land on whole
+nanoseconds in Perfetto: each slice's start and end are rounded to ns first and its duration
+is end - start, so back-to-back slices stay back to back. Perfetto's JSON importer turns
+``ts`` and ``dur`` into ns separately (``CoerceToTs``: ``llround(us * 1000)`` in current
+versions, a truncating cast in older ones); :func:`perfetto_us` writes each value so that both
+give the intended ns exactly. Float microseconds rounded apart made slices end 1 ns after
+the next began (issue #28).
 """
 
 from __future__ import annotations
 
 import io
 import json
+import math
 from pathlib import Path
 
 from dgtraces.io.files import atomic_write_bytes
@@ -18,6 +27,29 @@ from .dag import Prediction, Schedule
 MAX_WORKER_TRACKS = 32
 COLORS = {"io": "#9e9e9e", "h2d": "#8e6cbf", "fwd": "#4c78a8", "bwd": "#f58518",
           "comm": "#54a24b", "update": "#e45756"}
+
+
+def ns(ms: float) -> int:
+    """Whole nanoseconds of a time in ms."""
+    return round(ms * 1e6)
+
+
+def perfetto_us(n: int) -> int | float:
+    """``n`` ns as trace-event microseconds that Perfetto reads back as exactly ``n`` ns: an
+    int where n is whole us; else the least double x >= n / 1000 with x * 1000 >= n (so a
+    truncating reader gets n too; x * 1000 stays within 1e-6 of n, so rounding gets n)."""
+    if n % 1000 == 0:
+        return n // 1000
+    x = n / 1000
+    while x * 1000 < n:
+        x = math.nextafter(x, math.inf)
+    return x
+
+
+def _slice(start_ms: float, end_ms: float) -> dict | None:
+    """``ts``/``dur`` of a slice from its ends rounded to ns (None when it rounds to 0 ns)."""
+    s, e = ns(start_ms), ns(end_ms)
+    return {"ts": perfetto_us(s), "dur": perfetto_us(e - s)} if e > s else None
 
 
 def link_slices(sched: Schedule) -> list[tuple[str, str, float, float]]:
@@ -34,7 +66,8 @@ def link_slices(sched: Schedule) -> list[tuple[str, str, float, float]]:
 
 
 def chrome_trace(sched: Schedule, pred: Prediction) -> dict:
-    """Chrome trace-event JSON (opens in Perfetto / chrome://tracing); times in us."""
+    """Chrome trace-event JSON (opens in Perfetto / chrome://tracing); times in us, on
+    whole ns (see :func:`perfetto_us`)."""
     events = []
     shown = min(pred.workers, MAX_WORKER_TRACKS)
     for w in range(shown):
@@ -44,20 +77,21 @@ def chrome_trace(sched: Schedule, pred: Prediction) -> dict:
             events.append({"ph": "M", "name": "thread_name", "pid": w, "tid": tid,
                            "args": {"name": stream}})
         for t in sched.tasks:
-            if t.stream == "comm" or t.end_ms <= t.start_ms:
+            times = _slice(t.start_ms, t.end_ms)
+            if t.stream == "comm" or times is None:
                 continue
             events.append({"ph": "X", "name": t.id, "cat": t.kind, "pid": w,
-                           "tid": 0 if t.stream == "compute" else 1,
-                           "ts": t.start_ms * 1000.0, "dur": (t.end_ms - t.start_ms) * 1000.0})
+                           "tid": 0 if t.stream == "compute" else 1, **times})
     links = sorted({s[0] for s in link_slices(sched)})
     for k, link in enumerate(links):
         pid = shown + k
         events.append({"ph": "M", "name": "process_name", "pid": pid,
                        "args": {"name": f"link {link}"}})
         for name, label, start, end in link_slices(sched):
-            if name == link:
+            times = _slice(start, end)
+            if name == link and times is not None:
                 events.append({"ph": "X", "name": label, "cat": "comm", "pid": pid, "tid": 0,
-                               "ts": start * 1000.0, "dur": (end - start) * 1000.0})
+                               **times})
     meta = pred.to_dict()
     meta["worker_tracks"] = shown
     if shown < pred.workers:

@@ -5,9 +5,12 @@ expects. Each file is Chakra's length-delimited protobuf stream: a varint32 byte
 every message, the ``GlobalMetadata`` first, then the ``Node`` messages in topological order
 (the order of :func:`dgtraces.predict.dag.simulate`). Nodes: ``COMP_NODE`` per forward and
 backward layer task, the update and (when timed) the input read and host-to-device copy, with
-``duration_micros``; ``COMM_COLL_NODE`` (``ALL_REDUCE``) per gradient message of the policy
-with ``comm_size`` in bytes; ``data_deps`` are the DAG's edges. The schema is Chakra's
-``et_def.proto`` (MIT, see ``LICENSE.chakra``) compiled with protobuf (extra ``[sim]``).
+``duration_micros`` and the roofline inputs ``num_ops`` (FLOPs, int64) and ``tensor_size``
+(bytes, uint64) of :mod:`dgtraces.export.work`, so ASTRA-sim 2.x runs them with
+``roofline-enabled`` on or off; ``COMM_COLL_NODE`` (``ALL_REDUCE``) per gradient message of
+the policy with ``comm_size`` in bytes; ``data_deps`` are the DAG's edges. The schema is
+Chakra's ``et_def.proto`` (MIT, see ``LICENSE.chakra``; the commit it was checked against is
+:data:`SCHEMA_COMMIT`) compiled with protobuf (extra ``[sim]``).
 """
 
 from __future__ import annotations
@@ -25,8 +28,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from ...predict.trace import Trace
 
 SCHEMA = "1.0.2-chakra.0.0.4"  # the GlobalMetadata "schema" attribute Chakra's converters set
+# mlcommons/chakra commit whose schema/protobuf/et_def.proto the vendored subset was checked
+# against (also named in et_def.proto's header and written to every trace's metadata)
+SCHEMA_COMMIT = "6dc63e147b9d115286626cc122459e44d9d08401"
 COMM_NOTE = ("COMM_COLL_NODE durations are the dgtraces predictor's modelled collective times; "
              "ASTRA-sim simulates each collective from its comm_size on its own network model")
+ROOFLINE_NOTE = ("COMP_NODE num_ops (FLOPs) and tensor_size (bytes) are modelled from the "
+                 "layers table for the worker's batch (dgtraces.export.work); with "
+                 "roofline-enabled ASTRA-sim times them by its roofline, not duration_micros")
 
 
 def _pb() -> Any:
@@ -57,12 +66,15 @@ def _attr(pb, name: str, value) -> Any:
 
 def build_et(trace: Trace, cluster: Cluster, policy: Policy) -> EtGraph:
     """Simulate one iteration of ``trace`` and turn its DAG into Chakra nodes."""
+    from dgtraces.export.work import task_work
+
     from ..._version import __version__
     from ...predict.dag import predict_trace
 
     pb = _pb()
     check_workers(cluster.workers)
     pred, sched = predict_trace(trace, cluster, policy)
+    work = task_work(trace)
     sizes = {m.task_id: m.nbytes for m in sched.messages}
     ids: dict[str, list[int]] = {}  # task -> node ids it stands for (dropped: its deps)
     nodes: list[Any] = []
@@ -82,7 +94,10 @@ def build_et(trace: Trace, cluster: Cluster, policy: Policy) -> EtGraph:
                               _attr(pb, "comm_size", int(sizes[t.id]))])
         else:
             node.type = pb.COMP_NODE
-            node.attr.append(_attr(pb, "is_cpu_op", t.kind == "io"))
+            w = work[t.id]
+            node.attr.extend([_attr(pb, "is_cpu_op", t.kind == "io"),
+                              pb.AttributeProto(name="num_ops", int64_val=w.num_ops),
+                              pb.AttributeProto(name="tensor_size", uint64_val=w.tensor_size)])
         node.attr.append(_attr(pb, "dgtraces_kind", t.kind))
         ids[t.id] = [node.id]
         nodes.append(node)
@@ -93,7 +108,8 @@ def build_et(trace: Trace, cluster: Cluster, policy: Policy) -> EtGraph:
         "iter_ms": float(pred.iter_ms), "trace_provenance": trace.provenance,
         "trace_source": trace.source, "trace_run_id": trace.run_id or "",
         "trace_device": trace.device or "", "time_unit": "microseconds (duration_micros)",
-        "comm_note": COMM_NOTE}.items()])
+        "comm_note": COMM_NOTE, "roofline_note": ROOFLINE_NOTE,
+        "chakra_schema_commit": SCHEMA_COMMIT}.items()])
     return EtGraph(meta, tuple(nodes), float(pred.iter_ms))
 
 

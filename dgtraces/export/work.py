@@ -1,0 +1,67 @@
+"""FLOPs and bytes of each task of the predictor's iteration: what a roofline model needs.
+
+ASTRA-sim 2.x times a compute node by a roofline when its system configuration enables one
+(``roofline-enabled: 1``): ``Workload::issue_comp`` reads the node's ``num_ops`` and
+``tensor_size`` attributes, takes ``num_ops / tensor_size`` as the operational intensity and
+runs the node for ``num_ops / min(peak-perf, local-mem-bw x intensity)``. A compute node
+without them stops the run (``Attribute num_ops not found in node 0``). This module gives
+each task of :func:`dgtraces.predict.dag.simulate` those two numbers, from the ``layers``
+table (per sample; fp32 tensors; 1 multiply-add = 2 FLOPs), for one worker's batch of
+``B`` samples:
+
+* ``fwd/<layer>``: ops ``B x fwd_flops``; bytes ``B x (in_bytes + act_bytes) + grad_bytes``
+  (reads its input and weights, writes its output; the weights are as large as their
+  fp32 gradient).
+* ``bwd/<layer>``: ops ``B x bwd_flops``; bytes ``B x (act_bytes + 2 in_bytes) +
+  2 grad_bytes`` (reads the output gradient, the input and the weights, writes the input
+  gradient and the weight gradient).
+* ``update``: ops ``2 x parameters`` (plain SGD: a multiply and an add per parameter,
+  parameters = gradient bytes / 4); bytes ``3 x gradient bytes`` (reads weights and
+  gradients, writes weights).
+* ``io`` and ``h2d``: ops 1, bytes ``B x in_bytes`` of the first layer (the input batch); a
+  roofline then times them as a copy of that many bytes at the memory bandwidth
+  (ASTRA-sim replays ``io``, a CPU node, from its duration in any case).
+
+Every count is at least 1: ASTRA-sim divides by both, and a node with zero FLOPs would take
+``0 / 0`` seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..predict.trace import Trace
+
+FP32_BYTES = 4
+
+
+@dataclass(frozen=True)
+class TaskWork:
+    """Roofline inputs of one task: FLOPs (Chakra ``num_ops``) and bytes (``tensor_size``)."""
+
+    num_ops: int
+    tensor_size: int
+
+
+def task_work(trace: Trace) -> dict[str, TaskWork]:
+    """:class:`TaskWork` of every task id the predictor schedules for ``trace``."""
+    from dgtraces.models import layers_frame
+
+    rows = layers_frame(trace.model).set_index("layer").loc[list(trace.layers)]
+    batch = int(trace.batch_size)
+    out: dict[str, TaskWork] = {}
+    for name, r in rows.iterrows():
+        w, x, y = int(r["grad_bytes"]), int(r["in_bytes"]), int(r["act_bytes"])
+        out[f"fwd/{name}"] = _work(batch * int(r["fwd_flops"]), batch * (x + y) + w)
+        out[f"bwd/{name}"] = _work(batch * int(r["bwd_flops"]), batch * (y + 2 * x) + 2 * w)
+    grad = int(sum(trace.grad_bytes))
+    out["update"] = _work(2 * (grad // FP32_BYTES), 3 * grad)
+    batch_in = batch * int(rows["in_bytes"].iloc[0]) if len(rows) else 0
+    out["io"] = out["h2d"] = _work(1, batch_in)
+    return out
+
+
+def _work(num_ops: int, tensor_size: int) -> TaskWork:
+    return TaskWork(max(1, num_ops), max(1, tensor_size))
