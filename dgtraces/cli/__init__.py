@@ -69,6 +69,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sql": ("dgtraces.cli.query:sql", "Run sandboxed, read-only SQL on a release (DuckDB)."),
     "export-hf": ("dgtraces.cli.query:export_hf", "Write a Hugging Face Hub-ready dataset folder."),
     "card": ("dgtraces.cli.query:card", "Regenerate the dataset card and croissant.json."),
+    "cite": ("dgtraces.cli.cite:cite",
+             "Print BibTeX: package, dataset release (manifest digest), DAG paper."),
     "contribute": ("dgtraces.cli.contribute:contribute",
                    "Validate a contribution (folder or .zip) and stage it."),
     "staging": ("dgtraces.cli.contribute:staging", "List, show or reject staged contributions."),

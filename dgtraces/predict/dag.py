@@ -154,6 +154,8 @@ class Prediction:
     package_version: str = ""
     dataset_release: str | None = None  # release whose traces / comm fits were read
     bucket_bytes: int | None = None  # bucketed policy only
+    dataset_digest: str | None = None  # manifest digest of dataset_release (cite it)
+    inputs: dict = field(default_factory=dict)  # every input that shaped the number
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -172,6 +174,8 @@ def predict_trace(trace: Trace, cluster: Cluster, policy: Policy,
         if sched.iter_ms > 0 else float("inf")
     if trace.provenance == "reconstructed" and "on the fly" in trace.source:
         notes = notes + ("no stored trace matched; the trace was reconstructed on the fly",)
+    if cluster.workers > 1:
+        notes = notes + (OPTIMISTIC,)
     pred = Prediction(trace.model, trace.batch_size, cluster.workers, policy.name,
                       policy.io_overlap, sched.iter_ms, throughput, speedup,
                       speedup / cluster.workers, dict(sched.breakdown), sched.critical_path,
@@ -180,15 +184,22 @@ def predict_trace(trace: Trace, cluster: Cluster, policy: Policy,
     return pred, sched
 
 
+OPTIMISTIC = ("an upper bound: on every published multi-GPU row scored (21 rows, "
+              "docs/predictor-clusters.md) this predictor was too optimistic, by +5% to +14%")
+
+
 def reproducibility(cluster: Cluster, policy: Policy) -> dict:
     """What a prediction needs to be reproduced, beside its trace and link figures: the
-    package version, the dataset release read and the bucket size (bucketed policy)."""
-    from .. import store
-    from .._version import __version__
+    package version, the dataset release read with its manifest digest, and the bucket size
+    (bucketed policy)."""
+    from dgtraces import store
+    from dgtraces._version import __version__
 
     release = cluster.release
     if release in (None, "latest"):
         release = store.latest_or_none()
+    digest = None if release is None else store.read_manifest(release).get("digest")
     return {"package_version": __version__, "dataset_release": release,
+            "dataset_digest": digest,
             "bucket_bytes": policy.bucket_bytes if grouping(policy.name) is Grouping.BUCKET
             else None}

@@ -234,6 +234,20 @@ def _summary(rows: "pd.DataFrame", key: str) -> "pd.DataFrame":
                  mean_signed_pct=("signed_error_pct", "mean")).reset_index()
 
 
+def parity_title(res: ValidationResult) -> str:
+    """The parity plot's title: each headline MAPE with the rows it covers (worker counts
+    and devices), e.g. ``measured MAPE 6.4% (n=9: 2-worker cpu runs)``."""
+    ok = res.rows[res.rows["predicted_ms"].notna() & ~res.rows["circular"].astype(bool)]
+    heads = []
+    for prov, h in res.headline().items():
+        part = ok[ok["provenance"] == prov]
+        workers = "/".join(str(w) for w in sorted({int(w) for w in part["workers"]}))
+        devices = ", ".join(sorted({str(d) for d in part["device"]}))
+        heads.append(f"{prov} MAPE {h['mape_pct']:.1f}% (n={h['rows']}: {workers}-worker "
+                     f"{devices} runs)")
+    return f"dgtraces predictor vs release {res.release}\n" + "; ".join(heads)
+
+
 def parity_plot(res: ValidationResult, path) -> None:
     """Measured vs predicted (log-log) with the y = x line and a +-10% band."""
     import io
@@ -270,9 +284,7 @@ def parity_plot(res: ValidationResult, path) -> None:
         ax.set_ylim(lo, hi)
     ax.set_xlabel("measured / published iteration time (ms)")
     ax.set_ylabel("predicted iteration time (ms, modelled)")
-    heads = "; ".join(f"{p} MAPE {h['mape_pct']:.1f}% (n={h['rows']})"
-                      for p, h in res.headline().items())
-    ax.set_title(f"dgtraces predictor vs release {res.release}\n{heads}", fontsize=9)
+    ax.set_title(parity_title(res), fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
