@@ -419,7 +419,6 @@ def validate_files(paths, table: str | None = None, *, use_store: bool = True,
                                               expected=" | ".join(TABLES), found=repr(table))])
     frames: dict[str, "pd.DataFrame"] = {}
     files: dict[str, str] = {}
-    failures: list[Failure] = []
     for path in paths:
         if not Path(path).is_file():  # before guessing a table from a name that isn't there
             raise MissingFileError(f"{path}: no such file")
@@ -429,12 +428,31 @@ def validate_files(paths, table: str | None = None, *, use_store: bool = True,
                                 code="BAD_INPUT")
         frames[name] = read_bounded(Path(path))  # the contribution size limits apply
         files[name] = str(path)
+    grads = _split_grad_columns(frames)
     known = _store_parents(frames, root) if use_store else {}
-    try:
-        validate_tables(frames, files=files, known=known)
-    except ValidationError as exc:
-        failures.extend(exc.failures)
+    typed, failures = check_tables(frames, files=files, known=known)
+    if grads is not None and not failures:  # checked as `contribute` does
+        from dgtraces.contribute.plausibility import grad_failures
+
+        runs = typed["runs"] if "runs" in typed else known.get("runs")
+        if runs is not None:
+            failures = grad_failures(typed["layer_timings"], grads, runs,
+                                     files.get("layer_timings"))
+    if failures:
+        code = "SCHEMA" if any(f.code == "SCHEMA" for f in failures) else failures[0].code
         raise ValidationError(f"{len(failures)} validation failure(s) in "
-                              f"{len(paths)} file(s)", code=exc.code,
-                              failures=failures) from None
+                              f"{len(paths)} file(s)", code=code, failures=failures)
     return {name: len(df) for name, df in frames.items()}
+
+
+def _split_grad_columns(frames: dict[str, "pd.DataFrame"]) -> "pd.DataFrame | None":
+    """Take the optional ``grad_bytes``/``grad_numel`` columns of a layer_timings frame
+    (``contribute`` accepts them and checks them against the model structure) out of it."""
+    from dgtraces.contribute.plausibility import GRAD_COLUMNS
+
+    lt = frames.get("layer_timings")
+    cols = [] if lt is None else [c for c in GRAD_COLUMNS if c in lt.columns]
+    if lt is None or not cols:
+        return None
+    frames["layer_timings"] = lt.drop(columns=cols)
+    return lt[cols]
