@@ -106,6 +106,15 @@ def _check_label(check) -> str:
                check.name if check.name is not None else check)
 
 
+def _allowed_values(check) -> list[str] | None:
+    """The allowed names of a pandera ``isin`` check of text values, else None."""
+    if getattr(check, "name", None) != "isin":
+        return None
+    values = (getattr(check, "statistics", None) or {}).get("allowed_values")
+    return [str(v) for v in values] if values and all(isinstance(v, str) for v in values) \
+        else None
+
+
 def _column(err):
     """The column a pandera SchemaError is about (coercion errors name it on the schema)."""
     name = err.column_name
@@ -168,6 +177,15 @@ def _schema_failures(table: str, errors, file: str | None,
                                               row=row, expected=check))
                 continue
             if (row, str(column)) in skip:
+                continue
+            allowed = _allowed_values(err.check)
+            if allowed is not None:  # a name: listed once, with a did-you-mean
+                from dgtraces.names import did_you_mean, listing
+
+                cells.append(Failure("SCHEMA", f"{table}: unknown {column} {found!r}"
+                                     f"{did_you_mean(str(found), allowed)}", file=file,
+                                     row=row, column=str(column), expected=listing(allowed),
+                                     found=repr(found)))
                 continue
             cells.append(Failure("SCHEMA", f"{table}: failed {check}", file=file, row=row,
                                  column=str(column), expected=check, found=repr(found)))
@@ -301,14 +319,42 @@ def _fk_failures(fk, frames, known, file) -> list[tuple[int, Failure]]:
     def where(r):
         return (", ".join(f"{c}={v}" for c, v in zip(fk.columns[:-1], context[r], strict=False)))
 
+    names = _candidates(fk, parents)
+
     def make(r: int, v) -> Failure:
         scope = where(r)
+        known = names(tuple(context[r]))
+        if known:  # the names that exist there, listed once, and the closest
+            from dgtraces.names import did_you_mean, listing
+
+            return Failure(fk.code, fk.label + (f" for {scope}" if scope else "")
+                           + did_you_mean(str(v), known), file=file, row=r, column=column,
+                           expected=listing(known), found=repr(v))
         return Failure(fk.code, fk.label + (f" for {scope}" if scope else ""), file=file,
                        row=r, column=column,
                        expected=f"a {fk.parent}.{fk.parent_columns[-1]}"
                        + (f" of {scope}" if scope else ""), found=repr(v))
 
     return _row_failures(bad, values, make)
+
+
+def _candidates(fk, parents):
+    """scope values -> the parent's names of the key's last column there (text keys only;
+    cached per scope), for the listing and did-you-mean of a failed reference."""
+    cache: dict[tuple, list[str]] = {}
+
+    def names(scope: tuple) -> list[str]:
+        if parents is None or scope in cache:
+            return cache.get(scope, [])
+        rows = parents
+        for col, v in zip(fk.parent_columns[:-1], scope, strict=True):
+            rows = rows[rows[col] == v]
+        values = rows[fk.parent_columns[-1]].dropna().unique().tolist()
+        cache[scope] = [str(x) for x in values] if all(isinstance(x, str) for x in values) \
+            else []
+        return cache[scope]
+
+    return names
 
 
 def _row_failures(mask, values, make) -> list[tuple[int, Failure]]:

@@ -26,11 +26,12 @@ class OutPath(click.Path):
         return value
 
 
-def model_choice() -> click.Choice:
+def model_choice() -> click.Choice:  # case-insensitive, did-you-mean
     """The dataset models of the registry (plain data: no pandas is imported)."""
     from ..models.registry import MODELS
+    from .options import NameChoice
 
-    return click.Choice(MODELS)
+    return NameChoice(MODELS)
 
 
 def model_option(*decls: str, **kw):

@@ -1,0 +1,62 @@
+"""Names typed by people (models, devices, layers, links): matched case-insensitively where
+that is unambiguous (``V100`` -> ``v100``, ``AlexNet`` -> ``alexnet``); otherwise an
+unknown name gets a did-you-mean (``difflib``) and one listing of the known names.
+Plain Python: no heavy imports."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+from dgtraces.errors import DgtracesError, Failure
+
+MAX_LISTED = 40  # names listed in one message; the rest are counted
+
+
+def canonical(value: str, known: Iterable[str]) -> str | None:
+    """``value`` itself when known, else the one known name equal to it ignoring case, else
+    None (unknown, or several names differ only by case)."""
+    names = set(known)
+    if value in names:
+        return value
+    folded = [n for n in names if n.casefold() == str(value).casefold()]
+    return folded[0] if len(folded) == 1 else None
+
+
+def suggestions(value: str, known: Iterable[str], n: int = 3) -> list[str]:
+    """Up to ``n`` known names close to ``value`` (case-insensitive, best first)."""
+    names = sorted(set(known))
+    same = [x for x in names if x.casefold() == str(value).casefold()]
+    if same:  # differs only by case: that is the suggestion
+        return same[:n]
+    by_fold: dict[str, str] = {}
+    for name in names:
+        by_fold.setdefault(name.casefold(), name)
+    close = difflib.get_close_matches(str(value).casefold(), list(by_fold), n=n, cutoff=0.6)
+    return [by_fold[c] for c in close]
+
+
+def did_you_mean(value: str, known: Iterable[str]) -> str:
+    """``"; did you mean 'alexnet'?"`` (or ``'a' or 'b'``), or "" when nothing is close."""
+    close = suggestions(value, known)
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+
+
+def listing(known: Iterable[str], limit: int = MAX_LISTED) -> str:
+    """The known names, sorted, comma-separated; past ``limit``, ``... (N more)``."""
+    names = sorted(set(known))
+    head = ", ".join(names[:limit])
+    return head + (f", ... ({len(names) - limit} more)" if len(names) > limit else "")
+
+
+def match(value: str, known: Iterable[str], *, what: str, code: str = "BAD_INPUT",
+          column: str | None = None) -> str:
+    """The known name ``value`` means (:func:`canonical`), or a DgtracesError with ``code``
+    whose failure lists the known names once and suggests the closest."""
+    names = sorted(set(known))
+    hit = canonical(value, names)
+    if hit is not None:
+        return hit
+    message = f"unknown {what} {value!r}{did_you_mean(value, names)}"
+    raise DgtracesError(message, code=code, failures=[Failure(
+        code, message, column=column, expected=listing(names), found=repr(value))])
