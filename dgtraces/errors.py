@@ -104,6 +104,7 @@ class Failure:
             where.append(f"row {self.row}" + (f" (line {self.row + 2})" if csv_line else ""))
         if self.column is not None:  # "--name": a command-line option (named by the CLI)
             where.append(f"option {self.column}" if self.column.startswith("--")
+                         else f"argument {self.column}" if self.column.isupper()
                          else f"column {self.column!r}")
         loc = ", ".join(where)
         text = f"[{self.code}] " + (f"{loc}: " if loc else "") + self.message
@@ -188,7 +189,10 @@ class UnknownModelError(DgtracesError):
     code = Code.UNKNOWN_MODEL
 
     def __init__(self, name: str, known: Sequence[str]) -> None:
-        super().__init__(f"unknown model {name!r}; known models: {', '.join(known)}",
+        from dgtraces.names import did_you_mean
+
+        super().__init__(f"unknown model {name!r}{did_you_mean(name, known)}; known models: "
+                         f"{', '.join(known)}",
                          failures=[Failure("UNKNOWN_MODEL", "unknown model", column="model",
                                            expected=" | ".join(known), found=repr(name))])
 

@@ -126,6 +126,8 @@ def _options(cmd: click.Command) -> dict[str, str]:
         longs = [o for o in getattr(p, "opts", []) if o.startswith("--")]
         if isinstance(p, click.Option) and p.name and longs:
             out[p.name] = max(longs, key=len)
+        elif isinstance(p, click.Argument) and p.name:
+            out.setdefault(p.name, p.human_readable_name)  # OUT
     return out
 
 

@@ -200,7 +200,8 @@ def sql(query, version, fmt, out, max_rows, timeout_s, memory_limit_mib) -> None
 def export_hf(out, version) -> None:
     """Write a Hugging Face Hub-ready dataset folder for a release to OUT.
 
-    OUT gets data/<table>.parquet (byte-for-byte), manifest.json, README.md (card with
+    OUT gets data/<table>/<sha256>.parquet (each shard byte-for-byte), manifest.json,
+    README.md (card with
     YAML configs, one per table), croissant.json and fragments/ (the figures the card
     links to). OUT must not exist or be empty.
     """
