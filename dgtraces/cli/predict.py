@@ -188,6 +188,9 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None, command: str = "")
     click.echo(f"reproduce: {command}")
     for side in ("intra", "inter"):
         link = pred.cluster[side]
+        if side == "inter" and pred.cluster["nodes"] == 1:
+            click.echo("inter: unused (one node)")
+            continue
         click.echo(f"{side}: {link['link']} alpha {link['alpha_us']:.4g} us, "
                    f"{link['bandwidth_gb_s']:.4g} GB/s ({link['provenance']}: {link['source']})")
     for note in pred.notes:

@@ -176,6 +176,11 @@ def predict_trace(trace: Trace, cluster: Cluster, policy: Policy,
         notes = notes + ("no stored trace matched; the trace was reconstructed on the fly",)
     if cluster.workers > 1:
         notes = notes + (OPTIMISTIC,)
+    spare = cluster.workers % cluster.gpus_per_node
+    if spare and cluster.workers > cluster.gpus_per_node:
+        notes = notes + (f"{cluster.workers} workers do not fill nodes of "
+                         f"{cluster.gpus_per_node}: {cluster.nodes} nodes, the last with "
+                         f"{spare} worker{'s' if spare != 1 else ''}",)
     pred = Prediction(trace.model, trace.batch_size, cluster.workers, policy.name,
                       policy.io_overlap, sched.iter_ms, throughput, speedup,
                       speedup / cluster.workers, dict(sched.breakdown), sched.critical_path,

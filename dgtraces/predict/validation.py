@@ -252,24 +252,39 @@ def parity_plot(res: ValidationResult, path) -> None:
     """Measured vs predicted (log-log) with the y = x line and a +-10% band."""
     import io
 
+    import matplotlib.pyplot as plt
+
+    from ..store import atomic_write_bytes
+
+    fig = parity_figure(res)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def parity_figure(res: ValidationResult):
+    """The parity figure. Markers never hide each other: the plain-DAG rings are drawn
+    first, larger and hollow, and every prediction marker is translucent with an edge, so
+    points at the same place (several policies of one run) all show."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..store import atomic_write_bytes
-
     ok = res.rows[res.rows["predicted_ms"].notna()]
     fig, ax = plt.subplots(figsize=(6.5, 6), dpi=110)
     markers = dict(zip(POLICY_NAMES, "os^Dvp<>", strict=False))
-    for (prov, circ, pol), part in ok.groupby(["provenance", "circular", "policy"]):
-        label = f"{prov}{' (circular)' if circ else ''}: {pol}"
-        ax.scatter(part["measured_ms"], part["predicted_ms"], marker=markers.get(str(pol), "x"),
-                   alpha=0.5 if circ else 0.9, label=label, s=36)
     differs = ok[(ok["plain_ms"] - ok["predicted_ms"]).abs() > 1e-9 * ok["predicted_ms"]]
     if len(differs):
         ax.scatter(differs["measured_ms"], differs["plain_ms"], facecolors="none",
-                   edgecolors="grey", s=36, label="plain DAG, no CPU effects")
+                   edgecolors="grey", s=90, linewidths=1.0, zorder=2,
+                   label="plain DAG, no CPU effects")
+    for (prov, circ, pol), part in ok.groupby(["provenance", "circular", "policy"]):
+        label = f"{prov}{' (circular)' if circ else ''}: {pol}"
+        ax.scatter(part["measured_ms"], part["predicted_ms"], marker=markers.get(str(pol), "X"),
+                   alpha=0.45 if circ else 0.6, label=label, s=36, edgecolors="black",
+                   linewidths=0.6, zorder=3)
     if len(ok):
         values = ok[["measured_ms", "predicted_ms", "plain_ms"]]
         lo = float(values.min().min()) * 0.8
@@ -288,7 +303,4 @@ def parity_plot(res: ValidationResult, path) -> None:
     ax.legend(fontsize=7, loc="upper left")
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    return fig
