@@ -3,7 +3,7 @@
 
 import pytest
 from click.testing import CliRunner
-from test_contribute import fill_template, refused, variant, write_contrib
+from test_contribute import META, fill_template, refused, variant, write_contrib
 
 from dgtraces.checks import validate_files
 from dgtraces.cli import main
@@ -49,3 +49,19 @@ def test_every_stray_file_and_missing_table_in_one_report(store, tmp_path):
     expected = next(f.expected for f in err.failures if f.file == "notes.txt")
     assert {"contribution.yaml", "README.md", "runs.csv/.parquet"} <= {
         x.strip() for x in expected.split("|")}
+
+
+def test_stray_files_are_reported_with_the_tables_problems(store, tmp_path):
+    """With the required tables present, the stray files and every table and metadata
+    problem come in one report (it stopped at the first stray file)."""
+    runs, lt = variant()
+    runs["model"] = "alexnett"
+    folder = write_contrib(tmp_path / "c", runs, lt,
+                           meta=META.replace("license: CC-BY-4.0", "license: mine"))
+    for name in (".DS_Store", "notes.txt"):
+        (folder / name).write_bytes(b"x")
+    err = refused(folder, store, "SCHEMA", dry_run=True)
+    got = {(f.code, f.file, f.column) for f in err.failures}
+    assert {("BAD_FILE", ".DS_Store", None), ("BAD_FILE", "notes.txt", None),
+            ("METADATA", "contribution.yaml", "license"),
+            ("SCHEMA", "runs.csv", "model")} <= got

@@ -77,6 +77,7 @@ class Contribution:
     frames: dict[str, "pd.DataFrame"] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
     meta_failures: list = field(default_factory=list)  # METADATA problems, reported by check
+    layout_failures: list = field(default_factory=list)  # stray files etc., reported by check
     streamed: dict[str, Path] = field(default_factory=dict)  # STREAMED_TABLES, left on disk
     limits: Limits = DEFAULT_LIMITS
     progress: Callable[[str], object] | None = None  # told after each streamed chunk
@@ -339,8 +340,9 @@ def read_contribution(path: str | os.PathLike, limits: Limits = DEFAULT_LIMITS) 
         out = Contribution(source=str(path), meta=meta, meta_failures=problems,
                            limits=limits)
         tables, layout = _table_files(folder)
-        if layout:  # every stray/missing file, with the metadata's problems, in one report
+        if any(t not in tables for t in REQUIRED_TABLES):  # nothing to check the rest against
             raise layout_error(folder, layout + problems)
+        out.layout_failures = layout  # stray files: reported by check with everything else
         for table, p in tables.items():
             if table in STREAMED_TABLES:
                 out.streamed[table] = p
