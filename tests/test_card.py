@@ -145,12 +145,19 @@ def test_built_package_ships_the_card_fragments(tmp_path):
     Published-rows and reconstruction sections and their figure (the code looked for
     ``cards/fragments`` next to the package). The package is built (``setup.py build_py``,
     the wheel's build step) and imported from outside the checkout."""
+    import shutil
     import subprocess
     import sys
 
-    lib = tmp_path / "lib"
+    src, lib = tmp_path / "src", tmp_path / "lib"  # a copy: no build files in the checkout
+    src.mkdir()
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
+        shutil.copy2(REPO / name, src / name)
+    for folder in ("dgtraces", "data/releases", "data/shards", "cards/fragments"):
+        shutil.copytree(REPO / folder, src / folder,
+                        ignore=shutil.ignore_patterns("__pycache__", "_data", ".tmp-*"))
     subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(lib)],
-                   cwd=REPO, check=True, capture_output=True)
+                   cwd=src, check=True, capture_output=True)
     shipped = lib / "dgtraces" / "_data" / "fragments"
     assert sorted(p.name for p in shipped.iterdir()) == sorted(
         p.name for p in (REPO / "cards" / "fragments").iterdir())
