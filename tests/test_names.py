@@ -40,6 +40,7 @@ def test_cli_and_api_take_names_in_any_case():
 
     got, want = json.loads(out.output), json.loads(lower.output)
     assert got["model"] == "alexnet" and got["trace_device"] == "k80"
+    assert got["inputs"]["device"] == "k80" and "--device k80" in got["reproduce"]
     assert got["iter_ms"] == pytest.approx(want["iter_ms"])
     assert resolve("ResNet50", "V100", 64).run_id == resolve("resnet50", "v100", 64).run_id
     assert get_device("V100").device == "v100"
