@@ -64,6 +64,6 @@ def test_parity_title_names_the_rows_behind_each_mape():
 
     res = validate("0.3.0")
     head = res.headline()["measured"]
-    assert head["rows"] == 9
+    assert head["rows"] == 9 and head["scope"] == "2-worker cpu runs"
     assert f"measured MAPE {head['mape_pct']:.1f}% (n=9: 2-worker cpu runs)" in \
         parity_title(res)

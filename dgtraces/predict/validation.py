@@ -52,9 +52,12 @@ class ValidationResult:
         out = {}
         for prov, part in ok.groupby("provenance"):
             plain = (part["plain_ms"] - part["measured_ms"]).abs() / part["measured_ms"] * 100
+            workers = "/".join(str(w) for w in sorted({int(w) for w in part["workers"]}))
+            devices = ", ".join(sorted({str(d) for d in part["device"]}))
             out[prov] = {"rows": int(len(part)), "mape_pct": float(part["ape_pct"].mean()),
                          "max_ape_pct": float(part["ape_pct"].max()),
-                         "plain_dag_mape_pct": float(plain.mean())}
+                         "plain_dag_mape_pct": float(plain.mean()),
+                         "scope": f"{workers}-worker {devices} runs"}  # what the rows are
         return out
 
     def to_dict(self) -> dict:
@@ -69,8 +72,8 @@ class ValidationResult:
                  f"modelled; measured/published rows are the ground truth)"]
         for prov, h in self.headline().items():
             lines.append(f"  {prov}: MAPE {h['mape_pct']:.2f}% over {h['rows']} rows "
-                         f"(max {h['max_ape_pct']:.2f}%; plain DAG without CPU effects "
-                         f"{h['plain_dag_mape_pct']:.2f}%), circular rows excluded")
+                         f"({h['scope']}; max {h['max_ape_pct']:.2f}%; plain DAG without CPU "
+                         f"effects {h['plain_dag_mape_pct']:.2f}%), circular rows excluded")
         if self.rows.get("cpu_effects") is not None and self.rows["cpu_effects"].notna().any():
             lines.append("  CPU rows modelled with: " + "; ".join(
                 sorted(set(self.rows["cpu_effects"].dropna()))) + " (set from the "
@@ -237,14 +240,8 @@ def _summary(rows: "pd.DataFrame", key: str) -> "pd.DataFrame":
 def parity_title(res: ValidationResult) -> str:
     """The parity plot's title: each headline MAPE with the rows it covers (worker counts
     and devices), e.g. ``measured MAPE 6.4% (n=9: 2-worker cpu runs)``."""
-    ok = res.rows[res.rows["predicted_ms"].notna() & ~res.rows["circular"].astype(bool)]
-    heads = []
-    for prov, h in res.headline().items():
-        part = ok[ok["provenance"] == prov]
-        workers = "/".join(str(w) for w in sorted({int(w) for w in part["workers"]}))
-        devices = ", ".join(sorted({str(d) for d in part["device"]}))
-        heads.append(f"{prov} MAPE {h['mape_pct']:.1f}% (n={h['rows']}: {workers}-worker "
-                     f"{devices} runs)")
+    heads = [f"{prov} MAPE {h['mape_pct']:.1f}% (n={h['rows']}: {h['scope']})"
+             for prov, h in res.headline().items()]
     return f"dgtraces predictor vs release {res.release}\n" + "; ".join(heads)
 
 
