@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import BadFileError, DgtracesError, Failure, MissingFileError, ValidationError
+from .names import allowed_names, reference_names, unknown_failure
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -106,15 +107,6 @@ def _check_label(check) -> str:
                check.name if check.name is not None else check)
 
 
-def _allowed_values(check) -> list[str] | None:
-    """The allowed names of a pandera ``isin`` check of text values, else None."""
-    if getattr(check, "name", None) != "isin":
-        return None
-    values = (getattr(check, "statistics", None) or {}).get("allowed_values")
-    return [str(v) for v in values] if values and all(isinstance(v, str) for v in values) \
-        else None
-
-
 def _column(err):
     """The column a pandera SchemaError is about (coercion errors name it on the schema)."""
     name = err.column_name
@@ -178,14 +170,11 @@ def _schema_failures(table: str, errors, file: str | None,
                 continue
             if (row, str(column)) in skip:
                 continue
-            allowed = _allowed_values(err.check)
-            if allowed is not None:  # a name: listed once, with a did-you-mean
-                from dgtraces.names import did_you_mean, listing
-
-                cells.append(Failure("SCHEMA", f"{table}: unknown {column} {found!r}"
-                                     f"{did_you_mean(str(found), allowed)}", file=file,
-                                     row=row, column=str(column), expected=listing(allowed),
-                                     found=repr(found)))
+            allowed = allowed_names(err.check)
+            if allowed:  # a name: the known ones listed once, with a did-you-mean
+                cells.append(unknown_failure("SCHEMA", f"{table}: unknown {column} {found!r}",
+                                             found, allowed, file=file, row=row,
+                                             column=str(column)))
                 continue
             cells.append(Failure("SCHEMA", f"{table}: failed {check}", file=file, row=row,
                                  column=str(column), expected=check, found=repr(found)))
@@ -319,42 +308,20 @@ def _fk_failures(fk, frames, known, file) -> list[tuple[int, Failure]]:
     def where(r):
         return (", ".join(f"{c}={v}" for c, v in zip(fk.columns[:-1], context[r], strict=False)))
 
-    names = _candidates(fk, parents)
+    names = reference_names(fk.parent_columns, parents)
 
     def make(r: int, v) -> Failure:
         scope = where(r)
         known = names(tuple(context[r]))
         if known:  # the names that exist there, listed once, and the closest
-            from dgtraces.names import did_you_mean, listing
-
-            return Failure(fk.code, fk.label + (f" for {scope}" if scope else "")
-                           + did_you_mean(str(v), known), file=file, row=r, column=column,
-                           expected=listing(known), found=repr(v))
+            return unknown_failure(fk.code, fk.label + (f" for {scope}" if scope else ""), v,
+                                   known, file=file, row=r, column=column)
         return Failure(fk.code, fk.label + (f" for {scope}" if scope else ""), file=file,
                        row=r, column=column,
                        expected=f"a {fk.parent}.{fk.parent_columns[-1]}"
                        + (f" of {scope}" if scope else ""), found=repr(v))
 
     return _row_failures(bad, values, make)
-
-
-def _candidates(fk, parents):
-    """scope values -> the parent's names of the key's last column there (text keys only;
-    cached per scope), for the listing and did-you-mean of a failed reference."""
-    cache: dict[tuple, list[str]] = {}
-
-    def names(scope: tuple) -> list[str]:
-        if parents is None or scope in cache:
-            return cache.get(scope, [])
-        rows = parents
-        for col, v in zip(fk.parent_columns[:-1], scope, strict=True):
-            rows = rows[rows[col] == v]
-        values = rows[fk.parent_columns[-1]].dropna().unique().tolist()
-        cache[scope] = [str(x) for x in values] if all(isinstance(x, str) for x in values) \
-            else []
-        return cache[scope]
-
-    return names
 
 
 def _row_failures(mask, values, make) -> list[tuple[int, Failure]]:
@@ -474,12 +441,12 @@ def validate_files(paths, table: str | None = None, *, use_store: bool = True,
                                 code="BAD_INPUT")
         frames[name] = read_bounded(Path(path))  # the contribution size limits apply
         files[name] = str(path)
-    grads = _split_grad_columns(frames)
+    from dgtraces.contribute.plausibility import grad_failures, split_grad_columns
+
+    grads = split_grad_columns(frames)
     known = _store_parents(frames, root) if use_store else {}
     typed, failures = check_tables(frames, files=files, known=known)
     if grads is not None and not failures:  # checked as `contribute` does
-        from dgtraces.contribute.plausibility import grad_failures
-
         runs = typed["runs"] if "runs" in typed else known.get("runs")
         if runs is not None:
             failures = grad_failures(typed["layer_timings"], grads, runs,
@@ -490,15 +457,3 @@ def validate_files(paths, table: str | None = None, *, use_store: bool = True,
                               f"{len(paths)} file(s)", code=code, failures=failures)
     return {name: len(df) for name, df in frames.items()}
 
-
-def _split_grad_columns(frames: dict[str, "pd.DataFrame"]) -> "pd.DataFrame | None":
-    """Take the optional ``grad_bytes``/``grad_numel`` columns of a layer_timings frame
-    (``contribute`` accepts them and checks them against the model structure) out of it."""
-    from dgtraces.contribute.plausibility import GRAD_COLUMNS
-
-    lt = frames.get("layer_timings")
-    cols = [] if lt is None else [c for c in GRAD_COLUMNS if c in lt.columns]
-    if lt is None or not cols:
-        return None
-    frames["layer_timings"] = lt.drop(columns=cols)
-    return lt[cols]

@@ -60,3 +60,38 @@ def match(value: str, known: Iterable[str], *, what: str, code: str = "BAD_INPUT
     message = f"unknown {what} {value!r}{did_you_mean(value, names)}"
     raise DgtracesError(message, code=code, failures=[Failure(
         code, message, column=column, expected=listing(names), found=repr(value))])
+
+
+def unknown_failure(code: str, message: str, value, known: Iterable[str], **where) -> Failure:
+    """A located failure for an unknown name: the did-you-mean appended to ``message``, the
+    known names listed once (``expected``)."""
+    return Failure(code, message + did_you_mean(str(value), known), expected=listing(known),
+                   found=repr(value), **where)
+
+
+def allowed_names(check) -> list[str]:
+    """The allowed names of a pandera ``isin`` check on text (empty for any other check)."""
+    if getattr(check, "name", None) != "isin":
+        return []
+    values = (getattr(check, "statistics", None) or {}).get("allowed_values") or ()
+    return [str(v) for v in values] if all(isinstance(v, str) for v in values) else []
+
+
+def reference_names(key_columns: tuple[str, ...], parents):
+    """For a failed reference to ``parents`` (a DataFrame, or None) by ``key_columns``:
+    scope values (all but the last key column) -> the names of the last column there (text
+    only), computed once per scope."""
+    cache: dict[tuple, list[str]] = {}
+
+    def names(scope: tuple) -> list[str]:
+        if parents is None or scope in cache:
+            return cache.get(scope, [])
+        rows = parents
+        for col, v in zip(key_columns[:-1], scope, strict=True):
+            rows = rows[rows[col] == v]
+        values = rows[key_columns[-1]].dropna().unique().tolist()
+        cache[scope] = [str(x) for x in values] if all(isinstance(x, str) for x in values) \
+            else []
+        return cache[scope]
+
+    return names
