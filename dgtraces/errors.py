@@ -5,6 +5,7 @@ Library code raises these; only the CLI prints them (``error.report()``) and pic
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -108,6 +109,7 @@ class Failure:
             where.append(f"row {self.row}" + (f" (line {self.row + 2})" if csv_line else ""))
         if self.column is not None:  # "--name": a command-line option (named by the CLI)
             where.append(f"option {self.column}" if self.column.startswith("--")
+                         else f"argument {self.column}" if self.column.isupper()
                          else f"column {self.column!r}")
         loc = ", ".join(where)
         text = f"[{self.code}] " + (f"{loc}: " if loc else "") + self.message
@@ -188,11 +190,31 @@ class NoCudaError(DgtracesError):
     code = Code.NO_CUDA
 
 
+def suggestions(value: str, known: Iterable[str], n: int = 3) -> list[str]:
+    """Up to ``n`` known names close to ``value`` (case-insensitive, best first)."""
+    names = sorted(set(known))
+    same = [x for x in names if x.casefold() == str(value).casefold()]
+    if same:  # differs only by case: that is the suggestion
+        return same[:n]
+    by_fold: dict[str, str] = {}
+    for name in names:
+        by_fold.setdefault(name.casefold(), name)
+    close = difflib.get_close_matches(str(value).casefold(), list(by_fold), n=n, cutoff=0.6)
+    return [by_fold[c] for c in close]
+
+
+def did_you_mean(value: str, known: Iterable[str]) -> str:
+    """``"; did you mean 'alexnet'?"`` (or ``'a' or 'b'``), or "" when nothing is close."""
+    close = suggestions(value, known)
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+
+
 class UnknownModelError(DgtracesError):
     code = Code.UNKNOWN_MODEL
 
     def __init__(self, name: str, known: Sequence[str]) -> None:
-        super().__init__(f"unknown model {name!r}; known models: {', '.join(known)}",
+        super().__init__(f"unknown model {name!r}{did_you_mean(name, known)}; known models: "
+                         f"{', '.join(known)}",
                          failures=[Failure("UNKNOWN_MODEL", "unknown model", column="model",
                                            expected=" | ".join(known), found=repr(name))])
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dgtraces.devices import device_entry
+from dgtraces.reference.devices import device_entry
 
 TABLES = ("runs", "layer_timings", "iterations", "comm")
 

@@ -1,3 +1,5 @@
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -139,3 +141,41 @@ def test_third_party_licences_listed_per_source(mini_release_root):
     assert ("bsd-3-clause", "https://opensource.org/license/bsd-3-clause") in cards.licenses(st)
     assert any("`pytorch/kineto`" in line and "2 `runs`" in line
                for line in cards.third_party_lines(st))
+
+
+def test_built_package_ships_the_card_fragments(tmp_path):
+    """Issue #28 point 3: installed from a wheel, ``card`` and ``export-hf`` dropped the
+    Published-rows and reconstruction sections and their figure (the code looked for
+    ``cards/fragments`` next to the package). The package is built (``setup.py build_py``,
+    the wheel's build step) and imported from outside the checkout."""
+    import shutil
+    import subprocess
+    import sys
+
+    src, lib = tmp_path / "src", tmp_path / "lib"  # a copy: no build files in the checkout
+    src.mkdir()
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
+        shutil.copy2(REPO / name, src / name)
+    for folder in ("dgtraces", "data/releases", "data/shards", "cards/fragments"):
+        shutil.copytree(REPO / folder, src / folder,
+                        ignore=shutil.ignore_patterns("__pycache__", "_data", ".tmp-*"))
+    subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(lib)],
+                   cwd=src, check=True, capture_output=True)
+    shipped = lib / "dgtraces" / "_data" / "fragments"
+    assert sorted(p.name for p in shipped.iterdir()) == sorted(
+        p.name for p in (REPO / "cards" / "fragments").iterdir())
+    probe = ("import json; from dgtraces.publish import card as cards; from dgtraces.publish.hf import export; "
+             "f = cards.fragments_folder(); t = cards.render_card(); "
+             "files = export('hub'); "
+             "print(json.dumps([str(f), t.count('<!-- from cards/fragments/'), "
+             "sorted(p.name for p in files if p.parent.name == 'fragments')]))")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DGTRACES_DATA")}
+    env.update(PYTHONPATH=str(lib), DGTRACES_DATA=str(tmp_path / "store"),
+               HOME=str(tmp_path / "home"))
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, check=True,
+                         capture_output=True, text=True).stdout
+    folder, n, figures = json.loads(out.strip().splitlines()[-1])
+    assert Path(folder) == shipped
+    frags = REPO / "cards" / "fragments"
+    assert n == len(list(frags.glob("*.md"))) == 3  # published, reconstruction, kernels
+    assert figures == sorted(p.name for p in frags.glob("*.png"))

@@ -86,3 +86,16 @@ def test_gantt_title_names_device_and_links():
     one_node = predict("rec-v100-resnet50-b64-fp32-v1.1", Cluster(4, 4, "nvlink2", "10gbe"),
                        Policy("wfbp"))
     assert _links(one_node) == "nvlink2 intra"
+
+
+def test_sql_piped_keeps_one_line_per_row():
+    """Issue #28 point 8: ``dgtraces sql ... | cat`` counted as 80 columns and switched to
+    one block per row (58 rows became ~400 lines); a pipe has no width to wrap at."""
+    query = WIDE_SQL.replace("LIMIT 2", "LIMIT 5").replace(
+        "r.provenance,", "r.provenance, r.run_id, r.host,")
+    res = CliRunner().invoke(main, ["sql", query], env={"COLUMNS": None})
+    assert res.exit_code == 0, res.output
+    assert "-[ row " not in res.output
+    rows = [x for x in res.output.splitlines() if x.startswith("│ measured")]
+    assert len(rows) == 5  # one line per row
+    assert len(res.output.splitlines()) == 5 + 6  # + title, 3 header lines, 2 borders

@@ -7,9 +7,9 @@ import pytest
 from click.testing import CliRunner
 
 from dgtraces.cli import main
-from dgtraces.devices import device_key
 from dgtraces.errors import DgtracesError
 from dgtraces.importers import nccl_tests
+from dgtraces.reference.devices import device_key
 
 FIX = Path(__file__).parent / "fixtures" / "nccl_tests"
 AR = FIX / "all_reduce_perf_8xh100.log"

@@ -55,13 +55,27 @@ def test_readme_has_only_tested_block_kinds():
     assert set(kinds) <= {"python", "bash", "bibtex"}, kinds
 
 
-def test_quick_start_is_the_ci_install_and_test_lines():
-    quick = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
-    (lang, body), = re.findall(r"^```(\w*)\n(.*?)^```", quick, flags=re.M | re.S)
+def _quick_start() -> str:
+    return README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+
+
+def test_quick_start_leads_with_the_light_install():
+    """Issue #28 point 5: a user who loads, queries and predicts needs the core package, not
+    ``[all]`` (torch, linters, jupyterlab through HTA: ~2 GB)."""
+    (lang, body), *_ = re.findall(r"^```(\w*)\n(.*?)^```", _quick_start(), flags=re.M | re.S)
+    (first, argv), = _commands(body)
+    assert argv[:4] == ["pip", "install", "-e", "."] and "[" not in first
+    assert "dgtraces demo" in first and "# install" not in first
+
+
+def test_contributor_block_is_the_ci_install_and_test_lines():
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```", _quick_start(), flags=re.M | re.S)
+    (body,) = [b for _, b in blocks if "# install" in b]
     cmds = [c for c, _ in _commands(body)]
     assert len(cmds) == 2  # exactly two commands for a fresh machine
     assert re.sub(r"\s+#.*", "", cmds[0]) == _ci_line("install")
     assert re.sub(r"\s+#.*", "", cmds[1]) == _ci_line("test")
+    assert "'.[all]'" in cmds[0]  # CI installs what every test needs
     assert "dgtraces demo" in cmds[0]  # the demo itself runs in tests/test_demo.py
 
 
@@ -81,7 +95,7 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch):
 
 
 SHELL = [(line, argv) for lang, body in BLOCKS if lang == "bash" and "# install" not in body
-         for line, argv in _commands(body)]
+         for line, argv in _commands(body) if argv[0] != "pip"]  # installs: tested above
 
 
 @pytest.mark.parametrize("line,argv", SHELL, ids=[a[1] if len(a) > 1 else a[0]

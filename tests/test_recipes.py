@@ -6,6 +6,7 @@ import json
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from frames_close import assert_frames_close, json_differences
 
 from dgtraces.cli import main
 from dgtraces.contribute.release import build_release
@@ -75,11 +76,39 @@ def test_v030_recipe_deterministic_steps_reproduce_the_stored_rows():
     assert ctx.facts == {"reconstructed": 42, "method": "dgtraces.reconstruct/roofline-1.1"}
     for table in ("runs", "layer_timings", "iterations", "comm", "comm_fits"):
         stored = _added("0.3.0", table)
-        pd.testing.assert_frame_equal(frames[table][list(stored.columns)], stored)
+        assert_frames_close(frames[table][list(stored.columns)], stored)
     devices = _added("0.3.0", "devices")  # + the measured CPU rows (cpu_devices step)
     assert len(frames["devices"]) == 4 and len(devices) == 6
-    pd.testing.assert_frame_equal(frames["devices"], devices.iloc[:4])
+    assert_frames_close(frames["devices"], devices.iloc[:4])
     assert r.notes.format_map({**ctx.facts}) == st.read_manifest("0.3.0")["notes"]
+
+
+def test_fitted_floats_compare_with_tolerance_not_as_text():
+    """Issue #28 point 1: another numpy/pandas gives eff_gemm 0.8288134523303327 for
+    0.8288134523483847; text comparison failed (and printed ~100 KB)."""
+    runs = _added("0.3.0", "runs")
+    runs = runs[runs["provenance"] == "reconstructed"].head(3).reset_index(drop=True)
+    nudged = runs.copy()
+    nudged["params_json"] = [json.dumps(_nudge(json.loads(t), 1 + 2e-11))
+                             for t in runs["params_json"]]
+    assert nudged["params_json"].iloc[0] != runs["params_json"].iloc[0]
+    with pytest.raises(AssertionError):  # the text comparison this replaces
+        pd.testing.assert_frame_equal(nudged, runs)
+    assert_frames_close(nudged, runs)  # last digits differ: equal
+    far = runs.copy()
+    far["params_json"] = [json.dumps(_nudge(json.loads(t), 1.01)) for t in runs["params_json"]]
+    with pytest.raises(AssertionError) as exc:
+        assert_frames_close(far, runs)
+    assert len(str(exc.value)) < 2000  # a few differing values, never the frame
+    assert json_differences('{"a": [1.0, 2]}', '{"a": [1.0000000000001, 2]}') == []
+
+
+def _nudge(value, factor):
+    if isinstance(value, dict):
+        return {k: _nudge(v, factor) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nudge(v, factor) for v in value]
+    return value * factor if isinstance(value, float) else value
 
 
 def test_v040_recipe_reproduces_the_stored_rows():
@@ -90,7 +119,7 @@ def test_v040_recipe_reproduces_the_stored_rows():
     frames = produce(r, ctx, r.steps)
     for table in ("layers", "runs", "layer_timings", "devices"):
         stored = _added("0.4.0", table)
-        pd.testing.assert_frame_equal(frames[table][list(stored.columns)], stored)
+        assert_frames_close(frames[table][list(stored.columns)], stored)
     assert r.notes.format_map({**ctx.facts, "rows": "+2 devices, +1054 layer_timings, "
                                "+554 layers, +8 runs"}) == st.read_manifest("0.4.0")["notes"]
 

@@ -43,3 +43,30 @@ def test_tutorial_runs(tmp_path, monkeypatch):
                    for o in outputs)
     assert "reconstructed" in text and "published" in text and "measured" in text
     assert "56gb-ib" in text and "croissant.json" in text
+
+
+def _cells() -> list[str]:
+    import json
+
+    return ["".join(c["source"]) for c in json.loads(NB.read_text())["cells"]
+            if c["cell_type"] == "code"]
+
+
+def test_tutorial_compares_the_same_device_and_batch(capsys):
+    """Issue #28 point 2: the layer-by-layer comparison (reconstructed K80 batch 64 against
+    published) mixed the Titan X batch-128 run into the published side (144 layers)."""
+    cells = _cells()
+    ns: dict = {}
+    for src in (cells[0], next(c for c in cells if "con = dgtraces.connect" in c),
+                next(c for c in cells if "pub = con.sql" in c)):
+        exec(compile(src, str(NB), "exec"), ns)  # noqa: S102 (the notebook's own cells)
+    both = ns["both"]
+    assert len(both) == 64
+    assert both.reconstructed_ms.sum() == pytest.approx(126.9, abs=0.05)
+    assert both.published_ms.sum() == pytest.approx(200.6, abs=0.05)
+
+
+def test_tutorial_does_not_force_a_backend():
+    """Issue #28 point 2: ``matplotlib.use("Agg")`` hid the scaling figure in Jupyter (the
+    test run sets ``MPLBACKEND=Agg`` itself)."""
+    assert not [c for c in _cells() if "matplotlib.use(" in c]

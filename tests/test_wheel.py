@@ -70,6 +70,7 @@ def _build_wheel(tmp: Path) -> Path:
         if (REPO / "data" / name).is_dir():
             shutil.copytree(REPO / "data" / name, src / "data" / name,
                             ignore=shutil.ignore_patterns(".tmp-*"))
+    shutil.copytree(REPO / "cards" / "fragments", src / "cards" / "fragments")  # card sections
     dist = tmp / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *_isolation(),
                     "-w", str(dist), str(src)], check=True)
@@ -141,6 +142,10 @@ def test_wheel_ships_releases_and_seeds_user_store(tmp_path):
                    capture_output=True)
     assert sorted(p.name for p in (elsewhere / "hub" / "data").iterdir()) == \
         sorted(store.tables(store.latest()))  # data/<table>/<sha256>.parquet
+    # the card keeps its fragment sections and figures (issue #28 point 3)
+    readme = (elsewhere / "hub" / "README.md").read_text()
+    assert readme.count("<!-- from cards/fragments/") == 2
+    assert (elsewhere / "hub" / "fragments" / "reconstruction_bcaffe_googlenet.png").is_file()
     # DGTRACES_DATA names another writable store: seeded on first use as well
     env2 = dict(env, DGTRACES_DATA=str(tmp_path / "mine"))
     out2 = _probe(py, elsewhere, env2)

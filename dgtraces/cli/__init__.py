@@ -26,11 +26,12 @@ class OutPath(click.Path):
         return value
 
 
-def model_choice() -> click.Choice:
+def model_choice() -> click.Choice:  # case-insensitive, did-you-mean
     """The dataset models of the registry (plain data: no pandas is imported)."""
     from ..models.registry import MODELS
+    from .options import NameChoice
 
-    return click.Choice(MODELS)
+    return NameChoice(MODELS)
 
 
 def model_option(*decls: str, **kw):
@@ -74,6 +75,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sql": ("dgtraces.cli.query:sql", "Run sandboxed, read-only SQL on a release (DuckDB)."),
     "export-hf": ("dgtraces.cli.query:export_hf", "Write a Hugging Face Hub-ready dataset folder."),
     "card": ("dgtraces.cli.query:card", "Regenerate the dataset card and croissant.json."),
+    "cite": ("dgtraces.cli.cite:cite",
+             "Print BibTeX: package, dataset release (manifest digest), DAG paper."),
     "contribute": ("dgtraces.cli.contribute:contribute",
                    "Validate a contribution (folder or .zip) and stage it."),
     "staging": ("dgtraces.cli.contribute:staging", "List, show or reject staged contributions."),
@@ -128,6 +131,8 @@ def _options(cmd: click.Command) -> dict[str, str]:
         longs = [o for o in getattr(p, "opts", []) if o.startswith("--")]
         if isinstance(p, click.Option) and p.name and longs:
             out[p.name] = max(longs, key=len)
+        elif isinstance(p, click.Argument) and p.name:
+            out.setdefault(p.name, p.human_readable_name)  # OUT
     return out
 
 

@@ -117,6 +117,10 @@ def layers(model, batch_size, repeats, warmup, threads, aux, device, precision,
     check_precision(precision, target)
     # a CUDA --device without CUDA was refused (NO_CUDA) by its eager callback
     check_out(out)  # before measuring: a used --out must not cost the measurement
+    if not target.cuda:  # MISSING_DEPENDENCY before any progress bar is drawn
+        from ..collect.env import require_torch
+
+        require_torch("layer collection")
     bar, update = _progress(f"{model} b{batch_size} {device} {precision}")
     with bar:
         trace = collect_layers(model, batch_size, repeats=repeats, warmup=warmup,

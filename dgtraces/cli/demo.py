@@ -73,7 +73,7 @@ def _print(res) -> None:
     echo("\n4. Predictor validation (modelled vs measured/published iterations rows):")
     for prov, h in res.validation.items():
         echo(f"   {prov}: MAPE {h['mape_pct']:.2f}% over {h['rows']} rows "
-             f"(max {h['max_ape_pct']:.2f}%)")
+             f"({h['scope']}; max {h['max_ape_pct']:.2f}%)")
     echo("\nfiles:")
     for what, path in res.files.items():
         echo(f"  {what:<20} {path}")

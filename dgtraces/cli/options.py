@@ -75,6 +75,24 @@ def deprecated_alias(old: str, new: str, dest: str, *, convert: Callable[[Any], 
     return deco
 
 
+class NameChoice(click.Choice):
+    """A choice of names matched case-insensitively (``AlexNet`` -> ``alexnet``); an unknown
+    one is refused with a did-you-mean (:mod:`dgtraces.names`)."""
+
+    def __init__(self, choices) -> None:
+        super().__init__(choices, case_sensitive=False)
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        from dgtraces.names import canonical, did_you_mean
+
+        hit = canonical(str(value), self.choices)
+        if hit is not None:
+            return hit
+        self.fail(f"{value!r} is not one of {', '.join(map(str, self.choices))}"
+                  f"{did_you_mean(str(value), map(str, self.choices))}", param, ctx)
+
+
 def gbit_to_gbyte(gbit_s: float) -> float:
     """Deprecated ``--link-gbps`` (Gb/s) -> ``--link-bandwidth-gb-s`` (GB/s)."""
     return gbit_s / 8.0

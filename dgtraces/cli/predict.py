@@ -183,32 +183,41 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
         from ..predict.kineto import write_kineto_dir
 
         write_kineto_dir(kineto_dir, sched, pred)
+    from dgtraces.cli.reproduce import command_line, inputs
+
+    ctx = click.get_current_context()
+    used = {"bucket_mib": bucket_mib, "link_bandwidth_gb_s": link_bandwidth_gb_s,
+            "release": pred.dataset_release,  # deprecated spellings applied, release pinned
+            "device": device if device is None else pred.trace_device}  # V100 -> v100
+    pred = replace(pred, inputs=inputs(ctx, used))
     if as_json:
-        click.echo(json.dumps(pred.to_dict(), indent=2, default=str))
+        click.echo(json.dumps({**pred.to_dict(), "reproduce": command_line(ctx, used)},
+                              indent=2, default=str))
         return
-    _print_prediction(pred, timeline, gantt, kineto_dir)
+    _print_prediction(pred, timeline, gantt, kineto_dir, command_line(ctx, used))
 
 
-def _print_prediction(pred, timeline, gantt, kineto_dir=None) -> None:
+def _print_prediction(pred, timeline, gantt, kineto_dir=None, command: str = "") -> None:
     b = pred.breakdown
     click.echo(f"modelled iteration: {pred.iter_ms:.3f} ms  ({pred.throughput_img_s:.1f} img/s "
-               f"on {pred.workers} workers; speedup {pred.speedup_vs_1:.2f}, "
-               f"efficiency {pred.efficiency:.1%})")
+               f"on {pred.workers} worker{'s' if pred.workers != 1 else ''}; speedup "
+               f"{pred.speedup_vs_1:.2f}, efficiency {pred.efficiency:.1%})")
     click.echo("breakdown (ms): " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float)
                                               else f"{k} {v}" for k, v in b.items()))
     click.echo(f"critical path: {len(pred.critical_path)} tasks, ends "
                + " -> ".join(pred.critical_path[-3:]))
     click.echo(f"trace: {pred.trace_provenance} ({pred.trace_run_id}); {pred.trace_source}")
-    click.echo(f"reproduce: dgtraces {pred.package_version}, dataset release "
-               f"{pred.dataset_release or 'none'}, trace run {pred.trace_run_id}, device "
-               f"{pred.trace_device}, policy {pred.policy}"
-               + (f" (bucket {pred.bucket_bytes} bytes)" if pred.bucket_bytes else "")
-               + f", io overlap {'on' if pred.io_overlap else 'off'}, "
-               f"{pred.cluster['algorithm']} over {pred.workers} workers "
-               f"({pred.cluster['gpus_per_node']} per node)")
+    click.echo(f"cite: dgtraces {pred.package_version}, dataset release "
+               f"{pred.dataset_release or 'none'} (manifest digest "
+               f"{pred.dataset_digest or 'none'}); BibTeX: `dgtraces cite --release "
+               f"{pred.dataset_release}`")
+    click.echo(f"reproduce: {command}")
     nccl = pred.cluster.get("nccl")
     for side in ("intra", "inter"):
         link = pred.cluster[side]
+        if side == "inter" and pred.cluster["nodes"] == 1:
+            click.echo("inter: unused (one node)")
+            continue
         if nccl:  # NCCL's model uses its own view of the fabric (docs/collectives.md)
             f = nccl[side]
             click.echo(f"{side}: {f['link']} ({f['class']}) {f['bandwidth_gb_s']:.4g} GB/s "

@@ -105,8 +105,11 @@ def _cell(value) -> str:
 
 
 def _print_table(q, max_rows: int) -> None:
-    """A grid when every column fits the console width (a pipe or file counts as 80
-    columns unless COLUMNS says otherwise), else one ``column | value`` block per row."""
+    """A grid when every column fits the console width, else one ``column | value`` block
+    per row. A pipe or file has no width (unless COLUMNS gives one): the grid is printed at
+    its natural width, one line per row, for ``| cat``, ``| less -S`` and files."""
+    import os
+
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -118,7 +121,10 @@ def _print_table(q, max_rows: int) -> None:
     console.print(f"[dim]dgtraces {res.version}: {shown}[/dim]")
     widths = [max([len(str(c)), len(t)] + [len(r[i]) for r in cells])
               for i, (c, t) in enumerate(zip(res.columns, res.types, strict=True))]
-    if sum(widths) + 3 * len(widths) + 1 > console.width:
+    needed = sum(widths) + 3 * len(widths) + 1
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
+        console = Console(width=max(needed, 80))  # piped: no width to wrap at
+    if needed > console.width:
         _print_vertical(console, res.columns, cells)
     else:
         table = Table()
@@ -195,7 +201,8 @@ def sql(query, version, fmt, out, max_rows, timeout_s, memory_limit_mib) -> None
 def export_hf(out, version) -> None:
     """Write a Hugging Face Hub-ready dataset folder for a release to OUT.
 
-    OUT gets data/<table>.parquet (byte-for-byte), manifest.json, README.md (card with
+    OUT gets data/<table>/<sha256>.parquet (each shard byte-for-byte), manifest.json,
+    README.md (card with
     YAML configs, one per table), croissant.json and fragments/ (the figures the card
     links to). OUT must not exist or be empty.
     """

@@ -33,7 +33,8 @@ from .options import release_option
 def reconstruct(device, model, batch_size, precision, out, as_csv, report, release,
                 fragment, method, figure) -> None:
     """Reconstruct a per-layer training trace (provenance=reconstructed), or --report the
-    method's fit and its error measured on this CPU and against B-Caffe."""
+    method's fit and its error against the release's stored measured CPU runs and the
+    B-Caffe logs (nothing is measured on this machine)."""
     from ..errors import DgtracesError
 
     if report and method == "kernels-2.0":

@@ -116,7 +116,7 @@ def _describe(backend: str, workers: int, threads: int) -> tuple[str, str]:
                                   f"each)")
     import torch
 
-    from ..devices import device_key
+    from dgtraces.reference.devices import device_key
 
     name = torch.cuda.get_device_name(0)
     return (f"{device_key(name)}-x{workers}-intra-node",

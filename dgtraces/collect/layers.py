@@ -245,7 +245,7 @@ def _device_info(st: Setup) -> tuple[str, str, dict, dict | None, str]:
         return env.DEVICE, "cpu", {}, None, env.cpu_model()
     import torch
 
-    from ..devices import device_entry
+    from dgtraces.reference.devices import device_entry
 
     meta = gpu.gpu_metadata(torch, st.target.index)
     entry = device_entry(meta["gpu"], meta["gpu_memory_gb"])

@@ -90,7 +90,7 @@ def profile_layers(model: str, batch_size: int, trace_path: str | os.PathLike, *
                 prof.step()
     key = env.DEVICE
     if target.cuda:
-        from ..devices import device_key
+        from dgtraces.reference.devices import device_key
 
         key = device_key(torch.cuda.get_device_name(target.index))
     return import_trace(trace_path, model, batch_size=batch_size, device=key,

@@ -231,7 +231,7 @@ def _where(backend: str, workers: int) -> tuple[str, str, str]:
         return env.DEVICE, env.INTERCONNECT, f"127.0.0.1 ({env.cpu_model()})"
     import torch
 
-    from ..devices import device_key
+    from dgtraces.reference.devices import device_key
 
     name = torch.cuda.get_device_name(0)
     key = device_key(name)

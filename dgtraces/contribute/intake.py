@@ -77,6 +77,7 @@ class Contribution:
     frames: dict[str, "pd.DataFrame"] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
     meta_failures: list = field(default_factory=list)  # METADATA problems, reported by check
+    layout_failures: list = field(default_factory=list)  # stray files etc., reported by check
     streamed: dict[str, Path] = field(default_factory=dict)  # STREAMED_TABLES, left on disk
     limits: Limits = DEFAULT_LIMITS
     progress: Callable[[str], object] | None = None  # told after each streamed chunk
@@ -245,31 +246,45 @@ def opened(path: str | os.PathLike, limits: Limits = DEFAULT_LIMITS) -> Iterator
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _table_files(folder: Path) -> dict[str, Path]:
+def expected_files() -> str:
+    """Every file a contribution folder may hold (for the refusal of any other)."""
+    tables = " | ".join(f"{t}.csv/.parquet" for t in REQUIRED_TABLES + OPTIONAL_TABLES)
+    return f"{META_FILE} | {' | '.join(EXTRA_FILES)} | {tables}"
+
+
+def _table_files(folder: Path) -> tuple[dict[str, Path], list[Failure]]:
+    """Table name -> file, and a failure for EVERY stray file or sub-folder, second file of
+    a table and missing required table (one run lists them all)."""
     allowed = {META_FILE, *EXTRA_FILES}
     out: dict[str, Path] = {}
+    problems: list[Failure] = []
     for p in sorted(folder.iterdir()):
-        if p.is_dir() or p.name in allowed:
-            if p.is_dir():
-                raise _bad_file("unexpected sub-folder", p.name, "table files only", p.name)
+        if p.is_dir():
+            problems.append(Failure("BAD_FILE", "unexpected sub-folder", file=p.name,
+                                    expected="table files only", found=p.name))
+            continue
+        if p.name in allowed:
             continue
         stem, suffix = p.name.split(".")[0], p.suffix.lower()
         if stem not in REQUIRED_TABLES + OPTIONAL_TABLES or suffix not in TABLE_SUFFIXES \
                 or p.name != stem + suffix:
-            raise _bad_file("unexpected file", p.name,
-                            " | ".join(f"{t}.csv/.parquet" for t in
-                                       REQUIRED_TABLES + OPTIONAL_TABLES), p.name)
-        if stem in out:
-            raise _bad_file(f"two files for table {stem}", p.name)
-        out[stem] = p
-    missing = [t for t in REQUIRED_TABLES if t not in out]
-    if missing:
-        raise DgtracesError(f"{folder}: missing required table(s) {', '.join(missing)}",
-                            code="BAD_INPUT",
-                            failures=[Failure("BAD_INPUT", "missing table", file=f"{t}.csv",
-                                              expected="present", found="absent")
-                                      for t in missing])
-    return out
+            problems.append(Failure("BAD_FILE", "unexpected file", file=p.name,
+                                    expected=expected_files(), found=p.name))
+        elif stem in out:
+            problems.append(Failure("BAD_FILE", f"two files for table {stem}", file=p.name,
+                                    expected="one file per table", found=out[stem].name))
+        else:
+            out[stem] = p
+    problems += [Failure("BAD_INPUT", "missing table", file=f"{t}.csv", expected="present",
+                         found="absent") for t in REQUIRED_TABLES if t not in out]
+    return out, problems
+
+
+def layout_error(folder: Path, problems: list[Failure]) -> DgtracesError:
+    """One error for every layout problem of a contribution (code of the first)."""
+    names = ", ".join(f.file or "" for f in problems)
+    return DgtracesError(f"{folder}: {len(problems)} problem(s) with its files: {names}"[:500],
+                         code=problems[0].code, failures=problems)
 
 
 def read_bounded(path: Path, limits: Limits = DEFAULT_LIMITS) -> "pd.DataFrame":
@@ -324,7 +339,11 @@ def read_contribution(path: str | os.PathLike, limits: Limits = DEFAULT_LIMITS) 
         meta = read_meta(folder / META_FILE, limits.max_meta_bytes, problems)
         out = Contribution(source=str(path), meta=meta, meta_failures=problems,
                            limits=limits)
-        for table, p in _table_files(folder).items():
+        tables, layout = _table_files(folder)
+        if any(t not in tables for t in REQUIRED_TABLES):  # nothing to check the rest against
+            raise layout_error(folder, layout + problems)
+        out.layout_failures = layout  # stray files: reported by check with everything else
+        for table, p in tables.items():
             if table in STREAMED_TABLES:
                 out.streamed[table] = p
             else:

@@ -75,6 +75,17 @@ def finite_failures(frames, files) -> list[Failure]:
     return out
 
 
+def split_grad_columns(frames: dict) -> "pd.DataFrame | None":
+    """Take the optional ``grad_bytes``/``grad_numel`` columns out of a layer_timings frame
+    (in ``frames``), for :func:`grad_failures`; None when it has none."""
+    lt = frames.get("layer_timings")
+    cols = [] if lt is None else [c for c in GRAD_COLUMNS if c in lt.columns]
+    if lt is None or not cols:
+        return None
+    frames["layer_timings"] = lt.drop(columns=cols)
+    return lt[cols]
+
+
 def grad_failures(lt: "pd.DataFrame", grads: "pd.DataFrame", runs: "pd.DataFrame",
                   file: str | None) -> list[Failure]:
     """Compare contributed grad_numel/grad_bytes with the model structure."""

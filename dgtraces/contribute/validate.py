@@ -175,6 +175,7 @@ def check(contrib: Contribution, known: Known,
 
     files = dict(contrib.files)
     first, later = stream.Failures(), stream.Failures()
+    first.extend(contrib.layout_failures)
     first.extend(contrib.meta_failures)
     frames, found = check_tables(dict(contrib.frames), files=files)
     first.extend(found)

@@ -200,8 +200,8 @@ def import_log(path, *, collective: str | None = None, interconnect: str | None 
                source: str | None = None) -> NcclTestsImport:
     """Import one nccl-tests log (see the module docstring)."""
     from dgtraces.io.files import utc_now
+    from dgtraces.reference.devices import device_key
 
-    from ..devices import device_key
     from ..fitting import fit_alpha_beta
 
     path = Path(path)

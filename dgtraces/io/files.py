@@ -64,8 +64,14 @@ def check_out(out: str | os.PathLike) -> Path:
     :func:`atomic_folder`), so a bad ``--out`` costs no measurement time."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise DgtracesError(f"{out} exists and is not an empty folder; pick a new --out",
-                            code="BAD_INPUT")
+        from dgtraces.errors import Failure
+
+        # "out": the CLI names it as the command spells it (OUT argument, --out option)
+        raise DgtracesError(f"out: {out} exists and is not an empty folder; give a new or "
+                            "empty folder", code="BAD_INPUT",
+                            failures=[Failure("BAD_INPUT", "exists and is not an empty folder",
+                                              column="out", expected="a new or empty folder",
+                                              found=str(out))])
     return out
 
 

@@ -80,7 +80,8 @@ def predict(trace: "str | Trace | pd.DataFrame", cluster: Cluster, policy: Polic
     t = load_trace(trace, model=model, batch_size=batch_size, release=release, **phases)
     if calibrate_img_s is not None:
         t = calibrate(t, calibrate_img_s, policy)
-    return predict_trace(t, cluster, policy)[0]
+    pred = predict_trace(t, cluster, policy)[0]
+    return replace(pred, inputs={"calibrate_img_s": calibrate_img_s, **phases})
 
 
 __all__ = [

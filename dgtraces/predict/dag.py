@@ -159,6 +159,8 @@ class Prediction:
     bucket_bytes: int | None = None  # bucketed policy only
     framework: dict | None = None  # the --framework profile applied (frameworks.py)
     overheads: dict = field(default_factory=dict)  # --overheads terms (overheads.py)
+    dataset_digest: str | None = None  # manifest digest of dataset_release (cite it)
+    inputs: dict = field(default_factory=dict)  # every input that shaped the number
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -177,6 +179,13 @@ def predict_trace(trace: Trace, cluster: Cluster, policy: Policy,
         if sched.iter_ms > 0 else float("inf")
     if trace.provenance == "reconstructed" and "on the fly" in trace.source:
         notes = notes + ("no stored trace matched; the trace was reconstructed on the fly",)
+    if cluster.workers > 1:
+        notes = notes + (OPTIMISTIC,)
+    spare = cluster.workers % cluster.gpus_per_node
+    if spare and cluster.workers > cluster.gpus_per_node:
+        notes = notes + (f"{cluster.workers} workers do not fill nodes of "
+                         f"{cluster.gpus_per_node}: {cluster.nodes} nodes, the last with "
+                         f"{spare} worker{'s' if spare != 1 else ''}",)
     pred = Prediction(trace.model, trace.batch_size, cluster.workers, policy.name,
                       policy.io_overlap, sched.iter_ms, throughput, speedup,
                       speedup / cluster.workers, dict(sched.breakdown), sched.critical_path,
@@ -185,16 +194,22 @@ def predict_trace(trace: Trace, cluster: Cluster, policy: Policy,
     return pred, sched
 
 
+OPTIMISTIC = ("an upper bound: on every published multi-GPU row scored (21 rows, "
+              "docs/predictor-clusters.md) this predictor was too optimistic, by +5% to +14%")
+
+
 def reproducibility(cluster: Cluster, policy: Policy) -> dict:
     """What a prediction needs to be reproduced, beside its trace and link figures: the
-    package version, the dataset release read and the bucket size (bucketed policy)."""
+    package version, the dataset release read with its manifest digest, and the bucket size
+    (bucketed policy)."""
+    from dgtraces._version import __version__
     from dgtraces.store import manifest as store
-
-    from .._version import __version__
 
     release = cluster.release
     if release in (None, "latest"):
         release = store.latest_or_none()
+    digest = None if release is None else store.read_manifest(release).get("digest")
     return {"package_version": __version__, "dataset_release": release,
+            "dataset_digest": digest,
             "bucket_bytes": policy.bucket_bytes if grouping(policy.name) is Grouping.BUCKET
             else None}

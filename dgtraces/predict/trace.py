@@ -132,9 +132,13 @@ def from_frame(df: "pd.DataFrame", model: str, batch_size: int, *, io_ms: float 
     known = set(structure["layer"])
     extra = sorted(set(df["layer"]) - known)
     if extra:
+        from dgtraces.names import did_you_mean, listing
+
         raise DgtracesError(f"{len(extra)} layer(s) not in {model}", code="UNKNOWN_LAYER",
-                            failures=[Failure("UNKNOWN_LAYER", f"not a layer of {model}",
-                                              column="layer", found=repr(x)) for x in extra])
+                            failures=[Failure("UNKNOWN_LAYER", f"not a layer of {model}"
+                                              + did_you_mean(str(x), known), column="layer",
+                                              expected=listing(known), found=repr(x))
+                                      for x in extra])
     if df["layer"].duplicated().any():
         dup = df.loc[df["layer"].duplicated(), "layer"].iloc[0]
         raise bad("layer", "layer timed twice", "unique layers", dup, code="DUPLICATE")
@@ -281,6 +285,7 @@ def _resolve(model, device, batch_size, precision, run_id, release, whole, runs,
         for name, value in (("model", model), ("device", device), ("batch_size", batch_size)):
             if value is None:
                 raise bad(name, "needed unless a run id is given", "a value", None)
+        model, device = _spelled(model, device, release, runs)
         run_id = find_run(model, device, batch_size, precision, release, runs=runs,
                           timings=timings)
     if run_id is not None:
@@ -321,6 +326,23 @@ def _resolve(model, device, batch_size, precision, run_id, release, whole, runs,
                       source=f"reconstructed on the fly (no stored trace matched): "
                              f"{run.get('source', 'dgtraces.reconstruct')}",
                       run_id=run.get("run_id"), device=device)
+
+
+def _spelled(model: str, device: str, release, runs) -> tuple[str, str]:
+    """``AlexNet``/``V100`` as the registry's and the store's spelling where unambiguous."""
+    from dgtraces.models.registry import REGISTRY
+    from dgtraces.names import canonical
+
+    model = canonical(model, (e.key for e in REGISTRY)) or model
+    if device != device.lower() and canonical(device, gpu_devices()) is None and runs is None:
+        from dgtraces.store import manifest as store
+
+        try:
+            runs = store.read_table("runs", release, columns=["device"])
+        except StoreError:
+            runs = None
+    known = gpu_devices() | (set() if runs is None else set(runs["device"].astype(str)))
+    return model, canonical(device, known) or device
 
 
 def gpu_devices() -> set[str]:

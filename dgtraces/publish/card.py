@@ -81,7 +81,19 @@ THIRD_PARTY = (
      "https://opensource.org/license/apache-2-0"),
 )
 REPO = Path(__file__).resolve().parents[2]
-FRAGMENTS = REPO / "cards" / "fragments"
+FRAGMENTS = REPO / "cards" / "fragments"  # a checkout's; a wheel ships a copy (setup.py)
+
+
+def fragments_folder() -> Path:
+    """Where the card fragments are: the installed package's copy
+    (``dgtraces/_data/fragments``, put there by ``setup.py``), else the checkout's
+    ``cards/fragments``."""
+    from dgtraces.store.locate import packaged_root
+
+    packaged = packaged_root()
+    if packaged is not None and (packaged / "fragments").is_dir():
+        return packaged / "fragments"
+    return FRAGMENTS
 
 PAPER_BIBTEX = """@inproceedings{shi2018dag,
   title     = {A DAG Model of Synchronous Stochastic Gradient Descent in Distributed Deep Learning},
@@ -246,7 +258,7 @@ def fragments(folder: str | Path | None = None, stats: dict | None = None
     A fragment whose first line is ``<!-- requires provenance: p[, q] -->`` describes rows
     of those provenances: with ``stats`` (:func:`provenance_stats` of a release) it is left
     out of a release that has none of them. The marker line is never part of the text."""
-    folder = FRAGMENTS if folder is None else Path(folder)
+    folder = fragments_folder() if folder is None else Path(folder)
     if not folder.is_dir():
         return []
     out = []

@@ -77,9 +77,9 @@ def _copy_fragment_assets(dest: Path, fragments_dir, stats: dict) -> None:
     """Copy the non-Markdown files (figures) that the release's card links to into
     ``dest/fragments/``, where its relative links (``fragments/<file>``, as in ``cards/``)
     expect them."""
-    from dgtraces.publish.card import FRAGMENTS, fragments
+    from dgtraces.publish.card import fragments, fragments_folder
 
-    folder = Path(FRAGMENTS if fragments_dir is None else fragments_dir)
+    folder = Path(fragments_folder() if fragments_dir is None else fragments_dir)
     used = "\n".join(text for _, text in fragments(folder, stats))
     assets = [p for p in sorted(folder.glob("*")) if p.is_file() and p.suffix != ".md"
               and f"fragments/{p.name}" in used] if folder.is_dir() else []

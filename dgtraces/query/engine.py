@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dgtraces.errors import Code, DgtracesError
+from dgtraces.errors import Code, DgtracesError, Failure
 from dgtraces.query.sandbox import (
     DEFAULT_MEMORY_LIMIT_MIB,
     DEFAULT_TIMEOUT_S,
@@ -51,6 +51,8 @@ if TYPE_CHECKING:  # pragma: no cover
 # DuckDB statement types (``st.type.name``) that only read. An allow-list: a type added by a
 # later DuckDB version is refused until someone checks it and adds it here.
 READ_STATEMENTS = frozenset({"SELECT", "EXPLAIN", "MULTI"})
+# what a user may write, as the refusal lists it (MULTI is DuckDB's internal type of PIVOT)
+ALLOWED_SHOWN = "SELECT, WITH, DESCRIBE, SHOW, SUMMARIZE, PIVOT, UNPIVOT, EXPLAIN of those"
 SANDBOX_HINT = ("queries may only read the release's tables (SELECT, EXPLAIN, PIVOT; "
                 "pragma_* functions instead of PRAGMA); write results with "
                 "`dgtraces sql ... --format csv|json|parquet --out FILE`")
@@ -138,8 +140,10 @@ def check_read_only(con: "duckdb.DuckDBPyConnection", sql: str) -> None:
         kind = _kind(st)
         if kind not in READ_STATEMENTS:
             raise SqlError(f"refused by the sandbox: {kind} statements are not allowed; the "
-                           f"connection is read-only (allowed: "
-                           f"{', '.join(sorted(READ_STATEMENTS))})", hint=SANDBOX_HINT)
+                           f"connection is read-only (allowed: {ALLOWED_SHOWN})",
+                           hint=SANDBOX_HINT, failures=[Failure(
+                               Code.SQL, "statement type not allowed", expected=ALLOWED_SHOWN,
+                               found=kind)])
         if kind == "EXPLAIN":  # EXPLAIN ANALYZE runs what it explains: check that too
             _check_explained(con, st.query)
 

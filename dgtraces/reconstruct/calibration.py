@@ -51,11 +51,11 @@ def devices() -> dict[str, Device]:
 
 
 def get_device(device: str) -> Device:
+    from dgtraces.errors import Code
+    from dgtraces.names import match
+
     known = devices()
-    if device not in known:
-        raise DgtracesError(f"unknown device {device!r}; known: {', '.join(sorted(known))}",
-                            code="UNKNOWN_DEVICE")
-    return known[device]
+    return known[match(device, known, what="device", code=Code.UNKNOWN_DEVICE)]
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dgtraces.errors import BadFileError, DgtracesError, Failure, MissingFileError, ValidationError
+from dgtraces.names import allowed_names, reference_names, unknown_failure
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -169,6 +170,12 @@ def _schema_failures(table: str, errors, file: str | None,
                 continue
             if (row, str(column)) in skip:
                 continue
+            allowed = allowed_names(err.check)
+            if allowed:  # a name: the known ones listed once, with a did-you-mean
+                cells.append(unknown_failure("SCHEMA", f"{table}: unknown {column} {found!r}",
+                                             found, allowed, file=file, row=row,
+                                             column=str(column)))
+                continue
             cells.append(Failure("SCHEMA", f"{table}: failed {check}", file=file, row=row,
                                  column=str(column), expected=check, found=repr(found)))
     # a row with a bad cell fails frame-wide checks because of it: one bad value, one line
@@ -301,8 +308,14 @@ def _fk_failures(fk, frames, known, file) -> list[tuple[int, Failure]]:
     def where(r):
         return (", ".join(f"{c}={v}" for c, v in zip(fk.columns[:-1], context[r], strict=False)))
 
+    names = reference_names(fk.parent_columns, parents)
+
     def make(r: int, v) -> Failure:
         scope = where(r)
+        known = names(tuple(context[r]))
+        if known:  # the names that exist there, listed once, and the closest
+            return unknown_failure(fk.code, fk.label + (f" for {scope}" if scope else ""), v,
+                                   known, file=file, row=r, column=column)
         return Failure(fk.code, fk.label + (f" for {scope}" if scope else ""), file=file,
                        row=r, column=column,
                        expected=f"a {fk.parent}.{fk.parent_columns[-1]}"
@@ -419,7 +432,6 @@ def validate_files(paths, table: str | None = None, *, use_store: bool = True,
                                               expected=" | ".join(TABLES), found=repr(table))])
     frames: dict[str, "pd.DataFrame"] = {}
     files: dict[str, str] = {}
-    failures: list[Failure] = []
     for path in paths:
         if not Path(path).is_file():  # before guessing a table from a name that isn't there
             raise MissingFileError(f"{path}: no such file")
@@ -429,12 +441,19 @@ def validate_files(paths, table: str | None = None, *, use_store: bool = True,
                                 code="BAD_INPUT")
         frames[name] = read_bounded(Path(path))  # the contribution size limits apply
         files[name] = str(path)
+    from dgtraces.contribute.plausibility import grad_failures, split_grad_columns
+
+    grads = split_grad_columns(frames)
     known = _store_parents(frames, root) if use_store else {}
-    try:
-        validate_tables(frames, files=files, known=known)
-    except ValidationError as exc:
-        failures.extend(exc.failures)
+    typed, failures = check_tables(frames, files=files, known=known)
+    if grads is not None and not failures:  # checked as `contribute` does
+        runs = typed["runs"] if "runs" in typed else known.get("runs")
+        if runs is not None:
+            failures = grad_failures(typed["layer_timings"], grads, runs,
+                                     files.get("layer_timings"))
+    if failures:
+        code = "SCHEMA" if any(f.code == "SCHEMA" for f in failures) else failures[0].code
         raise ValidationError(f"{len(failures)} validation failure(s) in "
-                              f"{len(paths)} file(s)", code=exc.code,
-                              failures=failures) from None
+                              f"{len(paths)} file(s)", code=code, failures=failures)
     return {name: len(df) for name, df in frames.items()}
+

@@ -90,10 +90,12 @@ def incomplete_failures(runs: "pd.DataFrame", timings: "pd.DataFrame",
             names = bad[run_id]
             shown = ", ".join(names[:SHOWN_MISSING]) + (" ..." if len(names) > SHOWN_MISSING
                                                          else "")
+            total = len(_structure(str(model)))
             out.append(Failure("INCOMPLETE_TRACE", f"run lacks {len(names)} layer(s) of "
-                               f"{model} (declare `partial: true` in contribution.yaml if "
-                               "on purpose)", file=file, row=row, column="run_id",
-                               expected="a timing row for every layer", found=shown))
+                               f"{model}: {shown} (declare `partial: true` in "
+                               "contribution.yaml if on purpose)", file=file, row=row,
+                               column="run_id", expected=f"timing rows for all {total} layers",
+                               found=f"{total - len(names)} layers timed"))
     return out
 
 

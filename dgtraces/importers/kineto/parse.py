@@ -91,8 +91,12 @@ def read_map(path, layers: set[str], model: str) -> dict[str, str]:
     for i, row in enumerate(reader):
         scope, layer = (row["scope"] or "").strip(), (row["layer"] or "").strip()
         if layer not in layers:
-            failures.append(Failure("UNKNOWN_LAYER", f"not a layer of {model}", file=str(path),
-                                    row=i, column="layer", found=repr(layer)))
+            from dgtraces.names import did_you_mean, listing
+
+            failures.append(Failure("UNKNOWN_LAYER", f"not a layer of {model}"
+                                    + did_you_mean(layer, layers), file=str(path), row=i,
+                                    column="layer", expected=listing(layers),
+                                    found=repr(layer)))
         out[scope] = layer
     if failures:
         raise DgtracesError(f"{path}: {len(failures)} map row(s) name unknown layers",

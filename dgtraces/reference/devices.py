@@ -22,7 +22,7 @@ FIGURES = ("peak_fp32_tflops", "peak_fp16_tensor_tflops", "mem_bandwidth_gb_s", 
 def known_rows() -> dict[str, dict[str, str]]:
     """device key -> its reference row (``reference.device_rows()``: devices.csv, then
     devices_datasheet.csv; the first row of a key wins)."""
-    from .reference import device_rows
+    from dgtraces.reference import device_rows
 
     out: dict[str, dict[str, str]] = {}
     for row in device_rows():

@@ -1,0 +1,76 @@
+"""Docs and help say what the code does (issue #28 point 9)."""
+
+import re
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from dgtraces.cli import COMMANDS, main
+from dgtraces.errors import DgtracesError
+from dgtraces.query.engine import ALLOWED_SHOWN, sql
+from dgtraces.store import manifest as store
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_export_hf_help_names_the_shard_layout(tmp_path):
+    help_text = CliRunner().invoke(main, ["export-hf", "--help"]).output
+    assert "data/<table>/<sha256>.parquet" in help_text
+    assert "data/<table>.parquet" not in help_text
+    from dgtraces.publish.hf import export
+
+    files = export(tmp_path / "hub")
+    data = [f.relative_to(tmp_path / "hub").parts for f in files if "data" in f.parts]
+    assert data and all(len(p) == 3 and re.fullmatch(r"[0-9a-f]{64}\.parquet", p[2])
+                        for p in data)
+
+
+def test_a_used_output_folder_is_named_as_the_command_spells_it(tmp_path):
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "x").write_text("x")
+    res = CliRunner().invoke(main, ["export-hf", str(used)])
+    assert isinstance(res.exception, DgtracesError) and res.exception.code == "BAD_INPUT"
+    assert [f.column for f in res.exception.failures] == ["OUT"]  # positional, not --out
+    assert res.exception.message.startswith("OUT:")
+    res = CliRunner().invoke(main, ["reconstruct", "--device", "k80", "--model", "alexnet",
+                                    "--batch-size", "16", "--out", str(used)])
+    assert [f.column for f in res.exception.failures] == ["--out"]
+
+
+def test_sql_refusal_lists_what_users_may_write():
+    try:
+        sql("CREATE TABLE t AS SELECT 1")
+    except DgtracesError as exc:
+        (f,) = exc.failures
+        assert exc.code == "SQL" and f.found == "CREATE" and f.expected == ALLOWED_SHOWN
+    else:
+        raise AssertionError("CREATE ran")
+    assert "MULTI" not in ALLOWED_SHOWN
+    for word in ("PIVOT", "SUMMARIZE", "DESCRIBE"):  # each one listed runs
+        assert word in ALLOWED_SHOWN
+    assert sql("PIVOT layers ON kind USING count(*) GROUP BY model").rows
+    assert sql("SUMMARIZE layers").rows and sql("DESCRIBE layers").rows
+
+
+def test_reconstruct_help_says_it_reports_stored_runs():
+    text = " ".join(CliRunner().invoke(main, ["reconstruct", "--help"]).output.split())
+    assert "measured on this CPU" not in text and "stored measured CPU runs" in text
+
+
+def test_readme_lists_every_command():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Command line", 1)[1].split("\n## ", 1)[0]
+    missing = [c for c in COMMANDS if f"`{c}`" not in section and f"dgtraces {c}" not in section]
+    assert missing == []
+
+
+def test_changelog_headers_releases_and_scripts():
+    log = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert len(re.findall(r"^## \[?Unreleased\]?\s*$", log, flags=re.M)) == 1
+    datasets = log.split("\n## Dataset releases", 1)[1]
+    listed = re.findall(r"^### \[v(\d+\.\d+\.\d+)\]", datasets, flags=re.M)
+    assert sorted(listed) == sorted(store.list_releases())
+    for m in re.finditer(r"`(?:python )?(scripts/[\w./*-]+)`([^\n]*\n?[^\n]*)", log):
+        path, after = m.group(1), m.group(2)
+        assert (REPO / path).exists() or "removed" in after, path
