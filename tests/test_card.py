@@ -164,7 +164,8 @@ def test_built_package_ships_the_card_fragments(tmp_path):
     shipped = lib / "dgtraces" / "_data" / "fragments"
     assert sorted(p.name for p in shipped.iterdir()) == sorted(
         p.name for p in (REPO / "cards" / "fragments").iterdir())
-    probe = ("import json; from dgtraces.publish import card as cards; from dgtraces.publish.hf import export; "
+    probe = ("import json; from dgtraces.publish import card as cards; "
+             "from dgtraces.publish.hf import export; "
              "f = cards.fragments_folder(); t = cards.render_card(); "
              "files = export('hub'); "
              "print(json.dumps([str(f), t.count('<!-- from cards/fragments/'), "
