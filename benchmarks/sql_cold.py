@@ -68,11 +68,12 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=15)
     args = ap.parse_args()
     from dgtraces.store import manifest as store
+    from dgtraces.store import release
 
     tmp = None
     env = dict(os.environ)
     try:
-        if "layer_timings" in store.tables() if store.list_releases() else False:
+        if "layer_timings" in release.tables() if store.list_releases() else False:
             root, label = store.data_root(), f"real release {store.latest()}"
         else:
             tmp = Path(tempfile.mkdtemp(prefix="dgtraces-bench-"))
@@ -80,7 +81,7 @@ def main() -> None:
             synthetic_store(root)
             env["DGTRACES_DATA"] = str(root)
         parquet = store.release_path(root=root) / "layer_timings.parquet"
-        rows = store.tables(root=root)["layer_timings"]["rows"]
+        rows = release.tables(root=root)["layer_timings"]["rows"]
         exe = shutil.which("dgtraces")
         ours = ([exe] if exe else [sys.executable, "-m", "dgtraces"]) + \
             ["sql", "select count(*) from layer_timings"]

@@ -130,6 +130,7 @@ def main() -> None:
     args = ap.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
     from dgtraces.store import manifest as store
+    from dgtraces.store import release
     from dgtraces.store.migrate import migrate
     from dgtraces.store.shards import copy_release
 
@@ -150,7 +151,7 @@ def main() -> None:
     print("| ---: | ---: | ---: | ---: | ---: | ---: |")
     major, minor, run = 10, 0, 0
     try:
-        rows = store.tables(root=root)["layer_timings"]["rows"]
+        rows = release.tables(root=root)["layer_timings"]["rows"]
         cold = []
         for target in sizes:
             while rows < target:
@@ -162,7 +163,7 @@ def main() -> None:
                 minor += 1
                 r = child("release", f"{major}.{minor}.0", env)
                 growth = stored_bytes(root) - before
-                rows = store.tables(root=root)["layer_timings"]["rows"]
+                rows = release.tables(root=root)["layer_timings"]["rows"]
                 shutil.rmtree(folder)
                 print(f"| {rows:,} | {c['wall_s']:.1f} / {c['rss_mb']:.0f} | "
                       f"{r['wall_s']:.1f} / {r['rss_mb']:.0f} | {r.get('card_s', 0):.1f} | "

@@ -13,7 +13,7 @@ __all__ = ["__version__", "load", "connect", "layers_frame"]
 
 def load(table: str, version: str | None = None):
     """Return one table of a release (default: the latest) as a pandas DataFrame."""
-    from dgtraces.store.manifest import read_table
+    from dgtraces.store.release import read_table
 
     return read_table(table, version)
 

@@ -94,6 +94,7 @@ def run_demo(out_dir: str | Path = "dgtraces-demo", release: str | None = None,
     """
     from dgtraces.query.engine import connect
     from dgtraces.store import manifest as store
+    from dgtraces.store import release as release_mod
 
     step = on_step or (lambda name: None)
     out = Path(out_dir)
@@ -102,7 +103,7 @@ def run_demo(out_dir: str | Path = "dgtraces-demo", release: str | None = None,
     version = store.latest() if release is None else store.norm_version(release)
 
     step("overview")
-    tables = {k: int(v["rows"]) for k, v in sorted(store.tables(version).items())}
+    tables = {k: int(v["rows"]) for k, v in sorted(release_mod.tables(version).items())}
     missing = sorted({"layers", "runs", "layer_timings", "iterations"} - set(tables))
     if missing:
         from .errors import StoreError

@@ -184,12 +184,12 @@ def no_timings_store(tmp_path, monkeypatch):
     and run ``whole-only`` without any; DGTRACES_DATA points at it."""
     import pandas as pd
 
-    from dgtraces.store import manifest as store
+    from dgtraces.store import release
 
     monkeypatch.delenv("DGTRACES_DATA", raising=False)
-    runs = store.read_table("runs", "0.3.0").iloc[[0]]
-    timings = store.read_table("layer_timings", "0.3.0")
-    frames = {"layers": store.read_table("layers", "0.3.0"),
+    runs = release.read_table("runs", "0.3.0").iloc[[0]]
+    timings = release.read_table("layer_timings", "0.3.0")
+    frames = {"layers": release.read_table("layers", "0.3.0"),
               "runs": pd.concat([runs, runs.assign(run_id="whole-only")], ignore_index=True),
               "layer_timings": timings[timings["run_id"] == runs["run_id"].iloc[0]]}
     root = tmp_path / "data"

@@ -43,8 +43,8 @@ def test_parquet_dictionary_bomb(tmp_path, categorical):
 
 
 def test_validate_command_reads_within_the_limits(tmp_path):
-    """`dgtraces validate` (checks.validate_files) reads through the same bounded reader."""
-    from dgtraces.tables.checks import validate_files
+    """`dgtraces validate` (contribute.files.validate_files) reads through the bounded reader."""
+    from dgtraces.contribute.files import validate_files
 
     path = tmp_path / "layer_timings.parquet"
     col = _dict_column("x" * 60_000, 200_000)

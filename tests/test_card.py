@@ -10,6 +10,7 @@ from dgtraces.cli import main
 from dgtraces.publish import card as cards
 from dgtraces.publish import croissant
 from dgtraces.store import manifest as store
+from dgtraces.store import release
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -39,7 +40,7 @@ def test_provenance_stats_scan_each_shard_once(mini_release_root, monkeypatch):
     first = cards.provenance_stats(root=mini_release_root)
     cached = card_stats._load()
     wanted = {f"v{card_stats.CACHE_VERSION}:{t}:{s['sha256']}"
-              for t, e in store.tables(root=mini_release_root).items()
+              for t, e in release.tables(root=mini_release_root).items()
               for s in e["shards"] if t != "layers"}
     assert {k.rsplit(":", 1)[0] for k in cached} == wanted
     monkeypatch.setattr(card_stats, "_MEMO", {})

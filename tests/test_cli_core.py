@@ -5,7 +5,7 @@ import sys
 from click.testing import CliRunner
 
 from dgtraces.cli import main
-from dgtraces.store import manifest as store
+from dgtraces.store import release
 
 
 def invoke(*args):
@@ -30,7 +30,7 @@ def test_info_json(tmp_store):
 
 def test_verify_ok_and_failure_exit_code(tmp_store):
     assert invoke("verify").exit_code == 0
-    (f,) = store.table_files("0.1.0")["layers"]
+    (f,) = release.table_files("0.1.0")["layers"]
     f.write_bytes(f.read_bytes() + b"\0")
     out = subprocess.run([sys.executable, "-m", "dgtraces", "verify"], capture_output=True,
                          text=True)

@@ -16,8 +16,9 @@ from dgtraces.collect.comm import collect_comm  # noqa: E402
 from dgtraces.collect.layers import collect_layers  # noqa: E402
 from dgtraces.collect.net import CaffeNet, build, synthetic_batch  # noqa: E402
 from dgtraces.collect.ssgd import collect_ssgd  # noqa: E402
+from dgtraces.contribute.files import validate_files  # noqa: E402
 from dgtraces.models import get_spec, layer_records  # noqa: E402
-from dgtraces.tables.checks import validate_files, validate_frame, validate_tables  # noqa: E402
+from dgtraces.tables.checks import validate_frame, validate_tables  # noqa: E402
 
 
 @pytest.mark.parametrize("model, aux", [("alexnet", False), ("googlenet", True),

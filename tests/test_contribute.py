@@ -151,12 +151,12 @@ def test_template_passes_against_the_shipped_releases(tmp_path, monkeypatch):
 
 def test_devices_of_the_store_need_no_definition_and_keep_their_kind(mini_release_root,
                                                                      tmp_path, monkeypatch):
-    from dgtraces.store import manifest as st
+    from dgtraces.store import release
 
     root = tmp_path / "data"
     shutil.copytree(mini_release_root, root)
     monkeypatch.setenv("DGTRACES_DATA", str(root))
-    devices = st.read_table("devices", root=root)
+    devices = release.read_table("devices", root=root)
     assert len(devices) and set(devices["kind"]) <= {"cpu", "gpu"}
     meta = META[:META.index("devices:")]  # no devices: section
     for i, dev in enumerate(devices.itertuples()):

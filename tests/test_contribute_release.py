@@ -18,7 +18,7 @@ from dgtraces.contribute.release import CHECKPOINTS, JOURNAL, build_release
 from dgtraces.contribute.staging import list_staged
 from dgtraces.errors import DgtracesError
 from dgtraces.store import manifest as st
-from dgtraces.store import verify
+from dgtraces.store import release, verify
 
 CHANGELOG = """# Changelog
 
@@ -51,9 +51,9 @@ def test_release_contents_changelog_and_refusals(store, tmp_path):
     res = build_release("0.2.0", root=store)
     assert res.parent == "0.1.0" and res.rows_added == {"runs": 2, "layer_timings": 23 + 158,
                                                         "devices": 1}  # contributed device
-    frames = st.read_all("0.2.0", store)
+    frames = release.read_all("0.2.0", store)
     assert sorted(frames["runs"]["run_id"]) == ["a1", "g1"]
-    assert len(frames["layers"]) == len(st.read_table("layers", "0.1.0", store)) == 409
+    assert len(frames["layers"]) == len(release.read_table("layers", "0.1.0", store)) == 409
     assert verify.verify(store).ok and st.list_releases(store) == ["0.1.0", "0.2.0"]
     assert list_staged(store) == [] and not (store / JOURNAL).exists()
     log = (tmp_path / "CHANGELOG.md").read_text()
@@ -69,9 +69,8 @@ def test_release_contents_changelog_and_refusals(store, tmp_path):
 
 def test_release_refuses_dirty_store(store, tmp_path):
     _stage(store, tmp_path, "a1")
-    from dgtraces.store import manifest as st
 
-    (f,) = st.table_files("0.1.0", store)["layers"]
+    (f,) = release.table_files("0.1.0", store)["layers"]
     f.write_bytes(f.read_bytes() + b"\0")  # a size change: found without hashing
     before = tree_digest(store)
     with pytest.raises(DgtracesError) as exc:
@@ -102,7 +101,7 @@ def _check_state(root: Path, base_rows: dict) -> str:
         assert len(list_staged(root)) == 1  # staging untouched before the commit point
         return "old"
     assert rels == ["0.1.0", "0.2.0"]
-    frames = st.read_all("0.2.0", root)
+    frames = release.read_all("0.2.0", root)
     assert {k: len(v) for k, v in frames.items()} == base_rows
     return "new"
 
@@ -229,7 +228,7 @@ def test_optional_tables_are_released_and_deduplicated(store, tmp_path):
     res = build_release("0.2.0", root=store)
     assert res.rows_added == {"runs": 1, "layer_timings": 23, "iterations": 1, "comm": 2,
                               "devices": 1}
-    frames = st.read_all("0.2.0", store)
+    frames = release.read_all("0.2.0", store)
     assert frames["iterations"]["trace_run_id"].tolist() == ["x1"]
     assert sorted(frames["comm"]["message_bytes"]) == [1024, 1 << 20]
     runs, lt = variant("x2", scale=1.2)  # new run, but the same comm rows and iteration id

@@ -7,7 +7,7 @@ import pytest
 
 from dgtraces.store import locate as datadirs
 from dgtraces.store import manifest as store
-from dgtraces.store import verify
+from dgtraces.store import release, verify
 from dgtraces.store.shards import copy_release
 
 REPO = Path(__file__).resolve().parent.parent
@@ -40,7 +40,7 @@ def test_user_store_is_seeded_on_first_use(packaged, tmp_path):
     assert (loc.kind, loc.root) == ("user", tmp_path / "user")
     assert store.list_releases() == ["0.1.0", "0.2.0"]
     assert verify.verify().ok
-    assert store.read_table("layers", "0.2.0").shape == store.read_table(
+    assert release.read_table("layers", "0.2.0").shape == release.read_table(
         "layers", "0.2.0", root=packaged).shape
     assert datadirs.sidecar_dir() == tmp_path / "user"  # CHANGELOG/cards inside the store
 

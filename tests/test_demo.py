@@ -9,6 +9,7 @@ from dgtraces.demo import POLICIES, STEPS, run_demo
 from dgtraces.errors import DgtracesError
 from dgtraces.models import layers_frame
 from dgtraces.store import manifest as store
+from dgtraces.store import release
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -24,8 +25,8 @@ def test_demo_answers_come_from_the_release(demo):
     res, steps = demo
     assert steps == list(STEPS)
     assert res.release == store.latest()
-    assert res.tables == {t: e["rows"] for t, e in store.tables(res.release).items()}
-    runs = store.read_table("runs", res.release)
+    assert res.tables == {t: e["rows"] for t, e in release.tables(res.release).items()}
+    runs = release.read_table("runs", res.release)
     by = res.rows_by_provenance
     got = by[by.table_name == "runs"].set_index(["provenance", "device"])["rows"].to_dict()
     assert got == runs.groupby(["provenance", "device"]).size().to_dict()
@@ -34,7 +35,7 @@ def test_demo_answers_come_from_the_release(demo):
     top = layers.nlargest(5, "grad_bytes")["grad_bytes"].tolist()
     assert res.largest_gradients["grad_bytes"].tolist() == top
     # Q2: only runs that logged comm and backward time for the same layers
-    timings = store.read_table("layer_timings", res.release)
+    timings = release.read_table("layer_timings", res.release)
     both = timings[timings.comm_ms.notna() & timings.bwd_ms.notna()]
     assert sorted(res.comm_per_compute.run_id) == sorted(both.run_id.unique())
     for row in res.comm_per_compute.itertuples():

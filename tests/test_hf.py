@@ -13,6 +13,7 @@ from dgtraces.errors import DgtracesError
 from dgtraces.io import files as fileio
 from dgtraces.publish.hf import export
 from dgtraces.store import manifest as store
+from dgtraces.store import release
 
 TABLES = ["comm", "comm_fits", "devices", "iterations", "layer_timings", "layers", "links",
           "runs"]
@@ -42,7 +43,7 @@ def test_export_layout_bytes_and_yaml_configs(exported, mini_release_root):
     shards = {t: store.export_names(t, e) for t, e in manifest["tables"].items()}
     assert files == sorted(["README.md", "croissant.json", "manifest.json"]
                            + [f"data/{rel}" for t in TABLES for rel, _ in shards[t]])
-    src = store.table_files(root=mini_release_root)
+    src = release.table_files(root=mini_release_root)
     for t in TABLES:  # byte copies of every shard, named by their sha256
         assert [f.name for f in src[t]] == [f"{s['sha256']}.parquet" for _, s in shards[t]]
         for (rel, _), f in zip(shards[t], src[t], strict=True):
@@ -106,7 +107,7 @@ def test_export_refuses_non_empty_out(mini_store, tmp_path):
 def test_export_refuses_corrupt_release(mini_release_root, tmp_path):
     root = tmp_path / "data"
     shutil.copytree(mini_release_root, root)
-    (f,) = store.table_files("0.2.0", root)["comm"]
+    (f,) = release.table_files("0.2.0", root)["comm"]
     f.write_bytes(f.read_bytes()[:-1] + b"\0")
     with pytest.raises(DgtracesError) as exc:
         export(tmp_path / "out", root=root)

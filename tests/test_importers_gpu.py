@@ -150,10 +150,11 @@ def test_kineto_without_profiler_step_is_a_typed_error(tmp_path):
 
 def test_release_v040_rows_by_source_and_licences():
     from dgtraces.store import manifest as store
+    from dgtraces.store import release
 
     if "0.4.0" not in store.list_releases():
         pytest.skip("release v0.4.0 not in this store")
-    f = store.read_all("0.4.0")
+    f = release.read_all("0.4.0")
     runs = f["runs"]
     pub = runs[(runs["provenance"] == "published") & (runs["device_kind"] == "gpu")
                & (runs["device"] != "k80")]
@@ -265,10 +266,11 @@ def test_kineto_automap_cpu_fixture_uses_op_times(tmp_path):
 def test_release_v040_layers_are_every_spec():
     from dgtraces.models import layers_frame
     from dgtraces.store import manifest as store
+    from dgtraces.store import release
 
     if "0.4.0" not in store.list_releases():
         pytest.skip("release v0.4.0 not in this store")
-    got = store.read_table("layers", "0.4.0").sort_values(["model", "layer_idx"])
+    got = release.read_table("layers", "0.4.0").sort_values(["model", "layer_idx"])
     want = layers_frame().sort_values(["model", "layer_idx"])
     assert len(got) == len(want) == 409 + 554
     assert list(got["layer"]) == list(want["layer"])

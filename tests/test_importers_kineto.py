@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from dgtraces.cli import main
+from dgtraces.contribute.files import validate_files
 from dgtraces.errors import DgtracesError
 from dgtraces.importers.kineto import import_trace
 from dgtraces.models import layer_records
-from dgtraces.tables.checks import validate_files
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 SCOPES = FIX / "kineto_alexnet_scopes.json.gz"

@@ -6,9 +6,9 @@ from click.testing import CliRunner
 from test_contribute import META, fill_template, refused, variant, write_contrib
 
 from dgtraces.cli import main
+from dgtraces.contribute.files import validate_files
 from dgtraces.contribute.template import write_template
 from dgtraces.errors import DgtracesError
-from dgtraces.tables.checks import validate_files
 
 
 def test_validate_accepts_the_templates_grad_bytes_and_checks_them(tmp_path):

@@ -122,8 +122,9 @@ def test_every_sweep_row_says_how_to_reproduce_it():
 def test_every_listed_device_works():
     from dgtraces.predict.devices import known_devices
     from dgtraces.store import manifest as store
+    from dgtraces.store import release
 
-    runs = store.read_table("runs") if store.latest_or_none() else None
+    runs = release.read_table("runs") if store.latest_or_none() else None
     listed = known_devices(runs)
     assert {"a100", "h100-pcie", "k80", "v100"} <= set(listed)
     for device, how in listed.items():

@@ -15,7 +15,7 @@ from dgtraces.errors import DgtracesError
 from dgtraces.models import layers_frame
 from dgtraces.predict import Cluster, Policy, from_run, predict, predict_trace
 from dgtraces.predict.links import known_links, ring_link_from_allreduce
-from dgtraces.store import manifest as store
+from dgtraces.store import release as release_mod
 from dgtraces.store import shards
 
 TS = "2026-12-02T15:00:00Z"
@@ -273,7 +273,7 @@ def test_sweep_uses_the_comm_fits_of_the_given_release(release, tmp_path):
 
     from dgtraces.predict.sweep import Grid, comm_grid
 
-    fits = store.read_table("comm_fits", "9.0.0").assign(alpha_us=600.0)
+    fits = release_mod.read_table("comm_fits", "9.0.0").assign(alpha_us=600.0)
     shards.extend_release("9.1.0", {"comm_fits": fits}, base="9.0.0", replace=["comm_fits"])
     grid = Grid(workers=(2,), gpus_per_node=(2,), intra=("loopback-gloo",),
                 inter=("loopback-gloo",))
@@ -316,12 +316,13 @@ def test_resolve_with_preloaded_tables_reads_no_table_again(release, monkeypatch
     from dgtraces.predict.trace import resolve
 
     plain = resolve("alexnet", "cpu-test", 8, release="9.0.0")
-    runs, timings = store.read_table("runs", "9.0.0"), store.read_table("layer_timings", "9.0.0")
+    runs = release_mod.read_table("runs", "9.0.0")
+    timings = release_mod.read_table("layer_timings", "9.0.0")
 
     def no_read(*args, **kwargs):
         raise AssertionError("preloaded tables were read again")
 
-    monkeypatch.setattr(store, "read_table", no_read)
+    monkeypatch.setattr(release_mod, "read_table", no_read)
     again = resolve("alexnet", "cpu-test", 8, release="9.0.0", runs=runs, timings=timings)
     assert again == plain and again.run_id == RUN
 

@@ -11,7 +11,7 @@ from dgtraces.cli import main
 from dgtraces.errors import DgtracesError
 from dgtraces.io import files as fileio
 from dgtraces.store import manifest as store
-from dgtraces.store import verify
+from dgtraces.store import release, verify
 
 
 @pytest.fixture
@@ -40,12 +40,12 @@ def test_missing_parquet_file_is_integrity(own_store, tmp_path, call):
     from dgtraces.publish import hf
     from dgtraces.query import engine as query
 
-    (comm,) = store.table_files("0.2.0")["comm"]
+    (comm,) = release.table_files("0.2.0")["comm"]
     comm.unlink()
     run = {"sql": lambda: query.sql("SELECT count(*) FROM runs", "0.2.0"),
            "card": lambda: cards.render_card("0.2.0"),
            "export": lambda: hf.export(tmp_path / "hf", "0.2.0"),
-           "read_table": lambda: store.read_table("runs", "0.2.0")}[call]
+           "read_table": lambda: release.read_table("runs", "0.2.0")}[call]
     with pytest.raises(DgtracesError) as exc:
         run()
     assert exc.value.code == "INTEGRITY" and exc.value.hint == store.VERIFY_HINT
@@ -54,7 +54,7 @@ def test_missing_parquet_file_is_integrity(own_store, tmp_path, call):
 
 
 def test_sql_out_refuses_the_releases_folder(own_store, tmp_path):
-    (target,) = store.table_files("0.2.0")["runs"]
+    (target,) = release.table_files("0.2.0")["runs"]
     digest = fileio.sha256_file(target)
     (tmp_path / "rel").symlink_to(own_store / "shards")
     for out in (target, tmp_path / "rel" / "runs" / target.name,
@@ -95,7 +95,7 @@ def test_manifest_shard_entry_is_a_sha256_only(own_store, file):
     manifest["tables"]["runs"]["shards"][0]["sha256"] = file
     mpath.write_text(json.dumps(manifest))
     for call in (lambda: store.read_manifest("0.2.0"), lambda: query.connect("0.2.0"),
-                 lambda: store.read_table("layers", "0.2.0")):
+                 lambda: release.read_table("layers", "0.2.0")):
         with pytest.raises(DgtracesError) as exc:
             call()
         assert exc.value.code == "INTEGRITY"

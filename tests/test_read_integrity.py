@@ -13,7 +13,7 @@ import dgtraces
 from dgtraces.errors import DgtracesError
 from dgtraces.query import engine as query
 from dgtraces.query import sandbox
-from dgtraces.store import integrity
+from dgtraces.store import integrity, release
 from dgtraces.store import manifest as store
 
 
@@ -28,7 +28,7 @@ def own_store(mini_release_root, tmp_path, monkeypatch):
 
 READERS = {
     "load": lambda: dgtraces.load("runs"),
-    "read_table": lambda: store.read_table("runs", "0.2.0"),
+    "read_table": lambda: release.read_table("runs", "0.2.0"),
     "sql": lambda: query.sql("SELECT count(*) FROM layers"),
     "connect": lambda: dgtraces.connect().close(),
 }
@@ -57,7 +57,7 @@ TAMPER = {"flipped byte": flip_byte, "rewritten file": rewrite}
 
 def _runs_file(root):
     """The one shard of the runs table of v0.2.0 (data/shards/runs/<sha256>.parquet)."""
-    (path,) = store.table_files("0.2.0", root)["runs"]
+    (path,) = release.table_files("0.2.0", root)["runs"]
     return path
 
 

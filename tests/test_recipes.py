@@ -15,7 +15,7 @@ from dgtraces.models import layers_frame
 from dgtraces.recipes import Recipe, Step, get_recipe, recipes
 from dgtraces.recipes.build import build_recipe, context, produce
 from dgtraces.store import manifest as st
-from dgtraces.store import shards
+from dgtraces.store import release, shards
 
 P = "dgtraces.recipes.producers:"
 
@@ -23,8 +23,8 @@ P = "dgtraces.recipes.producers:"
 def _added(version: str, table: str) -> pd.DataFrame:
     """The rows ``version`` added to ``table`` on top of its parent (appended last)."""
     m = st.read_manifest(version)
-    df = st.read_table(table, version)
-    parent = st.read_table(table, m["parent"]) if table in st.read_manifest(
+    df = release.read_table(table, version)
+    parent = release.read_table(table, m["parent"]) if table in st.read_manifest(
         m["parent"])["tables"] else df.iloc[:0]
     return df.iloc[len(parent):].reset_index(drop=True)
 
@@ -44,7 +44,7 @@ def test_v010_recipe_reproduces_the_layers_table():
     r = get_recipe("0.1.0")
     frames = produce(r, context(r))
     for version in st.list_releases():  # later releases carry it unchanged (first rows)
-        stored = st.read_table("layers", version).iloc[:len(frames["layers"])]
+        stored = release.read_table("layers", version).iloc[:len(frames["layers"])]
         pd.testing.assert_frame_equal(frames["layers"], stored)
 
 
@@ -54,13 +54,13 @@ def test_v020_recipe_declares_what_v020_measured():
     assert step.measures and r.deterministic_steps() == ()
     added = set(st.read_manifest("0.2.0")["tables"]) - set(st.read_manifest("0.1.0")["tables"])
     assert set(step.tables) == added
-    runs = st.read_table("runs", "0.2.0")
+    runs = release.read_table("runs", "0.2.0")
     got = {(m, int(b), int(t)) for m, b, t in runs[["model", "batch_size", "threads"]]
            .itertuples(index=False)}
     want = {(m, b, t) for m, (t1, t2) in step.kwargs["layer_batches"].items()
             for t, sizes in ((1, t1), (2, t2)) for b in sizes}
     assert got == want and len(runs) == 14
-    its = st.read_table("iterations", "0.2.0")
+    its = release.read_table("iterations", "0.2.0")
     assert set(its["policy"]) == set(step.kwargs["policies"])
     assert set(its["batch_size"]) == {step.kwargs["ssgd_batch"]}
 
@@ -137,7 +137,7 @@ def test_v050_recipe_reproduces_the_stored_rows():
     assert r.notes.format_map({**ctx.facts, "rows": "+6 devices, +1778 kernels"}) == \
         st.read_manifest("0.5.0")["notes"]
     # the reconstructed rows are v0.3.0's, unchanged (kernels-2.0 not adopted)
-    runs = st.read_table("runs", "0.5.0")
+    runs = release.read_table("runs", "0.5.0")
     assert set(runs.loc[runs["provenance"] == "reconstructed", "collector_version"]) == {
         "dgtraces.reconstruct/roofline-1.1"}
 
@@ -157,7 +157,7 @@ def test_generic_builder_writes_validates_and_refuses(empty_store):
     dry = build_recipe(v2, root=empty_store, dry_run=True)
     assert dry.path is None and st.list_releases(empty_store) == ["0.1.0"]
     build_recipe(v2, root=empty_store)
-    layers = st.read_table("layers", "0.2.0", empty_store)
+    layers = release.read_table("layers", "0.2.0", empty_store)
     assert list(layers["model"].unique()) == ["alexnet", "resnet50"] and len(layers) == 23 + 228
     assert st.read_manifest("0.2.0", empty_store)["parent"] == "0.1.0"
     cases = [(v2, "VERSION"),  # exists
@@ -203,7 +203,7 @@ def test_release_adds_registry_models_to_layers(alexnet_store, tmp_path):
     res = build_release("0.2.0", root=alexnet_store, models=["resnet50", "googlenet"])
     assert res.models == ["resnet50", "googlenet"] and res.ids == []
     assert res.rows_added == {"layers": 228 + 158}
-    layers = st.read_table("layers", "0.2.0", alexnet_store)
+    layers = release.read_table("layers", "0.2.0", alexnet_store)
     pd.testing.assert_frame_equal(layers, layers_frame(["alexnet", "resnet50", "googlenet"]))
     assert st.read_manifest("0.2.0", alexnet_store)["notes"] == "models: resnet50, googlenet"
     log = (tmp_path / "CHANGELOG.md").read_text()

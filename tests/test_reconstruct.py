@@ -159,7 +159,7 @@ def test_cli_writes_valid_files_and_reports_codes(tmp_path):
                           "--model", "alexnet", "--batch-size", "32", "--out", str(out)],
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
-    from dgtraces.tables.checks import validate_files
+    from dgtraces.contribute.files import validate_files
 
     counts = validate_files([out / "runs.parquet", out / "layer_timings.parquet"],
                             use_store=False)

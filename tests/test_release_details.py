@@ -11,9 +11,9 @@ from attack_tally import record
 from test_contribute import CONTRIBUTOR, META, variant, write_contrib
 
 from dgtraces.contribute import contribute
+from dgtraces.contribute.files import validate_files
 from dgtraces.contribute.release import JOURNAL, build_release, md_inline
 from dgtraces.errors import DgtracesError
-from dgtraces.tables.checks import validate_files
 
 LOG = "# Changelog\n\n## Dataset releases\n\n### [v0.1.0] - 2026-12-02\n- layers\n"
 INJECTIONS = [
@@ -84,13 +84,13 @@ def test_validate_unknown_table_is_an_error(tmp_path, table):
 def test_contributed_devices_reach_the_devices_table(store, tmp_path):
     """v0.1.0 has no devices table: the release gains one with the declared device, and a
     second contribution declaring the same key adds no duplicate."""
-    from dgtraces.store import manifest as st
+    from dgtraces.store import release
 
     for rid, scale in (("d1", 1.0), ("d2", 1.2)):
         runs, lt = variant(rid, scale=scale)
         contribute(write_contrib(tmp_path / f"c-{rid}", runs, lt), root=store)
     build_release("0.2.0", root=store)
-    dev = st.read_table("devices", "0.2.0", store)
+    dev = release.read_table("devices", "0.2.0", store)
     assert dev["device"].tolist() == ["example-gpu"]
     row = dev.iloc[0]
     assert row["kind"] == "gpu" and row["provenance"] == "measured"

@@ -108,9 +108,9 @@ def tree_hash(*roots) -> str:
 @pytest.fixture
 def arena(mini_store, tmp_path, monkeypatch):
     """An outside folder with a CSV, and a working directory with DuckDB's default `.tmp`."""
-    from dgtraces.store import manifest as store
+    from dgtraces.store import release
 
-    files = store.table_files("0.2.0", mini_store)  # the shards the views read
+    files = release.table_files("0.2.0", mini_store)  # the shards the views read
     (runs,), (layers,) = files["runs"], files["layers"]
     out = tmp_path / "outside"
     (out / "dump").mkdir(parents=True)

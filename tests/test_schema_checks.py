@@ -1,8 +1,9 @@
 import pandas as pd
 import pytest
 
+from dgtraces.contribute.files import validate_files
 from dgtraces.errors import DgtracesError, ValidationError
-from dgtraces.tables.checks import validate_files, validate_frame, validate_tables
+from dgtraces.tables.checks import validate_frame, validate_tables
 from dgtraces.tables.export import stale
 
 

@@ -14,7 +14,7 @@ from dgtraces.io import files as fileio
 from dgtraces.publish import hf
 from dgtraces.query import engine as query
 from dgtraces.store import manifest as store
-from dgtraces.store import migrate, shards, verify
+from dgtraces.store import migrate, release, shards, verify
 from dgtraces.store import shards as shards_mod
 from tests.conftest import _mini_frames
 
@@ -63,17 +63,17 @@ def test_readers_see_the_shards_as_one_table(mini):
     root, frames = mini
     runs, lt = _more_runs(frames, "-b")
     shards_mod.extend_release("0.3.0", {"runs": runs, "layer_timings": lt})
-    got = store.read_table("runs")
-    want = pd.concat([store.read_table("runs", "0.2.0"), runs], ignore_index=True)
+    got = release.read_table("runs")
+    want = pd.concat([release.read_table("runs", "0.2.0"), runs], ignore_index=True)
     assert list(got["run_id"]) == list(want["run_id"])  # shard order = row order
-    assert list(got.dtypes) == list(store.read_table("runs", "0.2.0").dtypes)
+    assert list(got.dtypes) == list(release.read_table("runs", "0.2.0").dtypes)
     n_runs = frames["layer_timings"]["run_id"].nunique()
     assert query.sql("SELECT count(*) AS n, count(DISTINCT run_id) AS d FROM layer_timings"
                      ).rows == [(2 * len(frames["layer_timings"]), 2 * n_runs)]
-    assert len(store.dataset("layer_timings").to_table(columns=["run_id"])) == 2 * len(lt)
+    assert len(release.dataset("layer_timings").to_table(columns=["run_id"])) == 2 * len(lt)
     out = hf.export(root.parent / "hub")
     names = {str(p.relative_to(root.parent / "hub")) for p in out}
-    for t, e in store.tables().items():
+    for t, e in release.tables().items():
         assert {f"data/{rel}" for rel, _ in store.export_names(t, e)} <= names
 
 
@@ -104,7 +104,7 @@ def test_foreign_keys_checked_by_duckdb_on_replace(mini):
 
 def test_key_failures_query_directly(mini, tmp_path):
     _, frames = mini
-    files = store.table_files("0.2.0")
+    files = release.table_files("0.2.0")
     dup = tmp_path / "dup.parquet"
     frames["runs"].iloc[[1]].to_parquet(dup)
     fails = shards.key_failures({"runs": [dup]}, {"runs": files["runs"]},
@@ -162,8 +162,8 @@ def legacy(tmp_path, monkeypatch):
 def _row_sets(root):
     out = {}
     for v in store.list_releases(root):
-        for t in store.tables(v, root):
-            df = store.read_table(t, v, root)
+        for t in release.tables(v, root):
+            df = release.read_table(t, v, root)
             out[v, t] = sorted(map(repr, df.astype(object).itertuples(index=False)))
     return out
 
@@ -172,7 +172,7 @@ def test_migrate_keeps_row_sets_and_is_idempotent(legacy):
     before = _row_sets(legacy)
     assert verify.verify().legacy == ["0.1.0", "0.2.0", "0.3.0"]
     with pytest.raises(DgtracesError) as exc:  # no new release on a legacy base
-        shards_mod.extend_release("0.4.0", {"devices": store.read_table("devices", "0.3.0")},
+        shards_mod.extend_release("0.4.0", {"devices": release.read_table("devices", "0.3.0")},
                              replace=["devices"])
     assert exc.value.code == "INTEGRITY" and exc.value.hint == store.MIGRATE_HINT
     result = migrate.migrate()
@@ -237,7 +237,7 @@ def test_hub_exports_of_two_releases_share_shard_paths(mini, tmp_path):
 
     a, b = files(old), files(new)
     changed = sorted(k for k in b if a.get(k) != b[k])
-    m3, m2 = store.tables("0.3.0"), store.tables("0.2.0")
+    m3, m2 = release.tables("0.3.0"), release.tables("0.2.0")
     shards_new = sorted(f"data/{rel}" for t in m3 for rel, _ in store.export_names(t, m3[t])
                         if (rel, _) not in store.export_names(t, m2.get(t, {"shards": []})))
     assert changed == sorted(["README.md", "croissant.json", "manifest.json", *shards_new])
@@ -246,4 +246,4 @@ def test_hub_exports_of_two_releases_share_shard_paths(mini, tmp_path):
     got = con.execute(f"SELECT count(*) FROM read_parquet('{new}/data/layer_timings/*.parquet')"
                       ).fetchall()[0][0]
     con.close()
-    assert got == len(store.read_table("layer_timings", "0.3.0"))
+    assert got == len(release.read_table("layer_timings", "0.3.0"))

@@ -7,14 +7,14 @@ from dgtraces.errors import DgtracesError, StoreError, ValidationError
 from dgtraces.io import files as fileio
 from dgtraces.models import layers_frame
 from dgtraces.store import manifest as store
-from dgtraces.store import shards, verify
+from dgtraces.store import release, shards, verify
 
 
 def test_committed_v010_is_intact_and_matches_code():
     report = verify.verify()
     assert report.ok, [f.line() for f in report.failures]
     assert "0.1.0" in report.releases
-    df = store.read_table("layers", "0.1.0")
+    df = release.read_table("layers", "0.1.0")
     expected = layers_frame(["alexnet", "googlenet", "resnet50"])  # the v0.1.0 models
     pd.testing.assert_frame_equal(df.reset_index(drop=True), expected, check_dtype=False)
 
@@ -30,11 +30,11 @@ def test_write_release_manifest_and_reads(empty_store):
     assert shard["bytes"] == m["tables"]["layers"]["bytes"] == file.stat().st_size
     assert [p.name for p in path.iterdir()] == ["manifest.json"]
     assert store.latest() == "0.1.0" and verify.verify().ok
-    assert store.read_table("layers")["params"].sum() == 60_965_224
+    assert release.read_table("layers")["params"].sum() == 60_965_224
 
 
 def test_verify_detects_any_changed_byte(tmp_store):
-    (f,) = store.table_files("0.1.0")["layers"]
+    (f,) = release.table_files("0.1.0")["layers"]
     data = bytearray(f.read_bytes())
     data[len(data) // 2] ^= 0x01
     f.write_bytes(bytes(data))
@@ -83,8 +83,8 @@ def test_extend_release_appends_and_keeps_old(tmp_store):
         params_json=None, notes=None)])
     shards.extend_release("0.2.0", {"runs": runs})
     assert store.list_releases() == ["0.1.0", "0.2.0"]
-    assert len(store.read_table("runs")) == 1
-    assert len(store.read_table("layers", "0.2.0")) == len(store.read_table("layers", "0.1.0"))
+    assert len(release.read_table("runs")) == 1
+    assert len(release.read_table("layers", "0.2.0")) == len(release.read_table("layers", "0.1.0"))
     assert store.read_manifest("0.2.0")["parent"] == "0.1.0"
     assert verify.verify().ok
 
@@ -137,7 +137,7 @@ def test_copied_release_folder_is_an_integrity_error_for_readers(tmp_store):
     _copy_release(tmp_store, "v0.1.0", "v0.9.0")
     assert store.latest() == "0.9.0"  # a real folder with a manifest...
     with pytest.raises(StoreError) as exc:  # ...whose manifest says another release
-        store.read_table("layers")
+        release.read_table("layers")
     assert exc.value.code == "INTEGRITY"
     assert not verify.verify().ok
 
@@ -159,7 +159,7 @@ def test_malformed_manifest_is_reported_not_raised(tmp_store, edit):
     report = verify.verify()  # no exception
     assert not report.ok and all(f.code == "INTEGRITY" for f in report.failures)
     with pytest.raises(StoreError) as exc:
-        store.read_table("layers")
+        release.read_table("layers")
     assert exc.value.code == "INTEGRITY"
 
 
@@ -181,7 +181,7 @@ def test_write_release_needs_tables(tmp_store):
 
 
 def test_duplicate_primary_keys_are_schema_failures(tmp_store):
-    lay = store.read_table("layers")
+    lay = release.read_table("layers")
     with pytest.raises(ValidationError) as exc:
         shards.write_release("0.9.0", {"layers": pd.concat([lay, lay.iloc[:1]])})
     assert exc.value.code == "SCHEMA"

@@ -109,6 +109,7 @@ def _probe(py: Path, cwd: Path, env: dict) -> dict:
 
 def test_wheel_ships_releases_and_seeds_user_store(tmp_path):
     from dgtraces.store import manifest as store
+    from dgtraces.store import release
 
     wheel = _build_wheel(tmp_path)
     assert wheel.stat().st_size < WHEEL_MAX_BYTES
@@ -122,11 +123,11 @@ def test_wheel_ships_releases_and_seeds_user_store(tmp_path):
     assert Path(got["packaged"]).resolve().is_relative_to(venv)
     assert got["kind"] == "user"
     assert Path(got["root"]) == tmp_path / "home" / "share" / "dgtraces"
-    expected = {v: {t: e["rows"] for t, e in store.tables(v).items()}
+    expected = {v: {t: e["rows"] for t, e in release.tables(v).items()}
                 for v in store.list_releases()}
     assert got["releases"] == store.list_releases()
     assert got["rows"] == expected  # every table of every release, row for row
-    models = store.read_table("layers", store.latest())["model"].nunique()
+    models = release.read_table("layers", store.latest())["model"].nunique()
     assert got["verify_ok"] and got["sql_rows"] == models  # one row per model of the latest
     # the CLI works there too, on the same seeded user store
     cli = venv / "bin" / "dgtraces"
@@ -141,7 +142,7 @@ def test_wheel_ships_releases_and_seeds_user_store(tmp_path):
     subprocess.run([str(cli), "export-hf", "hub"], cwd=elsewhere, env=env, check=True,
                    capture_output=True)
     assert sorted(p.name for p in (elsewhere / "hub" / "data").iterdir()) == \
-        sorted(store.tables(store.latest()))  # data/<table>/<sha256>.parquet
+        sorted(release.tables(store.latest()))  # data/<table>/<sha256>.parquet
     # the card keeps its fragment sections and figures (issue #28 point 3)
     readme = (elsewhere / "hub" / "README.md").read_text()
     assert readme.count("<!-- from cards/fragments/") == 2

@@ -19,6 +19,7 @@ from . import OutPath
 def info(as_json: bool) -> None:
     """Show package version, data folder, releases and the latest release's tables."""
     from dgtraces.store import manifest as store
+    from dgtraces.store import release
     from dgtraces.store.locate import locate
 
     from .._version import __version__
@@ -29,7 +30,7 @@ def info(as_json: bool) -> None:
                            "releases": rels,
                            "latest": rels[-1] if rels else None, "tables": {}}
     if rels:
-        out["tables"] = {k: v["rows"] for k, v in sorted(store.tables(rels[-1]).items())}
+        out["tables"] = {k: v["rows"] for k, v in sorted(release.tables(rels[-1]).items())}
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
@@ -52,7 +53,7 @@ def validate(paths, table, no_store) -> None:
     Files are never modified. The table is taken from each file's name (layer_timings.csv)
     unless --table is given.
     """
-    from dgtraces.tables.checks import validate_files
+    from dgtraces.contribute.files import validate_files
 
     counts = validate_files(list(paths), table, use_store=not no_store)
     for name, rows in counts.items():

@@ -40,7 +40,7 @@ def _candidate_runs(version: str, root, sums: "pd.DataFrame | None") -> list[str
     """Stored runs whose per-run layer count and fwd/bwd sums match a new run's (``sums``:
     one row per new run, columns n, f, b) within the fingerprint's rounding: the only ones
     whose fingerprints can equal a new run's. None: no sums (compute every fingerprint)."""
-    from dgtraces.store import manifest as store
+    from dgtraces.store import release
     from dgtraces.store.shards import _duck, _scan
 
     if sums is None:
@@ -48,7 +48,7 @@ def _candidate_runs(version: str, root, sums: "pd.DataFrame | None") -> list[str
     con = _duck()
     try:
         con.register("c", sums[["n", "f", "b"]].reset_index(drop=True))
-        files = store.table_files(version, root)["layer_timings"]
+        files = release.table_files(version, root)["layer_timings"]
         rows = con.execute(
             "SELECT DISTINCT s.run_id FROM (SELECT run_id, count(*) AS n, "
             "sum(coalesce(fwd_ms, 0)) AS f, sum(coalesce(bwd_ms, 0)) AS b FROM "
@@ -71,6 +71,7 @@ def store_known(root=None, sums: "pd.DataFrame | None" = None) -> Known:
     import pyarrow.dataset as ds
 
     from dgtraces.store import manifest as store
+    from dgtraces.store import release
     from dgtraces.tables.schema import KEYS
 
     known = Known()
@@ -78,12 +79,12 @@ def store_known(root=None, sums: "pd.DataFrame | None" = None) -> Known:
     version = store.latest_or_none(root)
     if version is None:
         return known
-    tables = store.tables(version, root)
+    tables = release.tables(version, root)
 
     def read(name, columns=None, run_ids=None):
         if name not in tables:
             return None
-        data = store.dataset(name, version, root)
+        data = release.dataset(name, version, root)
         where = None if run_ids is None else ds.field("run_id").isin(
             pa.array(run_ids, type=data.schema.field("run_id").type))
         return data.to_table(columns=columns, filter=where).to_pandas()

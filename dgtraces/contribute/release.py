@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from dgtraces.io import files as fileio
 from dgtraces.store import manifest as store
-from dgtraces.store import shards, verify
+from dgtraces.store import release, shards, verify
 from dgtraces.store.locate import sidecar_dir
 
 from ..errors import DgtracesError, IntegrityError, StoreError, VersionError
@@ -244,10 +244,10 @@ def _sources(parent: str | None, entries, root, models=()
 
     from dgtraces.tables.checks import validate_frame
 
-    tables = store.tables(parent, root) if parent else {}
-    have = ({"layers": store.read_table("layers", parent, root, columns=["model"])}
+    tables = release.tables(parent, root) if parent else {}
+    have = ({"layers": release.read_table("layers", parent, root, columns=["model"])}
             if "layers" in tables else {})
-    known = (set(store.read_table("devices", parent, root, columns=["device"])["device"])
+    known = (set(release.read_table("devices", parent, root, columns=["device"])["device"])
              if "devices" in tables else set())
     layers, model_info = model_layers(models, have)
     sources: dict[str, list] = {"layers": [layers]} if layers is not None else {}

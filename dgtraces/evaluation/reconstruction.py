@@ -205,6 +205,7 @@ def build_report(version: str | None = None, *,
     from dgtraces.reconstruct.bcaffe import compare
     from dgtraces.reconstruct.calibration import calibrate
     from dgtraces.store import manifest as store
+    from dgtraces.store import release as release_mod
 
     missing: list[str] = []
     if frames is None and version is None:
@@ -214,7 +215,7 @@ def build_report(version: str | None = None, *,
             frames = {}
     if frames is None:  # an explicit version that does not exist (or is broken) raises
         version = store.norm_version(str(version))
-        frames = store.read_all(version)
+        frames = release_mod.read_all(version)
     cals = {d: calibrate(d) for d in GPU_DEVICES}
     cpu = cpu_validations(frames, missing)
     runs, lt = frames.get("runs"), frames.get("layer_timings")

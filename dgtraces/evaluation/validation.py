@@ -194,14 +194,15 @@ def validate(release: str | None = None, overheads=None) -> ValidationResult:
     import pandas as pd
 
     from dgtraces.store import manifest as store
+    from dgtraces.store import release as release_mod
 
     release = store.latest() if release is None else store.norm_version(release)
-    names = store.tables(release)
+    names = release_mod.tables(release)
     if "iterations" not in names:
         raise DgtracesError(f"release {release} has no iterations table", code="NOT_FOUND")
-    it = store.read_table("iterations", release)
-    runs = store.read_table("runs", release) if "runs" in names else None
-    timings = store.read_table("layer_timings", release) if "layer_timings" in names else None
+    it = release_mod.read_table("iterations", release)
+    runs = release_mod.read_table("runs", release) if "runs" in names else None
+    timings = release_mod.read_table("layer_timings", release) if "layer_timings" in names else None
     it = it[it["provenance"].isin(("measured", "published"))]
     out = []
     for row in it.to_dict("records"):

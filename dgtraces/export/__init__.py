@@ -47,6 +47,7 @@ def load_run_trace(run_id: str, release: str | None = None, *, whole: bool = Tru
     exports carry layer compute only). NOT_FOUND for an unknown run, NO_LAYER_TIMINGS for a
     run that has only whole-model figures."""
     from dgtraces.store import manifest as store
+    from dgtraces.store import release as release_mod
 
     from ..predict.trace import resolve
 
@@ -54,14 +55,14 @@ def load_run_trace(run_id: str, release: str | None = None, *, whole: bool = Tru
         raise DgtracesError("run id must be a non-empty string", code="BAD_INPUT",
                             failures=[Failure("BAD_INPUT", "bad run id", column="run_id",
                                               found=repr(run_id)[:40])])
-    runs = store.read_table("runs", release)
+    runs = release_mod.read_table("runs", release)
     if not (runs["run_id"] == run_id).any():
         raise DgtracesError(f"run {run_id!r} not in runs of release "
                             f"{release or store.latest()}", code="NOT_FOUND",
                             failures=[Failure("NOT_FOUND", "unknown run", column="run_id",
                                               found=repr(run_id))],
                             hint="list runs with: dgtraces sql \"select run_id from runs\"")
-    timings = store.read_table("layer_timings", release)
+    timings = release_mod.read_table("layer_timings", release)
     if not (timings["run_id"] == run_id).any():
         raise DgtracesError(f"run {run_id!r} has no layer timings (whole-model figures only); "
                             "an export needs per-layer times", code="NO_LAYER_TIMINGS",

@@ -159,6 +159,7 @@ def _from_path(path: Path, workers: int | None) -> dict:
 def link_from_fit(spec: str, release: str | None = None) -> Link:
     """The per-hop :class:`Link` of an allreduce fit named by ``spec`` (see module doc)."""
     from dgtraces.store import manifest as store
+    from dgtraces.store import release as release_mod
 
     if not isinstance(spec, str) or not spec:
         raise _bad("empty", spec)
@@ -169,10 +170,10 @@ def link_from_fit(spec: str, release: str | None = None) -> Link:
         origin = str(path)
     else:
         rel = release or store.latest()
-        if "comm_fits" not in store.tables(rel):
+        if "comm_fits" not in release_mod.tables(rel):
             raise _bad(f"release {rel} has no comm_fits table and no file {target!r} exists",
                        spec, code="NOT_FOUND")
-        fits = store.read_table("comm_fits", rel)
+        fits = release_mod.read_table("comm_fits", rel)
         fit = _pick_fit(fits[fits["interconnect"] == target], workers,
                         f"comm_fits of release {rel} (interconnect {target})")
         origin = f"comm_fits of release {rel}"

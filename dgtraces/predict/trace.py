@@ -201,15 +201,16 @@ def from_run(run_id: str, release: str | None = None, *, runs: "pd.DataFrame | N
     is what an uninstrumented training iteration runs; the source says by how much.
     """
     from dgtraces.store import manifest as store
+    from dgtraces.store import release as release_mod
 
-    runs = store.read_table("runs", release) if runs is None else runs
+    runs = release_mod.read_table("runs", release) if runs is None else runs
     row = runs.loc[runs["run_id"] == run_id]
     if row.empty:
         raise StoreError(f"run {run_id!r} not in runs of release {release or store.latest()}",
                          failures=[Failure("NOT_FOUND", "unknown run", column="run_id",
                                            found=repr(run_id))])
     run = row.iloc[0]
-    timings = store.read_table("layer_timings", release) if timings is None else timings
+    timings = release_mod.read_table("layer_timings", release) if timings is None else timings
     lt = timings.loc[timings["run_id"] == run_id]
     params = run.get("params_json")
     trace = from_frame(lt, run["model"], int(run["batch_size"]),
@@ -233,12 +234,12 @@ def find_run(model: str, device: str, batch_size: int, precision: str = "fp32",
     """Best stored run for a setup (measured > reconstructed > published, unflagged first);
     a run whose layer timings lack layers of its model is never picked (ask for it by run
     id). ``runs``/``timings`` are the preloaded tables of ``release``."""
-    from dgtraces.store import manifest as store
+    from dgtraces.store import release as release_mod
     from dgtraces.tables.coverage import incomplete_runs
 
     if runs is None:
         try:
-            runs = store.read_table("runs", release)
+            runs = release_mod.read_table("runs", release)
         except StoreError:
             return None
     m = runs[(runs["model"] == model) & (runs["device"] == device)
@@ -246,7 +247,7 @@ def find_run(model: str, device: str, batch_size: int, precision: str = "fp32",
     if m.empty:
         return None
     if timings is None:
-        timings = store.read_table("layer_timings", release)
+        timings = release_mod.read_table("layer_timings", release)
     m = m[~m["run_id"].astype(str).isin(set(incomplete_runs(
         m, timings[timings["run_id"].isin(set(m["run_id"]))])))]
     if m.empty:
@@ -280,6 +281,7 @@ def resolve(model: str | None, device: str | None, batch_size: int | None, *,
 def _resolve(model, device, batch_size, precision, run_id, release, whole, runs,
              timings, shape_only=False) -> Trace:
     from dgtraces.store import manifest as store
+    from dgtraces.store import release as release_mod
 
     if run_id is None:
         for name, value in (("model", model), ("device", device), ("batch_size", batch_size)):
@@ -295,7 +297,7 @@ def _resolve(model, device, batch_size, precision, run_id, release, whole, runs,
     if device not in gpu_devices():
         if runs is None:
             try:
-                runs = store.read_table("runs", release)
+                runs = release_mod.read_table("runs", release)
             except StoreError:
                 runs = None
         missing = no_run_at_batch(model, device, batch_size, runs)
@@ -335,10 +337,10 @@ def _spelled(model: str, device: str, release, runs) -> tuple[str, str]:
 
     model = canonical(model, (e.key for e in REGISTRY)) or model
     if device != device.lower() and canonical(device, gpu_devices()) is None and runs is None:
-        from dgtraces.store import manifest as store
+        from dgtraces.store import release as release_mod
 
         try:
-            runs = store.read_table("runs", release, columns=["device"])
+            runs = release_mod.read_table("runs", release, columns=["device"])
         except StoreError:
             runs = None
     known = gpu_devices() | (set() if runs is None else set(runs["device"].astype(str)))

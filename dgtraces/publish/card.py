@@ -44,7 +44,8 @@ def summary(models: tuple[str, ...] = MODELS) -> str:
 def release_models(version: str | None = None, root=None) -> tuple[str, ...]:
     """The registry models in a release's ``layers`` table, in registry order (every
     dataset model when the release has no ``layers`` table)."""
-    from dgtraces.store.manifest import read_manifest, read_table
+    from dgtraces.store.manifest import read_manifest
+    from dgtraces.store.release import read_table
 
     if "layers" not in read_manifest(version, root)["tables"]:
         return MODELS

@@ -133,11 +133,12 @@ def provenance_stats(version: str | None = None, root=None) -> dict[str, dict]:
     provenance, rows descending, source), B-Caffe rows and third-party rows per
     repository; ``via`` names the table provenance is taken from (None: its own)."""
     from dgtraces.store import manifest as store
+    from dgtraces.store import release
     from dgtraces.store.shards import _scan
 
     folder = store.release_path(version, root)
     entries = store.manifest_at(folder)["tables"]
-    files = store.table_files(version, root, verify=True)
+    files = release.table_files(version, root, verify=True)
     ref_src = {t: _scan(files[t], list(e.get("columns") or [])) for t, e in entries.items()}
     groups_of = _ShardGroups()
     stats: dict[str, dict] = {}

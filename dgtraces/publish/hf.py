@@ -38,12 +38,13 @@ def export(out: str | os.PathLike, version: str | None = None, root=None, *,
     from dgtraces.publish import croissant
     from dgtraces.publish.card import provenance_stats, render_card
     from dgtraces.store import manifest as store
+    from dgtraces.store import release
 
     out = check_out(out)
     src = store.release_path(version, root)
     manifest = store.read_manifest(version, root)
     version = manifest["version"]
-    files = store.table_files(version, root)  # INTEGRITY (hint: verify) if a file is missing
+    files = release.table_files(version, root)  # INTEGRITY (hint: verify) if a file is missing
     with atomic_folder(out) as tmp:
         (tmp / DATA_DIR).mkdir()
         bad = []

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from dgtraces.io import files as fileio
 from dgtraces.store import manifest as store
-from dgtraces.store import shards
+from dgtraces.store import release, shards
 
 from ..errors import DgtracesError
 from . import Recipe, Step
@@ -43,7 +43,7 @@ class Context:
 
     def base_frames(self) -> dict[str, "pd.DataFrame"]:
         if self._base_frames is None:
-            self._base_frames = store.read_all(self.base, self.root) if self.base else {}
+            self._base_frames = release.read_all(self.base, self.root) if self.base else {}
         return self._base_frames
 
 

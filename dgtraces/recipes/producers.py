@@ -158,7 +158,7 @@ def reconstruction_fragment(ctx: "Context") -> list[Path]:
     """After v0.3.0: rewrite cards/fragments/reconstruction.md from the new release."""
     from dgtraces.evaluation.fragment import write
     from dgtraces.evaluation.reconstruction import build_report
-    from dgtraces.store import manifest as store
+    from dgtraces.store import release
 
-    rep = build_report(ctx.version, frames=store.read_all(ctx.version, ctx.root), loo=True)
+    rep = build_report(ctx.version, frames=release.read_all(ctx.version, ctx.root), loo=True)
     return write(rep, ctx.fragments)

@@ -10,15 +10,8 @@ helper), ``shards`` (the one writer), ``verify``, ``migrate``. Nothing here impo
 pyarrow or DuckDB at import time.
 """
 
-from dgtraces.store.manifest import (
-    data_root,
-    latest,
-    list_releases,
-    open_release,
-    read_all,
-    read_table,
-)
-from dgtraces.store.release import Release
+from dgtraces.store.manifest import data_root, latest, list_releases
+from dgtraces.store.release import Release, open_release, read_all, read_table
 
 __all__ = ["Release", "data_root", "latest", "list_releases", "open_release", "read_all",
            "read_table"]

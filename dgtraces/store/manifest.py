@@ -233,15 +233,6 @@ def export_names(name: str, entry: Mapping) -> list[tuple[str, dict]]:
     return [(f"{name}/{s['sha256']}.parquet", s) for s in entry["shards"]]
 
 
-def table_files(version: str | None = None, root=None, verify: bool = False
-                ) -> dict[str, list[Path]]:
-    """Table name -> its Parquet files (shards, in row order) of a release; INTEGRITY
-    (hint: verify) listing every file the manifest names that is missing, and with
-    ``verify`` every file whose bytes differ from the manifest (hashes cached,
-    :mod:`dgtraces.store.integrity`). See :class:`dgtraces.store.release.Release`."""
-    return open_release(version, root).files(verify=verify)
-
-
 def checked_files(folder: Path, entries: Mapping[str, dict]) -> dict[str, list[Path]]:
     """Table -> its files (shards in row order); INTEGRITY listing every missing one."""
     files = {name: [p for p, _ in entry_files(folder, name, e)]
@@ -253,35 +244,6 @@ def checked_files(folder: Path, entries: Mapping[str, dict]) -> dict[str, list[P
         raise IntegrityError(f"release {folder.name}: {len(missing)} file(s) listed in "
                              f"the manifest are missing", failures=missing, hint=VERIFY_HINT)
     return files
-
-
-def tables(version: str | None = None, root=None) -> dict[str, dict]:
-    """Table name -> manifest entry (rows, bytes, columns, shards) for a release."""
-    return read_manifest(version, root)["tables"]
-
-
-def open_release(version: str | None = None, root=None):
-    """The :class:`~dgtraces.store.release.Release` handle (manifest read once)."""
-    from dgtraces.store.release import Release
-
-    return Release.open(version, root)
-
-
-def dataset(table: str, version: str | None = None, root=None):
-    """A ``pyarrow.dataset.Dataset`` over one table's shards (lazy: nothing is read yet;
-    filter and project with ``to_table(columns=, filter=)`` or scan it in batches)."""
-    return open_release(version, root).dataset(table)
-
-
-def read_table(table: str, version: str | None = None, root=None,
-               columns: list[str] | None = None) -> "pd.DataFrame":
-    """One table of a release as a DataFrame (its shards in order; ``columns``: only those).
-    Every shard is checked against the manifest first (:mod:`dgtraces.store.integrity`)."""
-    return open_release(version, root).table(table, columns)
-
-
-def read_all(version: str | None = None, root=None) -> dict[str, "pd.DataFrame"]:
-    return open_release(version, root).tables()
 
 
 def _write_parquet(df: "pd.DataFrame", path: Path) -> None:

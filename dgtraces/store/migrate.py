@@ -30,7 +30,7 @@ from dgtraces.errors import Failure, IntegrityError
 from dgtraces.io import files as fileio
 from dgtraces.io.files import atomic_file
 from dgtraces.store import manifest as store
-from dgtraces.store import shards
+from dgtraces.store import release, shards
 
 
 @dataclass
@@ -62,7 +62,7 @@ def _table_shards(name: str, path: Path, entry: dict, parent: tuple[str | None, 
     p_version, p_entries, p_files = parent
     if name in p_entries and p_files.get(name):
         schema = pq.read_schema(p_files[name][0])
-        prior = store.dataset(name, p_version, root).to_table()
+        prior = release.dataset(name, p_version, root).to_table()
         n = prior.num_rows
         if legacy.num_rows >= n and legacy.schema.equals(schema) and \
                 legacy.slice(0, n).equals(prior):

@@ -2,7 +2,7 @@
 its tables, files and verification without re-reading it.
 
 ``Release.open(version=None, root=None)`` (``None``: the latest) is the one way in;
-:func:`dgtraces.store.manifest.read_table` and friends are thin wrappers over it. Pass a
+:func:`read_table`, :func:`table_files` and friends below are thin wrappers over it. Pass a
 ``Release`` down a call chain instead of ``version``/``root`` pairs.
 """
 
@@ -103,3 +103,42 @@ class Release:
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table of the release as DataFrames."""
         return {name: self.table(name) for name in self.table_names}
+
+
+# The function API: each call opens the release once (manifest read and checked once).
+
+
+def table_files(version: str | None = None, root=None, verify: bool = False
+                ) -> dict[str, list[Path]]:
+    """Table name -> its Parquet files (shards, in row order) of a release; INTEGRITY
+    (hint: verify) listing every file the manifest names that is missing, and with
+    ``verify`` every file whose bytes differ from the manifest (hashes cached,
+    :mod:`dgtraces.store.integrity`). See :class:`dgtraces.store.release.Release`."""
+    return open_release(version, root).files(verify=verify)
+
+
+def tables(version: str | None = None, root=None) -> dict[str, dict]:
+    """Table name -> manifest entry (rows, bytes, columns, shards) for a release."""
+    return mf.read_manifest(version, root)["tables"]
+
+
+def open_release(version: str | None = None, root=None):
+    """The :class:`Release` handle (manifest read once)."""
+    return Release.open(version, root)
+
+
+def dataset(table: str, version: str | None = None, root=None):
+    """A ``pyarrow.dataset.Dataset`` over one table's shards (lazy: nothing is read yet;
+    filter and project with ``to_table(columns=, filter=)`` or scan it in batches)."""
+    return open_release(version, root).dataset(table)
+
+
+def read_table(table: str, version: str | None = None, root=None,
+               columns: list[str] | None = None) -> "pd.DataFrame":
+    """One table of a release as a DataFrame (its shards in order; ``columns``: only those).
+    Every shard is checked against the manifest first (:mod:`dgtraces.store.integrity`)."""
+    return open_release(version, root).table(table, columns)
+
+
+def read_all(version: str | None = None, root=None) -> dict[str, "pd.DataFrame"]:
+    return open_release(version, root).tables()

@@ -36,6 +36,7 @@ from dgtraces.errors import DgtracesError, Failure, IntegrityError, ValidationEr
 from dgtraces.io import files as fileio
 from dgtraces.io.files import atomic_folder, fsync_dir
 from dgtraces.store import manifest as store
+from dgtraces.store import release
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing import TypeAlias
@@ -254,7 +255,7 @@ def base_state(base: str | None, root=None) -> tuple[dict[str, dict], dict[str, 
         raise IntegrityError(f"release {base} is in the old one-file-per-table layout; new "
                              "releases are built on shard releases only",
                              hint=store.MIGRATE_HINT)
-    files = store.table_files(base, root)
+    files = release.table_files(base, root)
     return ({n: {"columns": e["columns"], "shards": list(e["shards"])}
              for n, e in manifest["tables"].items()}, files)
 
@@ -312,9 +313,9 @@ def _frames_checked(frames, base: str | None, root) -> dict[str, pd.DataFrame]:
     from dgtraces.tables.checks import validate_tables
 
     known_runs = None
-    if base is not None and "runs" in store.tables(base, root) and \
+    if base is not None and "runs" in release.tables(base, root) and \
             ("layer_timings" in frames or "iterations" in frames):
-        known_runs = store.read_table("runs", base, root, columns=["run_id", "model"])
+        known_runs = release.read_table("runs", base, root, columns=["run_id", "model"])
     return validate_tables(frames, known_runs=known_runs)
 
 
