@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from dgtraces.contribute import Limits, contribute
-from dgtraces.contribute.staging import get_staged, list_staged, reject, store_lock
+from dgtraces.contribute.staging import get_staged, list_staged, reject
 from dgtraces.contribute.template import (
     EXAMPLE_META,
     EXAMPLE_RUN_PREFIX,
@@ -21,6 +21,7 @@ from dgtraces.contribute.template import (
     write_template,
 )
 from dgtraces.errors import DgtracesError
+from dgtraces.store.lock import store_lock
 
 REPO = Path(__file__).resolve().parent.parent
 CONTRIBUTOR = "Test Rig <rig@test.invalid>"

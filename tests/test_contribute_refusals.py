@@ -82,7 +82,7 @@ def test_negative_lock_timeout_is_a_usage_error(store, tmp_path, args):
 
 
 def test_store_lock_refuses_negative_timeout(store):
-    from dgtraces.contribute.staging import store_lock
+    from dgtraces.store.lock import store_lock
 
     with pytest.raises(DgtracesError) as exc:
         with store_lock(store, timeout=-1):

@@ -19,7 +19,9 @@ def contribute(path: str | os.PathLike, *, root=None, limits: Limits = DEFAULT_L
     """Validate ``path`` and stage it; returns the StagedEntry (or the Checked result when
     ``dry_run``). Refused input raises a typed error and writes nothing. ``progress`` gets
     a line of text after each chunk of ``layer_timings`` (the CLI shows it)."""
-    from .staging import LOCK_TIMEOUT, stage
+    from dgtraces.contribute.staging import stage
+    from dgtraces.store.lock import LOCK_TIMEOUT
+
     from .validate import validate_contribution
 
     checked = validate_contribution(path, root=root, limits=limits, progress=progress)

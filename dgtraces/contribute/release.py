@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dgtraces.io import files as fileio
+from dgtraces.store import lock, release, shards, verify
 from dgtraces.store import manifest as store
-from dgtraces.store import release, shards, verify
 from dgtraces.store.locate import sidecar_dir
 
 from ..errors import DgtracesError, IntegrityError, StoreError, VersionError
@@ -261,13 +261,13 @@ def _sources(parent: str | None, entries, root, models=()
     return sources, model_info
 
 
-def build_release(version: str, *, root=None, timeout: float = staging.LOCK_TIMEOUT,
+def build_release(version: str, *, root=None, timeout: float = lock.LOCK_TIMEOUT,
                   models: tuple[str, ...] | list[str] = ()) -> ReleaseResult:
     """Build release ``version`` from the latest release, every staged contribution and
     the ``layers`` rows of registry ``models`` (each must be new to the ``layers`` table)."""
     version = store.norm_version(version)
     notes: list[str] = []
-    with staging.store_lock(root, timeout):
+    with lock.store_lock(root, timeout):
         _clean_stale_temps(root)
         done = _recover(root, notes)
         if staging.staging_dir(root).is_dir():  # half-deleted entries of a killed run

@@ -1,8 +1,7 @@
 """The staging area ``data/staging/<id>/``: validated contributions waiting for a release.
 
 Every write to staging (stage, reject) and every release holds the store lock
-``data/.lock`` (:func:`store_lock`). A process that cannot get it within ``timeout``
-seconds (default :data:`LOCK_TIMEOUT`) fails with code LOCKED; it never writes without it.
+(:func:`dgtraces.store.lock.store_lock`); it never writes without it.
 An entry is written into ``staging/.tmp-<id>-<rand>/`` (tables as Parquet, the metadata,
 ``entry.json``), fsynced and renamed into place, so it appears completely or not at all.
 """
@@ -14,8 +13,6 @@ import os
 import re
 import secrets
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +20,7 @@ from typing import TYPE_CHECKING
 from dgtraces.io import files as fileio
 from dgtraces.io.files import atomic_folder
 from dgtraces.store import manifest as store
+from dgtraces.store.lock import LOCK_TIMEOUT, store_lock
 
 from ..errors import DgtracesError, Failure, StoreError
 
@@ -31,8 +29,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .validate import Checked, Known
 
-LOCK_FILE = ".lock"
-LOCK_TIMEOUT = 10.0
 STAGING = "staging"
 ENTRY = "entry.json"
 ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{12}$")
@@ -40,29 +36,6 @@ ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{12}$")
 
 def staging_dir(root=None) -> Path:
     return store.data_root(root) / STAGING
-
-
-@contextmanager
-def store_lock(root=None, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
-    """Hold ``data/.lock``; raise LOCKED if another process keeps it beyond ``timeout``."""
-    from filelock import FileLock, Timeout
-
-    if not timeout >= 0:  # filelock waits forever on a negative timeout
-        raise DgtracesError(f"lock timeout must be >= 0 s, got {timeout}", code="BAD_INPUT")
-    data = store.data_root(root)
-    data.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(data / LOCK_FILE), timeout=timeout)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise DgtracesError(f"another dgtraces process holds {data / LOCK_FILE} (waited "
-                            f"{timeout:g} s)", code="LOCKED",
-                            hint="retry when the other contribute/release has finished, "
-                                 "or pass a longer --lock-timeout") from None
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 @dataclass(frozen=True)

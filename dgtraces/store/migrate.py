@@ -139,7 +139,7 @@ def migrate_release(version: str, root=None, result: MigrateResult | None = None
 
 def migrate(root=None, timeout: float = 10.0) -> MigrateResult:
     """Migrate every legacy release, oldest first, under the store lock (idempotent)."""
-    from dgtraces.contribute.staging import store_lock
+    from dgtraces.store.lock import store_lock
 
     result = MigrateResult()
     with store_lock(root, timeout):
