@@ -28,8 +28,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("store", ("dgtraces.store",)),
     ("runtime", ("dgtraces.query", "dgtraces.publish", "dgtraces.importers",
                  "dgtraces.collect", "dgtraces.reconstruct", "dgtraces.predict",
-                 "dgtraces.export", "dgtraces.contribute", "dgtraces.recipes")),
-    ("evaluation", ("dgtraces.evaluation", "dgtraces.demo")),
+                 "dgtraces.export", "dgtraces.contribute")),
+    # recipes assemble releases from every producer, the card fragments of evaluation too
+    ("evaluation", ("dgtraces.evaluation", "dgtraces.recipes", "dgtraces.demo")),
     ("cli", ("dgtraces.cli", "dgtraces.__main__", "dgtraces")),
 )
 

@@ -17,7 +17,7 @@ and models added to the registry later must not change what these recipes build.
 
 from __future__ import annotations
 
-from . import Recipe, Step
+from dgtraces.recipes.spec import Recipe, Step
 
 P = "dgtraces.recipes.producers:"
 V010_MODELS = ("alexnet", "googlenet", "resnet50")
