@@ -6,6 +6,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from dgtraces import publish
 from dgtraces.cli import main
 from dgtraces.publish import card as cards
 from dgtraces.publish import croissant
@@ -86,7 +87,7 @@ def test_card_without_fragments(mini_release_root, tmp_path):
 
 
 def test_write_card_and_cli(mini_store, tmp_path):
-    paths = cards.write_card(tmp_path / "c1", fragments_dir=tmp_path / "none")
+    paths = publish.write_card(tmp_path / "c1", fragments_dir=tmp_path / "none")
     assert [p.name for p in paths] == ["README.md", "croissant.json"]
     assert paths[1].read_text() == croissant.render()
     res = CliRunner().invoke(main, ["card", "--out", str(tmp_path / "c2"), "--release", "0.1.0"])

@@ -217,7 +217,7 @@ def export_hf(out, version) -> None:
 @release_option(dest="version")
 def card(out, version) -> None:
     """Regenerate the dataset card (README.md) and croissant.json for a release."""
-    from dgtraces.publish.card import write_card
+    from dgtraces.publish import write_card
 
     for path in write_card(out, version):
         click.echo(f"wrote {path}")

@@ -130,7 +130,7 @@ def add_changelog_entry(path: Path, version: str, text: str) -> bool:
 
 def _card(version: str, root, notes: list[str]) -> None:
     try:
-        from dgtraces.publish.card import write_card
+        from dgtraces.publish import write_card
     except ImportError:
         notes.append("card not regenerated: dgtraces.cards.write_card is not available; "
                      "run the card generator after installing it")

@@ -1,0 +1,27 @@
+"""Publishing a release: its dataset card (:mod:`~dgtraces.publish.card`, with the per-shard
+statistics and third-party licences of :mod:`~dgtraces.publish.card_stats`), its Croissant
+metadata (:mod:`~dgtraces.publish.croissant`), the Hugging Face Hub folder
+(:mod:`~dgtraces.publish.hf`) and its citation (:mod:`~dgtraces.publish.citation`).
+:func:`write_card` writes the card and the Croissant file together.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def write_card(out_dir: str | Path = "cards", version: str | None = None, root=None, *,
+               fragments_dir: str | Path | None = None) -> list[Path]:
+    """Write ``README.md`` and ``croissant.json`` of a release (default: latest) to ``out_dir``."""
+    from dgtraces.io.files import atomic_write_bytes
+    from dgtraces.publish import croissant
+    from dgtraces.publish.card import render_card
+    from dgtraces.publish.card_stats import provenance_stats
+
+    out = Path(out_dir)
+    readme, meta = out / "README.md", out / "croissant.json"
+    stats = provenance_stats(version, root)  # one pass over the data for both files
+    atomic_write_bytes(readme, render_card(version, root, fragments_dir=fragments_dir,
+                                           stats=stats).encode())
+    atomic_write_bytes(meta, croissant.render(version, root, stats=stats).encode())
+    return [readme, meta]

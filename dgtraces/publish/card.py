@@ -3,11 +3,12 @@ and the release's manifest, plus every ``cards/fragments/*.md`` (sorted) that ot
 the project contribute (published data, reconstruction method and error).
 
 Numbers in the card (rows, provenance counts, sources) are computed from the release's Parquet
-shards once their hashes match the manifest (:mod:`dgtraces.card_stats`, per shard and
+shards once their hashes match the manifest (:mod:`dgtraces.publish.card_stats`, per shard and
 cached by its sha256), so the card cannot disagree with the data.
-``write_card`` writes ``README.md`` and ``croissant.json``; the same text is the README of the
-Hub export (:mod:`dgtraces.hf`), whose layout (``data/<table>.parquet``) the YAML ``configs``
-and Croissant ``contentUrl`` refer to.
+``dgtraces.publish.write_card`` writes ``README.md`` and ``croissant.json``; the same text
+is the README of the Hub export (:mod:`dgtraces.publish.hf`), whose layout
+(``data/<table>/<sha256>.parquet``) the YAML ``configs`` and Croissant ``contentUrl``
+refer to.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import re
 from pathlib import Path
 
 from dgtraces.models.registry import MODELS, entry
+from dgtraces.publish.card_stats import THIRD_PARTY
 
 DATASET_NAME = "dgtraces"
 
@@ -68,19 +70,6 @@ BSD_LICENSE_URL = "https://opensource.org/license/bsd-2-clause"
 TAGS = ("distributed-training", "deep-learning", "performance-modeling", "sgd",
         "layer-wise-traces", "benchmark")
 REQUIRES = re.compile(r"<!--\s*requires provenance:\s*([a-z, ]+?)\s*-->")
-BCAFFE_PATTERN = r"(?i)b-caffe"  # sources of rows derived from the shyhuai/B-Caffe logs
-# third-party sources whose own licence applies to the rows citing them (besides B-Caffe):
-# (source regex, repository, Hub licence id, licence URL)
-THIRD_PARTY = (
-    (r"soumith/convnet-benchmarks", "soumith/convnet-benchmarks", "mit",
-     "https://opensource.org/license/mit"),
-    (r"msr-fiddle/pipedream", "msr-fiddle/pipedream", "mit",
-     "https://opensource.org/license/mit"),
-    (r"pytorch/kineto", "pytorch/kineto", "bsd-3-clause",
-     "https://opensource.org/license/bsd-3-clause"),
-    (r"baidu-research/DeepBench", "baidu-research/DeepBench", "apache-2.0",
-     "https://opensource.org/license/apache-2-0"),
-)
 REPO = Path(__file__).resolve().parents[2]
 FRAGMENTS = REPO / "cards" / "fragments"  # a checkout's; a wheel ships a copy (setup.py)
 
@@ -319,18 +308,3 @@ def render_card(version: str | None = None, root=None, *, data_dir: str = "data"
                 "model it follows (the same entries as the repository's CITATION.cff):"), "",
               "```bibtex", citation_bibtex(version), "```", ""]
     return "\n".join(lines)
-
-
-def write_card(out_dir: str | Path = "cards", version: str | None = None, root=None, *,
-               fragments_dir: str | Path | None = None) -> list[Path]:
-    """Write ``README.md`` and ``croissant.json`` of a release (default: latest) to ``out_dir``."""
-    from dgtraces.io.files import atomic_write_bytes
-    from dgtraces.publish import croissant
-
-    out = Path(out_dir)
-    readme, meta = out / "README.md", out / "croissant.json"
-    stats = provenance_stats(version, root)  # one pass over the data for both files
-    atomic_write_bytes(readme, render_card(version, root, fragments_dir=fragments_dir,
-                                           stats=stats).encode())
-    atomic_write_bytes(meta, croissant.render(version, root, stats=stats).encode())
-    return [readme, meta]

@@ -2,7 +2,7 @@
 new rows.
 
 Per table: rows, rows per provenance, (provenance, source, rows) groups, and the rows that
-cite B-Caffe or another third-party source (:data:`dgtraces.cards.THIRD_PARTY`), whose own
+cite B-Caffe or another third-party source (:data:`THIRD_PARTY`), whose own
 licence then applies. A table without its own ``provenance``/``source`` columns takes them
 from the row it references (``layer_timings`` from ``runs``, declared in
 ``schema.FOREIGN_KEYS``).
@@ -24,6 +24,21 @@ from collections import Counter
 from typing import Any
 
 from dgtraces.store.integrity import cache_dir
+
+BCAFFE_PATTERN = r"(?i)b-caffe"  # sources of rows derived from the shyhuai/B-Caffe logs
+# third-party sources whose own licence applies to the rows citing them (besides B-Caffe):
+# (source regex, repository, Hub licence id, licence URL)
+THIRD_PARTY = (
+    (r"soumith/convnet-benchmarks", "soumith/convnet-benchmarks", "mit",
+     "https://opensource.org/license/mit"),
+    (r"msr-fiddle/pipedream", "msr-fiddle/pipedream", "mit",
+     "https://opensource.org/license/mit"),
+    (r"pytorch/kineto", "pytorch/kineto", "bsd-3-clause",
+     "https://opensource.org/license/bsd-3-clause"),
+    (r"baidu-research/DeepBench", "baidu-research/DeepBench", "apache-2.0",
+     "https://opensource.org/license/apache-2-0"),
+)
+
 
 CACHE_NAME = "card-stats.json"
 CACHE_VERSION = 1  # bump when the groups' definition changes
@@ -76,7 +91,6 @@ def _licensed(groups: list, pattern: str) -> int:
 
 
 def _summary(rows: int, groups: list, via: str | None) -> dict[str, Any]:
-    from dgtraces.publish.card import BCAFFE_PATTERN, THIRD_PARTY
 
     counts: Counter = Counter()
     for prov, source, n in groups:

@@ -83,6 +83,7 @@ def build(version: str | None = None, root=None, data_dir: str = "data",
     """The Croissant document (a JSON-ready dict) of a release (``stats``: its
     :func:`dgtraces.cards.provenance_stats`, when the caller has them already)."""
     from dgtraces.publish import card as c
+    from dgtraces.publish import card_stats
     from dgtraces.store import manifest as store
     from dgtraces.tables.export import describe, file_columns
 
@@ -140,7 +141,7 @@ def build(version: str | None = None, root=None, data_dir: str = "data",
         "license": [url for _, url in c.licenses(stats)],
         "isBasedOn": [{"@type": "sc:CreativeWork", "name": repo,
                        "url": f"https://github.com/{repo}", "license": url}
-                      for _, repo, _, url in c.THIRD_PARTY
+                      for _, repo, _, url in card_stats.THIRD_PARTY
                       if any(repo in s.get("third_party", {}) for s in stats.values())],
         "url": c.HOMEPAGE,
         "version": version,
