@@ -11,7 +11,8 @@ from __future__ import annotations
 import sys
 import time
 
-from dgtraces.evaluation.dispatch import Trial, criterion, figures
+from dgtraces.evaluation.dispatch import Trial, criterion
+from dgtraces.evaluation.reconstruction import figures
 
 
 def main() -> int:

@@ -43,9 +43,9 @@ def from_parts(rule: str, gpu: list, cpu: list, bcaffe) -> RuleFigures:
 def per_layer(rule: str, frames: dict, runs, timings) -> RuleFigures:
     """The report's per-layer comparisons (V100 Kineto, CPU, B-Caffe) under ``rule``."""
     from dgtraces.errors import DgtracesError
-    from dgtraces.evaluation.reconstruction import cpu_validations
     from dgtraces.reconstruct.bcaffe import compare
     from dgtraces.reconstruct.costmodel import use_dispatch
+    from dgtraces.reconstruct.cpu import cpu_validations
     from dgtraces.reconstruct.gpu import compare_gpu
 
     with use_dispatch(rule):
@@ -124,24 +124,6 @@ def markdown(trial: Trial) -> list[str]:
             "(`python scripts/evaluate_dispatch_rule.py` computes it); (c) "
             f"{'holds' if v['c_held_out'] else 'fails'}. Per kind and the full table: "
             "`docs/gpu-traces.md`.", ""]
-    return out
-
-
-def figures(rule: str, *, loo: bool = True, version: str | None = None) -> RuleFigures:
-    """The report's per-layer figures and the calibration leave-one-out rms under ``rule``."""
-    from dgtraces.evaluation.reconstruction import GPU_DEVICES, build_report, loo_summary
-    from dgtraces.reconstruct.calibration import WINOGRAD_DEVICES
-    from dgtraces.reconstruct.calibration import loo as loo_errors
-    from dgtraces.reconstruct.costmodel import use_dispatch
-
-    with use_dispatch(rule):
-        rep = build_report(version, trial=False)
-        out = from_parts(rule, rep.gpu, rep.cpu, rep.bcaffe)
-        if loo:
-            loo_errors.cache_clear()  # the cached errors were computed under another rule
-            out.loo_rms = {d: loo_summary(loo_errors(d, True, d in WINOGRAD_DEVICES))
-                           ["rms_log"] for d in GPU_DEVICES}
-            loo_errors.cache_clear()
     return out
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from dgtraces.errors import DgtracesError, StoreError
+from dgtraces.evaluation.dispatch import RuleFigures, Trial, from_parts, per_layer
 from dgtraces.reconstruct.bcaffe import BcaffeComparison
 from dgtraces.reconstruct.calibration import Calibration
 from dgtraces.reconstruct.cpu import CpuValidation
@@ -163,36 +164,6 @@ def v15_check(cal: Calibration) -> list[dict]:
     return rows
 
 
-def cpu_validations(frames: dict, missing: list[str]) -> list[CpuValidation]:
-    """One validation per thread count of the measured CPU runs that has a measured
-    peaks row (:func:`dgtraces.reconstruct.cpu.peak_key`); gaps go to ``missing``."""
-    from dgtraces.reconstruct.cpu import peak_key, validate_cpu
-
-    runs, lt, dev = (frames.get(t) for t in ("runs", "layer_timings", "devices"))
-    if runs is None or lt is None:
-        missing.append("CPU validation: no runs/layer_timings in the release")
-        return []
-    cpu = runs[(runs["provenance"] == "measured") & (runs["device_kind"] == "cpu")]
-    if cpu.empty or cpu["threads"].isna().all():
-        missing.append("CPU validation: no measured CPU runs with a thread count")
-        return []
-    rows = {} if dev is None else {r["device"]: r for r in dev.to_dict("records")
-                                    if r["kind"] == "cpu" and r["provenance"] == "measured"}
-    out = []
-    cores = int(cpu["cores"].max())
-    for t in sorted(int(x) for x in cpu["threads"].dropna().unique()):
-        key = peak_key(t, cores)
-        if key not in rows:
-            missing.append(f"CPU validation at {t} thread(s): no measured devices row "
-                           f"{key!r} (peaks); the v0.3.0 recipe's cpu_devices step measures them")
-            continue
-        try:
-            out.append(validate_cpu(runs, lt, rows[key], t))
-        except DgtracesError as exc:
-            missing.append(f"CPU validation at {t} thread(s): {exc.message}")
-    return out
-
-
 def build_report(version: str | None = None, *,
                  frames: dict[str, "pd.DataFrame"] | None = None,
                  loo: bool = False, trial: bool = True) -> MethodReport:
@@ -204,6 +175,7 @@ def build_report(version: str | None = None, *,
     not in the store raises (StoreError); only an empty store gives an empty release."""
     from dgtraces.reconstruct.bcaffe import compare
     from dgtraces.reconstruct.calibration import calibrate
+    from dgtraces.reconstruct.cpu import cpu_validations
     from dgtraces.store import manifest as store
     from dgtraces.store import release as release_mod
 
@@ -238,9 +210,23 @@ def build_report(version: str | None = None, *,
     rep = MethodReport(cals, v15_check(cals["v100"]), cpu, bc, version, missing,
                        loo_table() if loo else None, *gpu)
     if trial and rep.gpu:
-        from dgtraces.evaluation import dispatch as dispatch_eval
-
-        rep.trial = dispatch_eval.Trial(
-            dispatch_eval.from_parts("layer", rep.gpu, cpu, bc),
-            dispatch_eval.per_layer("iteration", frames, runs, lt))
+        rep.trial = Trial(from_parts("layer", rep.gpu, cpu, bc),
+                          per_layer("iteration", frames, runs, lt))
     return rep
+
+
+def figures(rule: str, *, loo: bool = True, version: str | None = None) -> RuleFigures:
+    """The report's per-layer figures and the calibration leave-one-out rms under ``rule``."""
+    from dgtraces.reconstruct.calibration import WINOGRAD_DEVICES
+    from dgtraces.reconstruct.calibration import loo as loo_errors
+    from dgtraces.reconstruct.costmodel import use_dispatch
+
+    with use_dispatch(rule):
+        rep = build_report(version, trial=False)
+        out = from_parts(rule, rep.gpu, rep.cpu, rep.bcaffe)
+        if loo:
+            loo_errors.cache_clear()  # the cached errors were computed under another rule
+            out.loo_rms = {d: loo_summary(loo_errors(d, True, d in WINOGRAD_DEVICES))
+                           ["rms_log"] for d in GPU_DEVICES}
+            loo_errors.cache_clear()
+    return out

@@ -230,3 +230,31 @@ def validate_cpu(runs: "pd.DataFrame", timings: "pd.DataFrame", device: dict,
                                           "predicted_ms", "error_pct"])
     return CpuValidation(result, threads, dict(device), len(sel), pd.DataFrame(rows), held_df,
                          notes)
+
+
+def cpu_validations(frames: dict, missing: list[str]) -> list[CpuValidation]:
+    """One validation per thread count of the measured CPU runs that has a measured
+    peaks row (:func:`dgtraces.reconstruct.cpu.peak_key`); gaps go to ``missing``."""
+    runs, lt, dev = (frames.get(t) for t in ("runs", "layer_timings", "devices"))
+    if runs is None or lt is None:
+        missing.append("CPU validation: no runs/layer_timings in the release")
+        return []
+    cpu = runs[(runs["provenance"] == "measured") & (runs["device_kind"] == "cpu")]
+    if cpu.empty or cpu["threads"].isna().all():
+        missing.append("CPU validation: no measured CPU runs with a thread count")
+        return []
+    rows = {} if dev is None else {r["device"]: r for r in dev.to_dict("records")
+                                    if r["kind"] == "cpu" and r["provenance"] == "measured"}
+    out = []
+    cores = int(cpu["cores"].max())
+    for t in sorted(int(x) for x in cpu["threads"].dropna().unique()):
+        key = peak_key(t, cores)
+        if key not in rows:
+            missing.append(f"CPU validation at {t} thread(s): no measured devices row "
+                           f"{key!r} (peaks); the v0.3.0 recipe's cpu_devices step measures them")
+            continue
+        try:
+            out.append(validate_cpu(runs, lt, rows[key], t))
+        except DgtracesError as exc:
+            missing.append(f"CPU validation at {t} thread(s): {exc.message}")
+    return out
