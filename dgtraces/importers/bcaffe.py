@@ -21,15 +21,16 @@ a ``GRAD_MISMATCH`` naming line, blob, layer, expected and found.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import DgtracesError, Failure
-from ..values import positive_int
-from . import IMPORTER_VERSION, citation, frame, read_text
+from dgtraces.errors import DgtracesError, Failure
+from dgtraces.importers.base import collector_version, frame, read_text
+from dgtraces.importers.shipped import citation
+from dgtraces.tables.runrow import runs_row
+from dgtraces.values import positive_int
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -116,7 +117,7 @@ def parse_blocks(text: str, file: str = "<log>") -> tuple[list[list[BlobLine]], 
 
 def check_block(block: list[BlobLine], model: str, file: str = "<log>") -> int:
     """Check blob count and sizes against the model; returns how many blobs are padded."""
-    from ..models import blobs
+    from dgtraces.models import blobs
 
     expected = blobs(model)
     if len(block) != len(expected):
@@ -145,7 +146,7 @@ def check_block(block: list[BlobLine], model: str, file: str = "<log>") -> int:
 
 def _layer_times(block: list[BlobLine], model: str, file: str) -> dict[str, tuple[float, float]]:
     """layer -> (compute_us, summed comm_us) of one block."""
-    from ..models import blobs
+    from dgtraces.models import blobs
 
     out: dict[str, tuple[float, float]] = {}
     for item, blob in zip(block, blobs(model), strict=True):
@@ -303,16 +304,15 @@ def build_rows(parsed: Parsed, attributed: Attributed, *, model: str, run_id: st
     if five:
         params["merged_us_by_blob"] = [[b.merged_us for b in blk] for blk in used]
     year = INFERRED["year"] if shipped else None
-    run = {
-        "run_id": run_id, "model": model, "device": str(settings["device"]),
-        "device_kind": "gpu" if shipped or "cpu" not in str(settings["device"]) else "cpu",
-        "framework": "B-Caffe (Caffe fork, distributed.cpp)", "precision": "fp32",
-        "batch_size": int(settings["batch_size"]), "provenance": "published",
-        "source": source, "collector_version": f"dgtraces.importers.bcaffe {IMPORTER_VERSION}",
-        "timestamp_utc": _stamp(used[0][0].stamp, year),
-        "bwd_ms": sum(t["bwd_ms"] for t in timings), "flagged": False,
-        "params_json": json.dumps(params, sort_keys=True), "notes": _notes(five, inferred),
-    }
+    run = runs_row(
+        run_id=run_id, model=model, device=str(settings["device"]),
+        device_kind="gpu" if shipped or "cpu" not in str(settings["device"]) else "cpu",
+        framework="B-Caffe (Caffe fork, distributed.cpp)", precision="fp32",
+        batch_size=int(settings["batch_size"]), provenance="published", source=source,
+        collector_version=collector_version("bcaffe"),
+        timestamp_utc=_stamp(used[0][0].stamp, year),
+        bwd_ms=sum(t["bwd_ms"] for t in timings), flagged=False, params=params,
+        notes=_notes(five, inferred))
     return frame("runs", [run]), frame("layer_timings", timings)
 
 
@@ -323,7 +323,7 @@ def import_log(path, model: str = "googlenet", *, run_id: str | None = None,
     shipped log (recognised by sha256) device, batch size, workers and interconnect default
     to the INFERRED settings and are labelled so; for any other log ``source``, ``device``
     and ``batch_size`` must be given."""
-    from ..models import get_spec
+    from dgtraces.models import get_spec
 
     get_spec(model)  # UNKNOWN_MODEL early
     path = Path(path)

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import DgtracesError, Failure
-from ..values import positive_int
-from . import frame, read_text
-from .gpu_sources import GpuSource, resolve, run_row, shipped
+from dgtraces.errors import DgtracesError, Failure
+from dgtraces.importers.base import frame, gpu_run_row, read_text
+from dgtraces.importers.shipped import GpuSource, resolve, shipped
+from dgtraces.values import positive_int
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -103,7 +103,7 @@ def parse(text: str, path: str = "log") -> ParsedLog:
 
 
 def _coverage(model: str, names: set[str]) -> tuple[float, list[str]]:
-    from ..models import inferred
+    from dgtraces.models import inferred
 
     gemm = [i.layer.name for i in inferred(model)
             if i.layer.kind in ("conv", "fc") and not i.layer.aux]
@@ -114,7 +114,7 @@ def _coverage(model: str, names: set[str]) -> tuple[float, list[str]]:
 def import_log(path, model: str, *, batch_size: int | None = None, device: str | None = None,
                run_id: str | None = None, source: str | None = None) -> CaffeTimeImport:
     """Map a ``caffe time`` log onto ``model``'s spec (see the module docstring)."""
-    from ..models import layer_records
+    from dgtraces.models import layer_records
 
     order = [r["layer"] for r in layer_records(model)]  # UNKNOWN_MODEL first
     text, digest = read_text(path)
@@ -155,7 +155,7 @@ def import_log(path, model: str, *, batch_size: int | None = None, device: str |
               "unmatched_ms": sum(f + b for _, f, b in unmatched),
               "spec_layers_without_time": without,
               "conv_fc_coverage": coverage}
-    run = run_row(run_id=run_id, model=model, device=device, known=known,
+    run = gpu_run_row(run_id=run_id, model=model, device=device, known=known,
                   framework="caffe (caffe time)", batch_size=batch, source=cited,
                   importer="caffe_time", params=params, fwd_ms=fwd, bwd_ms=bwd, iter_ms=total,
                   layer_sum_ratio=ratio,

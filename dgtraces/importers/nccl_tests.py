@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import Code, DgtracesError, Failure
-from . import IMPORTER_VERSION, frame, read_text
+from dgtraces.errors import Code, DgtracesError, Failure
+from dgtraces.importers.base import IMPORTER_VERSION, frame, read_text
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -199,10 +199,9 @@ def _point(line: str, lineno: int, columns: list[str], file: str) -> Point:
 def import_log(path, *, collective: str | None = None, interconnect: str | None = None,
                source: str | None = None) -> NcclTestsImport:
     """Import one nccl-tests log (see the module docstring)."""
+    from dgtraces.fitting import fit_alpha_beta
     from dgtraces.io.files import utc_now
     from dgtraces.reference.devices import device_key
-
-    from ..fitting import fit_alpha_beta
 
     path = Path(path)
     text, digest = read_text(path)

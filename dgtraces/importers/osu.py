@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import DgtracesError, Failure
-from . import IMPORTER_VERSION, citation, frame, read_text
+from dgtraces.errors import DgtracesError, Failure
+from dgtraces.importers.base import IMPORTER_VERSION, frame, read_text
+from dgtraces.importers.shipped import citation
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -97,7 +98,7 @@ def parse(text: str, file: str, workers: int | None = None):
 
 def fit(points) -> Fit:
     """Constrained (alpha, beta >= 0) unweighted least squares over [(bytes, us), ...]."""
-    from ..fitting import fit_alpha_beta
+    from dgtraces.fitting import fit_alpha_beta
 
     xs = [int(p[0]) for p in points]
     got = fit_alpha_beta(xs, [p[1] for p in points], weights="uniform")

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import DgtracesError, Failure
-from ..values import positive_int
-from . import frame, read_text
-from .gpu_sources import resolve, run_row, shipped
+from dgtraces.errors import DgtracesError, Failure
+from dgtraces.importers.base import frame, gpu_run_row, read_text
+from dgtraces.importers.shipped import resolve, shipped
+from dgtraces.values import positive_int
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -168,7 +168,7 @@ def match(nodes: list[Node], records: list[dict], batch: int) -> tuple[dict[str,
 def import_graph(path, model: str, *, batch_size: int | None = None, device: str | None = None,
                  run_id: str | None = None, source: str | None = None) -> PipeDreamImport:
     """Map a PipeDream ``graph.txt`` onto ``model``'s spec (see the module docstring)."""
-    from ..models import layer_records
+    from dgtraces.models import layer_records
 
     records = layer_records(model)  # UNKNOWN_MODEL first
     text, digest = read_text(path)
@@ -209,7 +209,7 @@ def import_graph(path, model: str, *, batch_size: int | None = None, device: str
               "input_ms": sum(n.fwd_ms for n in nodes if n.op == "Input"),
               "spec_layers_without_time": list(without),
               "gpu": "not stated by the source" if device == "gpu-unstated" else device}
-    run = run_row(run_id=run_id, model=model, device=device, known=known,
+    run = gpu_run_row(run_id=run_id, model=model, device=device, known=known,
                   framework="pytorch (PipeDream profiler)", batch_size=batch, source=cited,
                   importer="pipedream", params=params, fwd_ms=fwd, bwd_ms=bwd,
                   layer_sum_ratio=layer_sum / (fwd + bwd) if fwd + bwd > 0 else None,

@@ -22,9 +22,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from .. import reference
-from ..errors import DgtracesError, Failure
-from . import frame
+from dgtraces import reference
+from dgtraces.errors import DgtracesError, Failure
+from dgtraces.importers.base import frame
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -124,9 +124,8 @@ def published_tables() -> dict[str, "pd.DataFrame"]:
     """devices, iterations, comm, comm_fits, runs and layer_timings, validated together."""
     import pandas as pd
 
+    from dgtraces.importers import bcaffe, osu
     from dgtraces.tables.checks import validate_tables
-
-    from . import bcaffe, osu
 
     osus = [osu.import_log(reference.path(f"bcaffe/allreduce{w}.log")) for w in OSU_LOGS]
     comm = pd.concat([o.comm for o in osus], ignore_index=True)

@@ -28,8 +28,8 @@ import bisect
 from collections import defaultdict, deque
 from dataclasses import dataclass
 
-from ...errors import DgtracesError, Failure
-from .parse import STEP, Event
+from dgtraces.errors import DgtracesError, Failure
+from dgtraces.importers.kineto.parse import STEP, Event
 
 OP_KIND = {"aten::conv2d": "conv", "aten::batch_norm": "bn", "aten::relu_": "relu",
            "aten::relu": "relu", "aten::max_pool2d": "pool", "aten::avg_pool2d": "pool",
@@ -62,7 +62,7 @@ class AutoMapped:
 
 
 def spec_layers(model: str) -> list[SpecLayer]:
-    from ...models import get_spec, inferred
+    from dgtraces.models import get_spec, inferred
 
     spec = get_spec(model)
     shapes = {"data": spec.input_shape}

@@ -13,10 +13,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dgtraces.errors import DgtracesError, Failure
+from dgtraces.importers.base import read_text
 from dgtraces.io.bounded import gunzip, json_loads
-
-from ...errors import DgtracesError, Failure
-from .. import read_text
 
 EVAL = "autograd::engine::evaluate_function:"
 MODULE = "nn.Module: "
