@@ -169,6 +169,16 @@ def test_every_shipped_source_names_a_registered_importer():
     res = import_source(pd_source)
     assert res.runs["model"].iloc[0] == pd_source.model
     assert res.runs["provenance"].iloc[0] == "published"
+    assert list(res.frames()) == list(BY_NAME["pipedream"].writes)
+    assert res.frames()["layer_timings"] is res.layer_timings
+
+
+def test_comm_importers_return_their_registered_tables():
+    from dgtraces import reference
+
+    res = importer("osu").load()(reference.path("bcaffe/allreduce2.log"))
+    assert list(res.frames()) == list(BY_NAME["osu"].writes) == ["comm", "comm_fits"]
+    assert len(res.frames()["comm"]) == len(res.comm) > 0
 
 
 def test_unknown_importer_is_typed_with_a_suggestion():

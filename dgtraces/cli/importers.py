@@ -107,7 +107,7 @@ def kineto(trace, model, batch_size, run_id, device, map_path, source, precision
         click.echo(f"layers without scope (no row): {len(res.unscoped)} of "
                    f"{len(res.unscoped) + len(res.layers)}: " + ", ".join(res.unscoped[:20])
                    + more)
-    _write({"runs": res.runs, "layer_timings": res.layer_timings}, out, force)
+    _write(res.frames(), out, force)
 
 
 @importer_command("bcaffe")
@@ -135,7 +135,7 @@ def bcaffe(log, model, run_id, source, device, batch_size, workers, out, force) 
             f"{k}={v}" for k, v in res.inferred.items()))
     if res.ignored_lines:
         click.echo(f"ignored {res.ignored_lines} non-blob line(s)")
-    _write({"runs": res.runs, "layer_timings": res.layer_timings}, out, force)
+    _write(res.frames(), out, force)
 
 
 @importer_command("osu")
@@ -255,7 +255,7 @@ def caffe_time(log, model, batch_size, device, run_id, source, out, force) -> No
     _unmatched("log layers not in the spec", [f"{n} ({f + b:.3f} ms)" for n, f, b in
                                               res.unmatched])
     _unmatched("spec layers without time", list(res.spec_without_time))
-    _write({"runs": res.runs, "layer_timings": res.layer_timings}, out, force)
+    _write(res.frames(), out, force)
 
 
 @_gpu_command("pipedream", "graph")
@@ -268,7 +268,7 @@ def pipedream(graph, model, batch_size, device, run_id, source, out, force) -> N
     _unmatched("nodes without a spec layer", [f"{n} {op} ({f + b:.3f} ms)" for n, op, f, b in
                                               res.unmatched])
     _unmatched("spec layers without time", list(res.spec_without_time))
-    _write({"runs": res.runs, "layer_timings": res.layer_timings}, out, force)
+    _write(res.frames(), out, force)
 
 
 @importer_command("deepbench")

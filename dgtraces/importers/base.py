@@ -11,15 +11,42 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dgtraces.errors import Code, DgtracesError, Failure
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
     from dgtraces.importers.shipped import GpuSource
 
 IMPORTER_VERSION = "1"
+
+
+@dataclass
+class TraceImport:
+    """What a trace importer returns: a ``runs`` row and its ``layer_timings`` (each
+    importer's result adds what it found or could not map)."""
+
+    runs: pd.DataFrame
+    layer_timings: pd.DataFrame
+
+    def frames(self) -> dict[str, pd.DataFrame]:
+        """table name -> frame, as written by ``dgtraces import``."""
+        return {"runs": self.runs, "layer_timings": self.layer_timings}
+
+
+@dataclass
+class CommImport:
+    """What a communication-log importer returns: ``comm`` points and their ``comm_fits``."""
+
+    comm: pd.DataFrame
+    comm_fits: pd.DataFrame
+
+    def frames(self) -> dict[str, pd.DataFrame]:
+        return {"comm": self.comm, "comm_fits": self.comm_fits}
 
 
 def collector_version(module: str) -> str:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dgtraces.errors import DgtracesError, Failure
-from dgtraces.importers.base import collector_version, frame, read_text
+from dgtraces.importers.base import TraceImport, collector_version, frame, read_text
 from dgtraces.importers.shipped import citation
 from dgtraces.tables.runrow import runs_row
 from dgtraces.values import positive_int
@@ -57,11 +57,9 @@ class BlobLine:
 
 
 @dataclass
-class BcaffeImport:
+class BcaffeImport(TraceImport):
     """Result of one log: the two tables plus what happened to every block."""
 
-    runs: "pd.DataFrame"
-    layer_timings: "pd.DataFrame"
     blocks_total: int
     blocks_zero: int
     blocks_duplicate: int

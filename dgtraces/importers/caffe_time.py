@@ -19,15 +19,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from dgtraces.errors import DgtracesError, Failure
-from dgtraces.importers.base import frame, gpu_run_row, read_text
+from dgtraces.importers.base import TraceImport, frame, gpu_run_row, read_text
 from dgtraces.importers.shipped import GpuSource, resolve, shipped
 from dgtraces.values import positive_int
-
-if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
 
 NUM = r"([-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"
 LAYER_LINE = re.compile(rf"\]\s*(\S+)\s+(forward|backward): {NUM} ms\.\s*$")
@@ -38,9 +34,7 @@ MIN_COVERAGE = 0.9  # share of the spec's (non-aux) conv/fc layers a log must na
 
 
 @dataclass
-class CaffeTimeImport:
-    runs: pd.DataFrame
-    layer_timings: pd.DataFrame
+class CaffeTimeImport(TraceImport):
     matched: tuple[str, ...]
     unmatched: tuple[tuple[str, float, float], ...]  # (log layer, fwd ms, bwd ms)
     spec_without_time: tuple[str, ...]

@@ -28,13 +28,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from dgtraces.errors import Code, DgtracesError, Failure
-from dgtraces.importers.base import IMPORTER_VERSION, frame, read_text
-
-if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
+from dgtraces.importers.base import IMPORTER_VERSION, CommImport, frame, read_text
 
 BINARIES = {"all_reduce": "allreduce", "all_gather": "allgather", "broadcast": "broadcast",
             "reduce_scatter": "reduce_scatter", "reduce": "reduce"}
@@ -56,9 +52,7 @@ class Point:
 
 
 @dataclass
-class NcclTestsImport:
-    comm: "pd.DataFrame"
-    comm_fits: "pd.DataFrame"
+class NcclTestsImport(CommImport):
     collective: str
     ranks: int
     hosts: int

@@ -20,14 +20,10 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from dgtraces.errors import DgtracesError, Failure
-from dgtraces.importers.base import IMPORTER_VERSION, frame, read_text
+from dgtraces.importers.base import IMPORTER_VERSION, CommImport, frame, read_text
 from dgtraces.importers.shipped import citation
-
-if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
 
 INTERCONNECT = "unknown (B-Caffe cluster)"
 HEADER = re.compile(r"#\s*OSU MPI Allreduce Latency Test v?([0-9.]+)")
@@ -35,9 +31,7 @@ POINT = re.compile(r"^(?:(\d+)\s*,\s*)?(\d+)\s+([0-9.]+(?:[eE][-+]?\d+)?)$")
 
 
 @dataclass
-class OsuImport:
-    comm: "pd.DataFrame"
-    comm_fits: "pd.DataFrame"
+class OsuImport(CommImport):
     workers: int
     workers_from_name: bool
     split_bytes: int | None  # largest size of the first segment, None for one fit

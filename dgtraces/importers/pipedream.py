@@ -20,15 +20,11 @@ import re
 from collections import defaultdict, deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from dgtraces.errors import DgtracesError, Failure
-from dgtraces.importers.base import frame, gpu_run_row, read_text
+from dgtraces.importers.base import TraceImport, frame, gpu_run_row, read_text
 from dgtraces.importers.shipped import resolve, shipped
 from dgtraces.values import positive_int
-
-if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
 
 NUM = r"([-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"
 NODE = re.compile(rf"^(node\d+) -- (.*) -- forward_compute_time={NUM}, backward_compute_time="
@@ -52,9 +48,7 @@ class Node:
 
 
 @dataclass
-class PipeDreamImport:
-    runs: pd.DataFrame
-    layer_timings: pd.DataFrame
+class PipeDreamImport(TraceImport):
     mapped: dict[str, str]  # node -> spec layer
     unmatched: tuple[tuple[str, str, float, float], ...]  # node, op, fwd, bwd ms
     spec_without_time: tuple[str, ...]

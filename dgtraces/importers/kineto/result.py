@@ -6,13 +6,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from dgtraces.fitting import stats
+from dgtraces.importers.base import TraceImport
 from dgtraces.importers.kineto.parse import Event
-
-if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -27,9 +24,7 @@ class Unmapped:
 
 
 @dataclass
-class KinetoImport:
-    runs: pd.DataFrame
-    layer_timings: pd.DataFrame
+class KinetoImport(TraceImport):
     iterations: int
     layers: tuple[str, ...]
     unmapped: Unmapped
