@@ -25,12 +25,11 @@ from typing import TYPE_CHECKING
 from dgtraces import reference
 from dgtraces.errors import DgtracesError, Failure
 from dgtraces.importers.base import frame
+from dgtraces.importers.shipped import BCAFFE_LOGS, OSU_LOGS
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-BCAFFE_LOGS = ("tmpcomm", "tmp2comm", "tmp4comm", "tmp4ocomm", "tmp8comm", "tmp8ocomm")
-OSU_LOGS = (2, 4, 8)
 VARIANTS = {"resnet50v1.5": "resnet50"}
 VARIANT_ID = re.compile(r":resnet50v1\.5:")
 

@@ -41,6 +41,10 @@ BCAFFE_COMMITS = {
     "allreduce8.log": "2ef1db1f3fcc",
 }
 BCAFFE_TMP_COMMIT = "afc8063dca05"
+# the shipped B-Caffe per-blob logs (reference/bcaffe/<name>.log) and OSU allreduce logs
+# (reference/bcaffe/allreduce<workers>.log) that the published tables import
+BCAFFE_LOGS = ("tmpcomm", "tmp2comm", "tmp4comm", "tmp4ocomm", "tmp8comm", "tmp8ocomm")
+OSU_LOGS = (2, 4, 8)
 
 
 @dataclass(frozen=True)
