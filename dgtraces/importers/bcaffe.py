@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dgtraces.errors import DgtracesError, Failure
+from dgtraces.errors import Code, DgtracesError, Failure
 from dgtraces.importers.base import TraceImport, collector_version, frame, read_text
 from dgtraces.importers.shipped import citation
 from dgtraces.tables.runrow import runs_row
@@ -70,7 +70,7 @@ class BcaffeImport(TraceImport):
 
 
 def _bad(file: str, line: int, msg: str, found: str, expected: str = "") -> DgtracesError:
-    return DgtracesError(f"{file} line {line}: {msg}", code="BAD_FILE", failures=[
+    return DgtracesError(f"{file} line {line}: {msg}", code=Code.BAD_FILE, failures=[
         Failure("BAD_FILE", msg, file=file, row=line, expected=expected or None, found=found)])
 
 
@@ -97,7 +97,7 @@ def parse_blocks(text: str, file: str = "<log>") -> tuple[list[list[BlobLine]], 
                        "integers id, numel; numbers for times") from None
         if numel <= 0 or blob < 0 or any(t < 0 or t != t for t in times):
             raise DgtracesError(f"{file} line {lineno}: negative or empty value",
-                                code="PLAUSIBILITY", failures=[Failure(
+                                code=Code.PLAUSIBILITY, failures=[Failure(
                                     "PLAUSIBILITY", "negative value", file=file, row=lineno,
                                     found=repr(m["body"]))])
         stamp = f"{m[1]}-{m[2]}T{m[3]}"
@@ -121,7 +121,7 @@ def check_block(block: list[BlobLine], model: str, file: str = "<log>") -> int:
     if len(block) != len(expected):
         raise DgtracesError(
             f"{file}: block at line {block[0].line} lists {len(block)} blobs, model {model} "
-            f"has {len(expected)} (wrong model?)", code="GRAD_MISMATCH",
+            f"has {len(expected)} (wrong model?)", code=Code.GRAD_MISMATCH,
             failures=[Failure("GRAD_MISMATCH", "blob count", file=file, row=block[0].line,
                               expected=str(len(expected)), found=str(len(block)))])
     failures, padded = [], 0
@@ -137,7 +137,7 @@ def check_block(block: list[BlobLine], model: str, file: str = "<log>") -> int:
     if failures:
         f = failures[0]
         raise DgtracesError(f"{file} line {f.row}: {f.message} {f.found}, expected "
-                            f"{f.expected} for model {model}", code="GRAD_MISMATCH",
+                            f"{f.expected} for model {model}", code=Code.GRAD_MISMATCH,
                             failures=failures)
     return padded
 
@@ -153,7 +153,7 @@ def _layer_times(block: list[BlobLine], model: str, file: str) -> dict[str, tupl
             if abs(compute - item.compute_us) > 1e-6 * max(compute, 1.0):
                 raise DgtracesError(
                     f"{file} line {item.line}: compute_us of {blob.layer} differs between its "
-                    f"blobs", code="PLAUSIBILITY", failures=[Failure(
+                    f"blobs", code=Code.PLAUSIBILITY, failures=[Failure(
                         "PLAUSIBILITY", "compute_us differs within a layer", file=file,
                         row=item.line, expected=str(compute), found=str(item.compute_us))])
             out[blob.layer] = (compute, comm + item.comm_us)
@@ -224,10 +224,10 @@ def parse(text: str, file: str = "<log>") -> Parsed:
     """Stage 1: blob lines -> blocks; all-zero blocks and re-prints set aside."""
     blocks, ignored = parse_blocks(text, file)
     if not blocks:
-        raise DgtracesError(f"{file}: no distributed.cpp blob lines", code="EMPTY")
+        raise DgtracesError(f"{file}: no distributed.cpp blob lines", code=Code.EMPTY)
     used, zero, dup = select_blocks(blocks)
     if not used:
-        raise DgtracesError(f"{file}: every block is all zeros (sizes only)", code="EMPTY")
+        raise DgtracesError(f"{file}: every block is all zeros (sizes only)", code=Code.EMPTY)
     return Parsed(file, blocks, used, zero, dup, ignored)
 
 
@@ -254,7 +254,7 @@ def _settings(file: str, shipped: str | None, device, batch_size, workers
     missing = [k for k in ("device", "batch_size") if given[k] is None and k not in inferred]
     if missing:
         raise DgtracesError(f"{file}: not a shipped log, so give "
-                            f"--{missing[0].replace('_', '-')}", code="BAD_INPUT")
+                            f"--{missing[0].replace('_', '-')}", code=Code.BAD_INPUT)
     for k, v in given.items():
         if v is not None:
             if k != "device":

@@ -64,7 +64,7 @@ class NcclTestsImport(CommImport):
 
 def _bad(file: str, line: int, msg: str, found: str, expected: str | None = None
          ) -> DgtracesError:
-    return DgtracesError(f"{file} line {line}: {msg}", code="BAD_FILE", failures=[
+    return DgtracesError(f"{file} line {line}: {msg}", code=Code.BAD_FILE, failures=[
         Failure("BAD_FILE", msg, file=file, row=line, expected=expected, found=found)])
 
 
@@ -172,13 +172,13 @@ def _point(line: str, lineno: int, columns: list[str], file: str) -> Point:
     wrong = [cells[first_time + k * per_block + wrong_col] for k in range(2)]
     if columns[first_time + wrong_col] == "#wrong" and any(w not in ("0", "N/A") for w in wrong):
         raise DgtracesError(f"{file} line {lineno}: nccl-tests counted wrong results "
-                            f"({' / '.join(wrong)}); the run is not valid", code="PLAUSIBILITY",
+                            f"({' / '.join(wrong)}); the run is not valid", code=Code.PLAUSIBILITY,
                             failures=[Failure("PLAUSIBILITY", "#wrong > 0", file=file,
                                               row=lineno, column="#wrong", expected="0",
                                               found=" / ".join(wrong))])
     if size <= 0 or any(not t > 0 for t in times):
         raise DgtracesError(f"{file} line {lineno}: size and times must be > 0",
-                            code="PLAUSIBILITY", failures=[Failure(
+                            code=Code.PLAUSIBILITY, failures=[Failure(
                                 "PLAUSIBILITY", "non-positive value", file=file, row=lineno,
                                 found=repr(line[:120]))])
     col = {name: cells[i] for i, name in enumerate(columns[:first_time + per_block])}
@@ -203,15 +203,15 @@ def import_log(path, *, collective: str | None = None, interconnect: str | None 
     ranks, points, iters = parse(text, file)
     if not ranks:
         raise DgtracesError(f"{file}: no '# Using devices' rank lines (not an nccl-tests log?)",
-                            code="BAD_FILE")
+                            code=Code.BAD_FILE)
     if len(points) < 1:
-        raise DgtracesError(f"{file}: no size/time table lines", code="EMPTY")
+        raise DgtracesError(f"{file}: no size/time table lines", code=Code.EMPTY)
     inferred = collective_of(text, path, collective, len(ranks), points)
     coll = inferred.collective
     sizes = [p.size for p in points]
     if len(set(sizes)) != len(sizes):
         raise DgtracesError(f"{file}: a size appears twice (two runs in one log? import them "
-                            f"as separate files)", code="DUPLICATE")
+                            f"as separate files)", code=Code.DUPLICATE)
     names = sorted({name for _, _, name in ranks})
     hosts = len({host for _, host, _ in ranks})
     key = device_key(names[0])

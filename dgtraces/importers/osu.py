@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from dgtraces.errors import DgtracesError, Failure
+from dgtraces.errors import Code, DgtracesError, Failure
 from dgtraces.importers.base import IMPORTER_VERSION, CommImport, frame, read_text
 from dgtraces.importers.shipped import citation
 
@@ -60,7 +60,7 @@ def parse(text: str, file: str, workers: int | None = None):
             continue
         m = POINT.match(line)
         if not m:
-            raise DgtracesError(f"{file} line {lineno}: malformed OSU line", code="BAD_FILE",
+            raise DgtracesError(f"{file} line {lineno}: malformed OSU line", code=Code.BAD_FILE,
                                 failures=[Failure("BAD_FILE", "malformed OSU line", file=file,
                                                   row=lineno, expected="[procs,]size latency",
                                                   found=repr(line[:80]))])
@@ -69,23 +69,23 @@ def parse(text: str, file: str, workers: int | None = None):
         points.append((int(m[2]), float(m[3])))
     if version is None or not points:
         raise DgtracesError(f"{file}: not an OSU allreduce latency log (no header or points)",
-                            code="BAD_FILE")
+                            code=Code.BAD_FILE)
     sizes = [p[0] for p in points]
     if len(procs) > 1 or len(set(sizes)) != len(sizes) or min(p[1] for p in points) <= 0:
         raise DgtracesError(f"{file}: mixed process counts, repeated sizes or non-positive "
-                            f"latencies", code="PLAUSIBILITY")
+                            f"latencies", code=Code.PLAUSIBILITY)
     from_name = False
     if procs:
         found = procs.pop()
         if workers is not None and workers != found:
             raise DgtracesError(f"{file}: log says {found} processes, --workers {workers}",
-                                code="BAD_INPUT")
+                                code=Code.BAD_INPUT)
         workers = found
     elif workers is None:
         m = re.search(r"(\d+)\D*$", Path(file).name)
         if not m:
             raise DgtracesError(f"{file}: no process-count column; give --workers",
-                                code="BAD_INPUT")
+                                code=Code.BAD_INPUT)
         workers, from_name = int(m[1]), True
     return version, workers, from_name, points
 

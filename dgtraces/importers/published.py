@@ -23,7 +23,7 @@ import re
 from typing import TYPE_CHECKING
 
 from dgtraces import reference
-from dgtraces.errors import DgtracesError, Failure
+from dgtraces.errors import Code, DgtracesError, Failure
 from dgtraces.importers.base import frame
 from dgtraces.importers.shipped import BCAFFE_LOGS, OSU_LOGS
 
@@ -65,7 +65,7 @@ def calibration_iterations() -> "pd.DataFrame":
         iter_id = ":".join(["published", "calibration", r["device"], r["model"], r["framework"],
                             r["phase"], r["precision"], f"b{batch}" if batch else "bNA"])
         if iter_id in seen:
-            raise DgtracesError(f"calibration.csv: duplicate row {iter_id}", code="DUPLICATE")
+            raise DgtracesError(f"calibration.csv: duplicate row {iter_id}", code=Code.DUPLICATE)
         seen.add(iter_id)
         notes = []
         if r["model"] != model:
@@ -131,7 +131,7 @@ def published_tables() -> dict[str, "pd.DataFrame"]:
     bad = comm_csv_disagreements(comm)
     if bad:
         raise DgtracesError("reference comm.csv disagrees with the OSU logs",
-                            code="PLAUSIBILITY", failures=bad)
+                            code=Code.PLAUSIBILITY, failures=bad)
     traces = [bcaffe.import_log(reference.path(f"bcaffe/{name}.log")) for name in BCAFFE_LOGS]
     frames = {
         "devices": devices_frame(),
