@@ -28,6 +28,7 @@ def synthetic_store(root: Path, runs_per_model: int = 20) -> None:
     import pandas as pd
 
     from dgtraces.models import MODELS, layers_frame
+    from dgtraces.tables.runrow import runs_row
 
     layers = layers_frame()
     runs, timings = [], []
@@ -35,14 +36,12 @@ def synthetic_store(root: Path, runs_per_model: int = 20) -> None:
         names = layers.loc[layers.model == model, "layer"]
         for i in range(runs_per_model):
             rid = f"bench-{model}-{i}"
-            runs.append(dict(run_id=rid, model=model, device="cpu-bench", device_kind="cpu",
-                             host=None, framework="none", precision="fp32", batch_size=1,
-                             threads=None, cores=None, provenance="measured",
-                             source="synthetic benchmark rows (not data)",
-                             collector_version="benchmarks/sql_cold.py",
-                             timestamp_utc="2026-01-01T00:00:00Z", fwd_ms=None, bwd_ms=None,
-                             update_ms=None, iter_ms=None, layer_sum_ratio=None,
-                             flagged=False, flag_reason=None, params_json=None, notes=None))
+            runs.append(runs_row(run_id=rid, model=model, device="cpu-bench",
+                                 device_kind="cpu", framework="none", batch_size=1,
+                                 provenance="measured",
+                                 source="synthetic benchmark rows (not data)",
+                                 collector_version="benchmarks/sql_cold.py",
+                                 timestamp_utc="2026-01-01T00:00:00Z"))
             timings += [dict(run_id=rid, layer=n, fwd_ms=1.0, bwd_ms=2.0, fwd_p10_ms=None,
                              fwd_p90_ms=None, bwd_p10_ms=None, bwd_p90_ms=None, comm_ms=None,
                              n=1) for n in names]

@@ -1,5 +1,7 @@
-"""``dgtraces import kineto|bcaffe|osu|nccl-tests|published|deepbench``: recorded elsewhere ->
-table CSVs.
+"""``dgtraces import NAME``: recorded elsewhere -> table CSVs, one subcommand per entry of
+the importer registry (:data:`dgtraces.importers.registry.IMPORTERS`), whose name and help
+come from there (:func:`importer_command`); the options and the summary printed are
+declared here, once per importer.
 
 Each subcommand writes ``<table>.csv`` files into ``--out`` (named after their tables, so
 ``dgtraces validate OUT/*.csv`` checks them) and never touches data/.
@@ -35,13 +37,34 @@ def _write(frames: dict, out: str, force: bool) -> None:
         click.echo(f"wrote {path}  ({len(df)} rows)")
 
 
-@click.group("import")
+def _group_help() -> str:
+    from dgtraces.importers.registry import IMPORTERS
+
+    return ("Import traces recorded elsewhere (" + ", ".join(i.reads for i in IMPORTERS)
+            + ") as table CSVs.")
+
+
+@click.group("import", help=_group_help())
 def import_group() -> None:
-    """Import traces recorded elsewhere (PyTorch profiler, B-Caffe, caffe time, PipeDream,
-    OSU, nccl-tests) as table CSVs."""
+    pass
 
 
-@import_group.command("kineto")
+def importer_command(name: str):
+    """``dgtraces import NAME``: the subcommand of registry entry ``name`` (its help)."""
+    from dgtraces.importers.registry import importer
+
+    entry = importer(name)
+    return import_group.command(entry.name, help=entry.help)
+
+
+def _load(name: str):
+    """The function registry entry ``name`` names (imported on use)."""
+    from dgtraces.importers.registry import importer
+
+    return importer(name).load()
+
+
+@importer_command("kineto")
 @click.argument("trace", type=click.Path(dir_okay=False))
 @model_option(required=True)
 @click.option("--batch-size", default=None, type=int,
@@ -57,15 +80,7 @@ def import_group() -> None:
 @FORCE
 def kineto(trace, model, batch_size, run_id, device, map_path, source, precision, out,
            force) -> None:
-    """PyTorch-profiler Chrome trace (.json or .json.gz) -> runs + layer_timings.
-
-    Forward time per layer from scopes named like the layers (record_function) or mapped
-    by --map; backward time from autograd nodes linked by sequence number. A trace with
-    neither (a plain torch.profiler run of a torch model) is mapped by op order, kind and
-    input shapes per ProfilerStep, with GPU kernel time where it has kernels. Everything
-    that cannot be attributed is listed, never dropped.
-    """
-    from ..importers.kineto import import_trace
+    import_trace = _load("kineto")
 
     res = import_trace(trace, model, batch_size=batch_size, run_id=run_id, device=device,
                        map_path=map_path, source=source, precision=precision)
@@ -92,10 +107,10 @@ def kineto(trace, model, batch_size, run_id, device, map_path, source, precision
         click.echo(f"layers without scope (no row): {len(res.unscoped)} of "
                    f"{len(res.unscoped) + len(res.layers)}: " + ", ".join(res.unscoped[:20])
                    + more)
-    _write({"runs": res.runs, "layer_timings": res.layer_timings}, out, force)
+    _write(res.frames(), out, force)
 
 
-@import_group.command("bcaffe")
+@importer_command("bcaffe")
 @click.argument("log", type=click.Path(dir_okay=False))
 @model_option(default="googlenet", show_default=True)
 @click.option("--run-id", default=None,
@@ -108,11 +123,7 @@ def kineto(trace, model, batch_size, run_id, device, map_path, source, precision
 @OUT
 @FORCE
 def bcaffe(log, model, run_id, source, device, batch_size, workers, out, force) -> None:
-    """B-Caffe distributed.cpp per-blob log -> runs + layer_timings (provenance published).
-
-    Blob sizes are checked against the model (64-element padding accepted).
-    """
-    from ..importers.bcaffe import import_log
+    import_log = _load("bcaffe")
 
     res = import_log(log, model, run_id=run_id, source=source, device=device,
                      batch_size=batch_size, workers=workers)
@@ -124,10 +135,10 @@ def bcaffe(log, model, run_id, source, device, batch_size, workers, out, force) 
             f"{k}={v}" for k, v in res.inferred.items()))
     if res.ignored_lines:
         click.echo(f"ignored {res.ignored_lines} non-blob line(s)")
-    _write({"runs": res.runs, "layer_timings": res.layer_timings}, out, force)
+    _write(res.frames(), out, force)
 
 
-@import_group.command("osu")
+@importer_command("osu")
 @click.argument("logs", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--workers", default=None, type=int,
               help="Process count for logs without that column (default: from the name).")
@@ -136,8 +147,9 @@ def bcaffe(log, model, run_id, source, device, batch_size, workers, out, force) 
 @OUT
 @FORCE
 def osu(logs, workers, source, interconnect, out, force) -> None:
-    """OSU MPI allreduce latency logs -> comm points + comm_fits (alpha-beta, R^2)."""
-    from ..importers.osu import INTERCONNECT, import_log
+    from dgtraces.importers.osu import INTERCONNECT
+
+    import_log = _load("osu")
 
     def header(log, res) -> str:
         how = " (from the file name)" if res.workers_from_name else ""
@@ -168,7 +180,7 @@ def _comm_imports(logs, run, header, describe_fit, out, force) -> None:
             "comm_fits": pd.concat(fits, ignore_index=True)}, out, force)
 
 
-@import_group.command("nccl-tests")
+@importer_command("nccl-tests")
 @click.argument("logs", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--collective", default=None,
               type=click.Choice(["allreduce", "allgather", "broadcast", "reduce",
@@ -181,9 +193,7 @@ def _comm_imports(logs, run, header, describe_fit, out, force) -> None:
 @OUT
 @FORCE
 def nccl_tests(logs, collective, interconnect, source, out, force) -> None:
-    """nccl-tests logs (all_reduce_perf, all_gather_perf, ...) -> comm points (out-of-place
-    and in-place, workers = ranks, backend nccl) + comm_fits (alpha-beta)."""
-    from ..importers.nccl_tests import import_log
+    import_log = _load("nccl-tests")
 
     def header(log, res) -> str:
         return (f"{log}: {res.collective}, {res.ranks} ranks on {res.hosts} host(s), "
@@ -200,13 +210,11 @@ def nccl_tests(logs, collective, interconnect, source, out, force) -> None:
                   header, describe_fit, out, force)
 
 
-@import_group.command("published")
+@importer_command("published")
 @OUT
 @FORCE
 def published(out, force) -> None:
-    """Every published reference table (devices, calibration iterations, OSU comm and
-    fits, B-Caffe runs and layer timings), validated together."""
-    from ..importers.published import published_tables
+    published_tables = _load("published")
 
     _write(published_tables(), out, force)
 
@@ -227,7 +235,7 @@ def _gpu_command(name: str, argument: str):
         for option in reversed((click.argument(argument, type=click.Path(dir_okay=False)),
                                 *GPU_OPTIONS, OUT, FORCE)):
             fn = option(fn)
-        return import_group.command(name)(fn)
+        return importer_command(name)(fn)
     return decorate
 
 
@@ -238,11 +246,7 @@ def _unmatched(label: str, items, extra: str = "") -> None:
 
 @_gpu_command("caffe-time", "log")
 def caffe_time(log, model, batch_size, device, run_id, source, out, force) -> None:
-    """`caffe time` log -> runs + layer_timings; layers matched to the spec by name.
-
-    Log layers the spec lacks (input, *_split) are listed, never dropped silently.
-    """
-    from ..importers.caffe_time import import_log
+    import_log = _load("caffe-time")
 
     res = import_log(log, model, batch_size=batch_size, device=device, run_id=run_id,
                      source=source)
@@ -251,15 +255,12 @@ def caffe_time(log, model, batch_size, device, run_id, source, out, force) -> No
     _unmatched("log layers not in the spec", [f"{n} ({f + b:.3f} ms)" for n, f, b in
                                               res.unmatched])
     _unmatched("spec layers without time", list(res.spec_without_time))
-    _write({"runs": res.runs, "layer_timings": res.layer_timings}, out, force)
+    _write(res.frames(), out, force)
 
 
 @_gpu_command("pipedream", "graph")
 def pipedream(graph, model, batch_size, device, run_id, source, out, force) -> None:
-    """PipeDream profile graph.txt -> runs + layer_timings; nodes mapped to spec layers by
-    op type, order and parameter/activation size. A shipped profile's GPU is not stated:
-    device 'gpu-unstated'."""
-    from ..importers.pipedream import import_graph
+    import_graph = _load("pipedream")
 
     res = import_graph(graph, model, batch_size=batch_size, device=device, run_id=run_id,
                        source=source)
@@ -267,16 +268,14 @@ def pipedream(graph, model, batch_size, device, run_id, source, out, force) -> N
     _unmatched("nodes without a spec layer", [f"{n} {op} ({f + b:.3f} ms)" for n, op, f, b in
                                               res.unmatched])
     _unmatched("spec layers without time", list(res.spec_without_time))
-    _write({"runs": res.runs, "layer_timings": res.layer_timings}, out, force)
+    _write(res.frames(), out, force)
 
 
-@import_group.command("deepbench")
+@importer_command("deepbench")
 @OUT
 @FORCE
 def deepbench(out, force) -> None:
-    """The shipped DeepBench training kernels of seven GPUs -> kernels.csv (provenance
-    published; conv forward, data and weight gradients apart; GEMMs)."""
-    from ..importers.deepbench import import_deepbench
+    import_deepbench = _load("deepbench")
 
     res = import_deepbench()
     click.echo(f"{res.convs} conv and {res.gemms} GEMM rows; {res.matched} of {res.convs} "

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from dgtraces.tables.runrow import runs_row
 
 from ..models import get_spec
 from . import env, gpu
@@ -290,19 +291,17 @@ def _tables(net, st: Setup, fwd, bwd, whole, instrumented, load_before, started
         **gpu_info,
     })
     what = "PyTorch CPU" if kind == "cpu" else f"PyTorch CUDA {st.precision}"
-    run = {
-        "run_id": run_id, "model": st.model, "device": device, "device_kind": kind,
-        "host": env.cpu_model(), "framework": env.framework(), "precision": st.precision,
-        "batch_size": st.batch_size, "threads": st.threads, "cores": env.cores(),
-        "provenance": "measured",
-        "source": (f"dgtraces collect layers: {what}, synthetic input, median of "
-                   f"{st.repeats} repeats after {st.warmup} warm-up on {where}"),
-        "collector_version": env.collector_version("collect.layers"),
-        "timestamp_utc": env.utc_now(), "fwd_ms": wf[0], "bwd_ms": wb[0],
-        "update_ms": wu[0], "iter_ms": wi[0], "layer_sum_ratio": ratio,
-        "flagged": flagged, "flag_reason": reason,
-        "params_json": json.dumps(info, sort_keys=True),
-        "notes": "aux classifiers included" if st.aux else None,
-    }
+    run = runs_row(
+        run_id=run_id, model=st.model, device=device, device_kind=kind,
+        host=env.cpu_model(), framework=env.framework(), precision=st.precision,
+        batch_size=st.batch_size, threads=st.threads, cores=env.cores(),
+        provenance="measured",
+        source=(f"dgtraces collect layers: {what}, synthetic input, median of "
+                f"{st.repeats} repeats after {st.warmup} warm-up on {where}"),
+        collector_version=env.collector_version("collect.layers"),
+        timestamp_utc=env.utc_now(), fwd_ms=wf[0], bwd_ms=wb[0],
+        update_ms=wu[0], iter_ms=wi[0], layer_sum_ratio=ratio,
+        flagged=flagged, flag_reason=reason, params=info,
+        notes="aux classifiers included" if st.aux else None)
     lt = env.frame([{"run_id": run_id, **r} for r in rows])
     return LayerTrace(env.frame([run]), lt, entry)

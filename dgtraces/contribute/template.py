@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dgtraces.tables.runrow import runs_row
+
 from ..errors import DgtracesError
 
 NOMINAL_GFLOP_S = 100.0
@@ -62,19 +64,18 @@ def template_frames(model: str = "alexnet", batch_size: int = 32):
         "comm_ms": None, "n": 20, "grad_bytes": lay["grad_bytes"],
     })
     fsum, bsum = float(fwd.sum()), float(bwd.sum())
-    runs = pd.DataFrame([{
-        "run_id": run_id, "model": model, "device": "example-gpu", "device_kind": "gpu",
-        "host": "Example host CPU", "framework": "pytorch 2.13.0", "precision": "fp32",
-        "batch_size": batch_size, "threads": None, "cores": 16, "provenance": "measured",
-        "source": f"{EXAMPLE_SOURCE} - replace with a description of your measurement",
-        "collector_version": "dgtraces-collect 0.1", "timestamp_utc": "2026-01-01T00:00:00Z",
-        "fwd_ms": round(fsum * 1.04, 4), "bwd_ms": round(bsum * 1.04, 4), "update_ms": 1.0,
-        "iter_ms": round((fsum + bsum) * 1.04 + 1.0, 4),
-        "layer_sum_ratio": round((fsum + bsum) / ((fsum + bsum) * 1.04), 4),
-        "flagged": False, "flag_reason": None, "params_json": None,
-        "notes": f"template values from FLOPs at a nominal {NOMINAL_GFLOP_S:g} GFLOP/s, "
-                 "not measured",
-    }])
+    runs = pd.DataFrame([runs_row(
+        run_id=run_id, model=model, device="example-gpu", device_kind="gpu",
+        host="Example host CPU", framework="pytorch 2.13.0", precision="fp32",
+        batch_size=batch_size, threads=None, cores=16, provenance="measured",
+        source=f"{EXAMPLE_SOURCE} - replace with a description of your measurement",
+        collector_version="dgtraces-collect 0.1", timestamp_utc="2026-01-01T00:00:00Z",
+        fwd_ms=round(fsum * 1.04, 4), bwd_ms=round(bsum * 1.04, 4), update_ms=1.0,
+        iter_ms=round((fsum + bsum) * 1.04 + 1.0, 4),
+        layer_sum_ratio=round((fsum + bsum) / ((fsum + bsum) * 1.04), 4),
+        flagged=False, flag_reason=None, params=None,
+        notes=f"template values from FLOPs at a nominal {NOMINAL_GFLOP_S:g} GFLOP/s, "
+              "not measured")])
     return runs, lt
 
 

@@ -21,15 +21,16 @@ a ``GRAD_MISMATCH`` naming line, blob, layer, expected and found.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import DgtracesError, Failure
-from ..values import positive_int
-from . import IMPORTER_VERSION, citation, frame, read_text
+from dgtraces.errors import Code, DgtracesError, Failure
+from dgtraces.importers.base import TraceImport, collector_version, frame, read_text
+from dgtraces.importers.shipped import citation
+from dgtraces.tables.runrow import runs_row
+from dgtraces.values import positive_int
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -56,11 +57,9 @@ class BlobLine:
 
 
 @dataclass
-class BcaffeImport:
+class BcaffeImport(TraceImport):
     """Result of one log: the two tables plus what happened to every block."""
 
-    runs: "pd.DataFrame"
-    layer_timings: "pd.DataFrame"
     blocks_total: int
     blocks_zero: int
     blocks_duplicate: int
@@ -71,7 +70,7 @@ class BcaffeImport:
 
 
 def _bad(file: str, line: int, msg: str, found: str, expected: str = "") -> DgtracesError:
-    return DgtracesError(f"{file} line {line}: {msg}", code="BAD_FILE", failures=[
+    return DgtracesError(f"{file} line {line}: {msg}", code=Code.BAD_FILE, failures=[
         Failure("BAD_FILE", msg, file=file, row=line, expected=expected or None, found=found)])
 
 
@@ -98,7 +97,7 @@ def parse_blocks(text: str, file: str = "<log>") -> tuple[list[list[BlobLine]], 
                        "integers id, numel; numbers for times") from None
         if numel <= 0 or blob < 0 or any(t < 0 or t != t for t in times):
             raise DgtracesError(f"{file} line {lineno}: negative or empty value",
-                                code="PLAUSIBILITY", failures=[Failure(
+                                code=Code.PLAUSIBILITY, failures=[Failure(
                                     "PLAUSIBILITY", "negative value", file=file, row=lineno,
                                     found=repr(m["body"]))])
         stamp = f"{m[1]}-{m[2]}T{m[3]}"
@@ -116,13 +115,13 @@ def parse_blocks(text: str, file: str = "<log>") -> tuple[list[list[BlobLine]], 
 
 def check_block(block: list[BlobLine], model: str, file: str = "<log>") -> int:
     """Check blob count and sizes against the model; returns how many blobs are padded."""
-    from ..models import blobs
+    from dgtraces.models import blobs
 
     expected = blobs(model)
     if len(block) != len(expected):
         raise DgtracesError(
             f"{file}: block at line {block[0].line} lists {len(block)} blobs, model {model} "
-            f"has {len(expected)} (wrong model?)", code="GRAD_MISMATCH",
+            f"has {len(expected)} (wrong model?)", code=Code.GRAD_MISMATCH,
             failures=[Failure("GRAD_MISMATCH", "blob count", file=file, row=block[0].line,
                               expected=str(len(expected)), found=str(len(block)))])
     failures, padded = [], 0
@@ -138,14 +137,14 @@ def check_block(block: list[BlobLine], model: str, file: str = "<log>") -> int:
     if failures:
         f = failures[0]
         raise DgtracesError(f"{file} line {f.row}: {f.message} {f.found}, expected "
-                            f"{f.expected} for model {model}", code="GRAD_MISMATCH",
+                            f"{f.expected} for model {model}", code=Code.GRAD_MISMATCH,
                             failures=failures)
     return padded
 
 
 def _layer_times(block: list[BlobLine], model: str, file: str) -> dict[str, tuple[float, float]]:
     """layer -> (compute_us, summed comm_us) of one block."""
-    from ..models import blobs
+    from dgtraces.models import blobs
 
     out: dict[str, tuple[float, float]] = {}
     for item, blob in zip(block, blobs(model), strict=True):
@@ -154,7 +153,7 @@ def _layer_times(block: list[BlobLine], model: str, file: str) -> dict[str, tupl
             if abs(compute - item.compute_us) > 1e-6 * max(compute, 1.0):
                 raise DgtracesError(
                     f"{file} line {item.line}: compute_us of {blob.layer} differs between its "
-                    f"blobs", code="PLAUSIBILITY", failures=[Failure(
+                    f"blobs", code=Code.PLAUSIBILITY, failures=[Failure(
                         "PLAUSIBILITY", "compute_us differs within a layer", file=file,
                         row=item.line, expected=str(compute), found=str(item.compute_us))])
             out[blob.layer] = (compute, comm + item.comm_us)
@@ -225,10 +224,10 @@ def parse(text: str, file: str = "<log>") -> Parsed:
     """Stage 1: blob lines -> blocks; all-zero blocks and re-prints set aside."""
     blocks, ignored = parse_blocks(text, file)
     if not blocks:
-        raise DgtracesError(f"{file}: no distributed.cpp blob lines", code="EMPTY")
+        raise DgtracesError(f"{file}: no distributed.cpp blob lines", code=Code.EMPTY)
     used, zero, dup = select_blocks(blocks)
     if not used:
-        raise DgtracesError(f"{file}: every block is all zeros (sizes only)", code="EMPTY")
+        raise DgtracesError(f"{file}: every block is all zeros (sizes only)", code=Code.EMPTY)
     return Parsed(file, blocks, used, zero, dup, ignored)
 
 
@@ -255,7 +254,7 @@ def _settings(file: str, shipped: str | None, device, batch_size, workers
     missing = [k for k in ("device", "batch_size") if given[k] is None and k not in inferred]
     if missing:
         raise DgtracesError(f"{file}: not a shipped log, so give "
-                            f"--{missing[0].replace('_', '-')}", code="BAD_INPUT")
+                            f"--{missing[0].replace('_', '-')}", code=Code.BAD_INPUT)
     for k, v in given.items():
         if v is not None:
             if k != "device":
@@ -303,16 +302,15 @@ def build_rows(parsed: Parsed, attributed: Attributed, *, model: str, run_id: st
     if five:
         params["merged_us_by_blob"] = [[b.merged_us for b in blk] for blk in used]
     year = INFERRED["year"] if shipped else None
-    run = {
-        "run_id": run_id, "model": model, "device": str(settings["device"]),
-        "device_kind": "gpu" if shipped or "cpu" not in str(settings["device"]) else "cpu",
-        "framework": "B-Caffe (Caffe fork, distributed.cpp)", "precision": "fp32",
-        "batch_size": int(settings["batch_size"]), "provenance": "published",
-        "source": source, "collector_version": f"dgtraces.importers.bcaffe {IMPORTER_VERSION}",
-        "timestamp_utc": _stamp(used[0][0].stamp, year),
-        "bwd_ms": sum(t["bwd_ms"] for t in timings), "flagged": False,
-        "params_json": json.dumps(params, sort_keys=True), "notes": _notes(five, inferred),
-    }
+    run = runs_row(
+        run_id=run_id, model=model, device=str(settings["device"]),
+        device_kind="gpu" if shipped or "cpu" not in str(settings["device"]) else "cpu",
+        framework="B-Caffe (Caffe fork, distributed.cpp)", precision="fp32",
+        batch_size=int(settings["batch_size"]), provenance="published", source=source,
+        collector_version=collector_version("bcaffe"),
+        timestamp_utc=_stamp(used[0][0].stamp, year),
+        bwd_ms=sum(t["bwd_ms"] for t in timings), flagged=False, params=params,
+        notes=_notes(five, inferred))
     return frame("runs", [run]), frame("layer_timings", timings)
 
 
@@ -323,7 +321,7 @@ def import_log(path, model: str = "googlenet", *, run_id: str | None = None,
     shipped log (recognised by sha256) device, batch size, workers and interconnect default
     to the INFERRED settings and are labelled so; for any other log ``source``, ``device``
     and ``batch_size`` must be given."""
-    from ..models import get_spec
+    from dgtraces.models import get_spec
 
     get_spec(model)  # UNKNOWN_MODEL early
     path = Path(path)

@@ -19,15 +19,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ..errors import DgtracesError, Failure
-from ..values import positive_int
-from . import frame, read_text
-from .gpu_sources import GpuSource, resolve, run_row, shipped
-
-if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
+from dgtraces.errors import Code, DgtracesError, Failure
+from dgtraces.importers.base import TraceImport, frame, gpu_run_row, read_text
+from dgtraces.importers.shipped import GpuSource, resolve, shipped
+from dgtraces.values import positive_int
 
 NUM = r"([-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"
 LAYER_LINE = re.compile(rf"\]\s*(\S+)\s+(forward|backward): {NUM} ms\.\s*$")
@@ -38,9 +34,7 @@ MIN_COVERAGE = 0.9  # share of the spec's (non-aux) conv/fc layers a log must na
 
 
 @dataclass
-class CaffeTimeImport:
-    runs: pd.DataFrame
-    layer_timings: pd.DataFrame
+class CaffeTimeImport(TraceImport):
     matched: tuple[str, ...]
     unmatched: tuple[tuple[str, float, float], ...]  # (log layer, fwd ms, bwd ms)
     spec_without_time: tuple[str, ...]
@@ -86,24 +80,24 @@ def parse(text: str, path: str = "log") -> ParsedLog:
                                     found=line.strip()[:80]))
     if failures:
         raise DgtracesError(f"{path}: {len(failures)} malformed per-layer line(s)",
-                            code="BAD_FILE", failures=failures)
+                            code=Code.BAD_FILE, failures=failures)
     if not layers:
         raise DgtracesError(f"{path}: no per-layer 'forward:/backward:' lines: not a caffe "
-                            f"time log", code="BAD_FILE")
+                            f"time log", code=Code.BAD_FILE)
     half = [name for name, (f, b) in layers.items() if f is None or b is None]
     if half:
         raise DgtracesError(f"{path}: layer(s) without both forward and backward lines "
-                            f"(truncated log?): {half[:5]}", code="BAD_FILE",
+                            f"(truncated log?): {half[:5]}", code=Code.BAD_FILE,
                             failures=[Failure("BAD_FILE", "forward or backward line missing",
                                               file=path, found=n) for n in half[:20]])
     if "Forward-Backward" not in averages:
         raise DgtracesError(f"{path}: no 'Average Forward-Backward' line (truncated log?)",
-                            code="BAD_FILE")
+                            code=Code.BAD_FILE)
     return ParsedLog({k: (v[0], v[1]) for k, v in layers.items()}, averages, iterations, batch)
 
 
 def _coverage(model: str, names: set[str]) -> tuple[float, list[str]]:
-    from ..models import inferred
+    from dgtraces.models import inferred
 
     gemm = [i.layer.name for i in inferred(model)
             if i.layer.kind in ("conv", "fc") and not i.layer.aux]
@@ -114,7 +108,7 @@ def _coverage(model: str, names: set[str]) -> tuple[float, list[str]]:
 def import_log(path, model: str, *, batch_size: int | None = None, device: str | None = None,
                run_id: str | None = None, source: str | None = None) -> CaffeTimeImport:
     """Map a ``caffe time`` log onto ``model``'s spec (see the module docstring)."""
-    from ..models import layer_records
+    from dgtraces.models import layer_records
 
     order = [r["layer"] for r in layer_records(model)]  # UNKNOWN_MODEL first
     text, digest = read_text(path)
@@ -122,12 +116,12 @@ def import_log(path, model: str, *, batch_size: int | None = None, device: str |
     known: GpuSource | None = shipped(digest)
     if known is not None and known.model != model:
         raise DgtracesError(f"{path} is the shipped log of {known.model}, not {model}",
-                            code="MODEL_MISMATCH")
+                            code=Code.MODEL_MISMATCH)
     coverage, missing = _coverage(model, set(parsed.layers))
     if coverage < MIN_COVERAGE:
         raise DgtracesError(
             f"{path}: the log names {100 * coverage:.0f}% of {model}'s conv/fc layers "
-            f"(need {100 * MIN_COVERAGE:.0f}%): a log of another net?", code="MODEL_MISMATCH",
+            f"(need {100 * MIN_COVERAGE:.0f}%): a log of another net?", code=Code.MODEL_MISMATCH,
             failures=[Failure("MODEL_MISMATCH", "spec layer not in the log", file=str(path),
                               found=n) for n in missing[:20]])
     if batch_size is not None:
@@ -136,7 +130,7 @@ def import_log(path, model: str, *, batch_size: int | None = None, device: str |
         batch, basis = parsed.batch_size, "first input dim of the prototxt echoed in the log"
     else:
         raise DgtracesError(f"{path}: no batch size in the echoed prototxt; give --batch-size",
-                            code="BAD_INPUT")
+                            code=Code.BAD_INPUT)
     cited, device = resolve(known, path, source, device)
     run_id = run_id or f"caffe-time-{model}-{digest[:8]}"
     rows = [{"run_id": run_id, "layer": name, "fwd_ms": parsed.layers[name][0],
@@ -155,7 +149,7 @@ def import_log(path, model: str, *, batch_size: int | None = None, device: str |
               "unmatched_ms": sum(f + b for _, f, b in unmatched),
               "spec_layers_without_time": without,
               "conv_fc_coverage": coverage}
-    run = run_row(run_id=run_id, model=model, device=device, known=known,
+    run = gpu_run_row(run_id=run_id, model=model, device=device, known=known,
                   framework="caffe (caffe time)", batch_size=batch, source=cited,
                   importer="caffe_time", params=params, fwd_ms=fwd, bwd_ms=bwd, iter_ms=total,
                   layer_sum_ratio=ratio,

@@ -54,7 +54,7 @@ def layer_shapes() -> dict[tuple, tuple[str, str]]:
 
 def import_deepbench() -> KernelImport:
     """Every conv and GEMM row of the seven shipped DeepBench sheets, validated."""
-    from dgtraces.importers import frame
+    from dgtraces.importers.base import frame
     from dgtraces.reconstruct.deepbench import (
         COMMIT,
         REPO,

@@ -28,13 +28,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ..errors import Code, DgtracesError, Failure
-from . import IMPORTER_VERSION, frame, read_text
-
-if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
+from dgtraces.errors import Code, DgtracesError, Failure
+from dgtraces.importers.base import IMPORTER_VERSION, CommImport, frame, read_text
 
 BINARIES = {"all_reduce": "allreduce", "all_gather": "allgather", "broadcast": "broadcast",
             "reduce_scatter": "reduce_scatter", "reduce": "reduce"}
@@ -56,9 +52,7 @@ class Point:
 
 
 @dataclass
-class NcclTestsImport:
-    comm: "pd.DataFrame"
-    comm_fits: "pd.DataFrame"
+class NcclTestsImport(CommImport):
     collective: str
     ranks: int
     hosts: int
@@ -70,7 +64,7 @@ class NcclTestsImport:
 
 def _bad(file: str, line: int, msg: str, found: str, expected: str | None = None
          ) -> DgtracesError:
-    return DgtracesError(f"{file} line {line}: {msg}", code="BAD_FILE", failures=[
+    return DgtracesError(f"{file} line {line}: {msg}", code=Code.BAD_FILE, failures=[
         Failure("BAD_FILE", msg, file=file, row=line, expected=expected, found=found)])
 
 
@@ -178,13 +172,13 @@ def _point(line: str, lineno: int, columns: list[str], file: str) -> Point:
     wrong = [cells[first_time + k * per_block + wrong_col] for k in range(2)]
     if columns[first_time + wrong_col] == "#wrong" and any(w not in ("0", "N/A") for w in wrong):
         raise DgtracesError(f"{file} line {lineno}: nccl-tests counted wrong results "
-                            f"({' / '.join(wrong)}); the run is not valid", code="PLAUSIBILITY",
+                            f"({' / '.join(wrong)}); the run is not valid", code=Code.PLAUSIBILITY,
                             failures=[Failure("PLAUSIBILITY", "#wrong > 0", file=file,
                                               row=lineno, column="#wrong", expected="0",
                                               found=" / ".join(wrong))])
     if size <= 0 or any(not t > 0 for t in times):
         raise DgtracesError(f"{file} line {lineno}: size and times must be > 0",
-                            code="PLAUSIBILITY", failures=[Failure(
+                            code=Code.PLAUSIBILITY, failures=[Failure(
                                 "PLAUSIBILITY", "non-positive value", file=file, row=lineno,
                                 found=repr(line[:120]))])
     col = {name: cells[i] for i, name in enumerate(columns[:first_time + per_block])}
@@ -199,10 +193,9 @@ def _point(line: str, lineno: int, columns: list[str], file: str) -> Point:
 def import_log(path, *, collective: str | None = None, interconnect: str | None = None,
                source: str | None = None) -> NcclTestsImport:
     """Import one nccl-tests log (see the module docstring)."""
+    from dgtraces.fitting import fit_alpha_beta
     from dgtraces.io.files import utc_now
     from dgtraces.reference.devices import device_key
-
-    from ..fitting import fit_alpha_beta
 
     path = Path(path)
     text, digest = read_text(path)
@@ -210,15 +203,15 @@ def import_log(path, *, collective: str | None = None, interconnect: str | None 
     ranks, points, iters = parse(text, file)
     if not ranks:
         raise DgtracesError(f"{file}: no '# Using devices' rank lines (not an nccl-tests log?)",
-                            code="BAD_FILE")
+                            code=Code.BAD_FILE)
     if len(points) < 1:
-        raise DgtracesError(f"{file}: no size/time table lines", code="EMPTY")
+        raise DgtracesError(f"{file}: no size/time table lines", code=Code.EMPTY)
     inferred = collective_of(text, path, collective, len(ranks), points)
     coll = inferred.collective
     sizes = [p.size for p in points]
     if len(set(sizes)) != len(sizes):
         raise DgtracesError(f"{file}: a size appears twice (two runs in one log? import them "
-                            f"as separate files)", code="DUPLICATE")
+                            f"as separate files)", code=Code.DUPLICATE)
     names = sorted({name for _, _, name in ranks})
     hosts = len({host for _, host, _ in ranks})
     key = device_key(names[0])

@@ -20,13 +20,10 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ..errors import DgtracesError, Failure
-from . import IMPORTER_VERSION, citation, frame, read_text
-
-if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
+from dgtraces.errors import Code, DgtracesError, Failure
+from dgtraces.importers.base import IMPORTER_VERSION, CommImport, frame, read_text
+from dgtraces.importers.shipped import citation
 
 INTERCONNECT = "unknown (B-Caffe cluster)"
 HEADER = re.compile(r"#\s*OSU MPI Allreduce Latency Test v?([0-9.]+)")
@@ -34,9 +31,7 @@ POINT = re.compile(r"^(?:(\d+)\s*,\s*)?(\d+)\s+([0-9.]+(?:[eE][-+]?\d+)?)$")
 
 
 @dataclass
-class OsuImport:
-    comm: "pd.DataFrame"
-    comm_fits: "pd.DataFrame"
+class OsuImport(CommImport):
     workers: int
     workers_from_name: bool
     split_bytes: int | None  # largest size of the first segment, None for one fit
@@ -65,7 +60,7 @@ def parse(text: str, file: str, workers: int | None = None):
             continue
         m = POINT.match(line)
         if not m:
-            raise DgtracesError(f"{file} line {lineno}: malformed OSU line", code="BAD_FILE",
+            raise DgtracesError(f"{file} line {lineno}: malformed OSU line", code=Code.BAD_FILE,
                                 failures=[Failure("BAD_FILE", "malformed OSU line", file=file,
                                                   row=lineno, expected="[procs,]size latency",
                                                   found=repr(line[:80]))])
@@ -74,30 +69,30 @@ def parse(text: str, file: str, workers: int | None = None):
         points.append((int(m[2]), float(m[3])))
     if version is None or not points:
         raise DgtracesError(f"{file}: not an OSU allreduce latency log (no header or points)",
-                            code="BAD_FILE")
+                            code=Code.BAD_FILE)
     sizes = [p[0] for p in points]
     if len(procs) > 1 or len(set(sizes)) != len(sizes) or min(p[1] for p in points) <= 0:
         raise DgtracesError(f"{file}: mixed process counts, repeated sizes or non-positive "
-                            f"latencies", code="PLAUSIBILITY")
+                            f"latencies", code=Code.PLAUSIBILITY)
     from_name = False
     if procs:
         found = procs.pop()
         if workers is not None and workers != found:
             raise DgtracesError(f"{file}: log says {found} processes, --workers {workers}",
-                                code="BAD_INPUT")
+                                code=Code.BAD_INPUT)
         workers = found
     elif workers is None:
         m = re.search(r"(\d+)\D*$", Path(file).name)
         if not m:
             raise DgtracesError(f"{file}: no process-count column; give --workers",
-                                code="BAD_INPUT")
+                                code=Code.BAD_INPUT)
         workers, from_name = int(m[1]), True
     return version, workers, from_name, points
 
 
 def fit(points) -> Fit:
     """Constrained (alpha, beta >= 0) unweighted least squares over [(bytes, us), ...]."""
-    from ..fitting import fit_alpha_beta
+    from dgtraces.fitting import fit_alpha_beta
 
     xs = [int(p[0]) for p in points]
     got = fit_alpha_beta(xs, [p[1] for p in points], weights="uniform")

@@ -20,15 +20,11 @@ import re
 from collections import defaultdict, deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ..errors import DgtracesError, Failure
-from ..values import positive_int
-from . import frame, read_text
-from .gpu_sources import resolve, run_row, shipped
-
-if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
+from dgtraces.errors import Code, DgtracesError, Failure
+from dgtraces.importers.base import TraceImport, frame, gpu_run_row, read_text
+from dgtraces.importers.shipped import resolve, shipped
+from dgtraces.values import positive_int
 
 NUM = r"([-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"
 NODE = re.compile(rf"^(node\d+) -- (.*) -- forward_compute_time={NUM}, backward_compute_time="
@@ -52,9 +48,7 @@ class Node:
 
 
 @dataclass
-class PipeDreamImport:
-    runs: pd.DataFrame
-    layer_timings: pd.DataFrame
+class PipeDreamImport(TraceImport):
     mapped: dict[str, str]  # node -> spec layer
     unmatched: tuple[tuple[str, str, float, float], ...]  # node, op, fwd, bwd ms
     spec_without_time: tuple[str, ...]
@@ -87,7 +81,7 @@ def parse(text: str, path: str = "graph.txt") -> list[Node]:
                          file=path, found=n) for n in dangling[:20]]
     if failures or not nodes:
         raise DgtracesError(f"{path}: not a readable PipeDream graph ({len(failures)} bad "
-                            f"line(s), {len(nodes)} node(s))", code="BAD_FILE",
+                            f"line(s), {len(nodes)} node(s))", code=Code.BAD_FILE,
                             failures=failures[:50])
     return _topological(nodes, edges, path)
 
@@ -115,7 +109,7 @@ def _topological(nodes: dict[str, Node], edges: list[tuple[str, str]], path: str
             if indeg[m] == 0:
                 heapq.heappush(ready, (key(m), m))
     if len(out) != len(nodes):
-        raise DgtracesError(f"{path}: the graph has a cycle", code="BAD_FILE")
+        raise DgtracesError(f"{path}: the graph has a cycle", code=Code.BAD_FILE)
     return out
 
 
@@ -133,9 +127,9 @@ def _batch(nodes: list[Node], records: list[dict], given: int | None) -> tuple[i
                                             f"per sample of {r['layer']}")
     if any(OP_KIND.get(n.op) in SIZED for n in nodes):  # sized nodes, none of the spec's
         raise DgtracesError("no conv/fc node has the parameter size of a layer of this model "
-                            "(a profile of another net?)", code="MODEL_MISMATCH")
+                            "(a profile of another net?)", code=Code.MODEL_MISMATCH)
     raise DgtracesError("no conv/fc node to infer the batch from; give --batch-size",
-                        code="BAD_INPUT")
+                        code=Code.BAD_INPUT)
 
 
 def match(nodes: list[Node], records: list[dict], batch: int) -> tuple[dict[str, str], list]:
@@ -168,7 +162,7 @@ def match(nodes: list[Node], records: list[dict], batch: int) -> tuple[dict[str,
 def import_graph(path, model: str, *, batch_size: int | None = None, device: str | None = None,
                  run_id: str | None = None, source: str | None = None) -> PipeDreamImport:
     """Map a PipeDream ``graph.txt`` onto ``model``'s spec (see the module docstring)."""
-    from ..models import layer_records
+    from dgtraces.models import layer_records
 
     records = layer_records(model)  # UNKNOWN_MODEL first
     text, digest = read_text(path)
@@ -176,7 +170,7 @@ def import_graph(path, model: str, *, batch_size: int | None = None, device: str
     known = shipped(digest)
     if known is not None and known.model != model:
         raise DgtracesError(f"{path} is the shipped profile of {known.model}, not {model}",
-                            code="MODEL_MISMATCH")
+                            code=Code.MODEL_MISMATCH)
     batch, basis = _batch(nodes, records, batch_size)
     mapped, unmatched = match(nodes, records, batch)
     sized = [n for n in nodes if OP_KIND.get(n.op) in SIZED]
@@ -184,7 +178,7 @@ def import_graph(path, model: str, *, batch_size: int | None = None, device: str
     if not sized or len(lost) > 0.1 * len(sized):
         raise DgtracesError(f"{path}: {len(lost)} of {len(sized)} conv/fc nodes fit no layer "
                             f"of {model} (another net, or the wrong batch?)",
-                            code="MODEL_MISMATCH",
+                            code=Code.MODEL_MISMATCH,
                             failures=[Failure("MODEL_MISMATCH", "no spec layer of this op, "
                                               "parameter and activation size", file=str(path),
                                               found=f"{n.node}: {n.desc[:60]}")
@@ -209,7 +203,7 @@ def import_graph(path, model: str, *, batch_size: int | None = None, device: str
               "input_ms": sum(n.fwd_ms for n in nodes if n.op == "Input"),
               "spec_layers_without_time": list(without),
               "gpu": "not stated by the source" if device == "gpu-unstated" else device}
-    run = run_row(run_id=run_id, model=model, device=device, known=known,
+    run = gpu_run_row(run_id=run_id, model=model, device=device, known=known,
                   framework="pytorch (PipeDream profiler)", batch_size=batch, source=cited,
                   importer="pipedream", params=params, fwd_ms=fwd, bwd_ms=bwd,
                   layer_sum_ratio=layer_sum / (fwd + bwd) if fwd + bwd > 0 else None,

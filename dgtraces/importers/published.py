@@ -22,15 +22,14 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from .. import reference
-from ..errors import DgtracesError, Failure
-from . import frame
+from dgtraces import reference
+from dgtraces.errors import Code, DgtracesError, Failure
+from dgtraces.importers.base import frame
+from dgtraces.importers.shipped import BCAFFE_LOGS, OSU_LOGS
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-BCAFFE_LOGS = ("tmpcomm", "tmp2comm", "tmp4comm", "tmp4ocomm", "tmp8comm", "tmp8ocomm")
-OSU_LOGS = (2, 4, 8)
 VARIANTS = {"resnet50v1.5": "resnet50"}
 VARIANT_ID = re.compile(r":resnet50v1\.5:")
 
@@ -66,7 +65,7 @@ def calibration_iterations() -> "pd.DataFrame":
         iter_id = ":".join(["published", "calibration", r["device"], r["model"], r["framework"],
                             r["phase"], r["precision"], f"b{batch}" if batch else "bNA"])
         if iter_id in seen:
-            raise DgtracesError(f"calibration.csv: duplicate row {iter_id}", code="DUPLICATE")
+            raise DgtracesError(f"calibration.csv: duplicate row {iter_id}", code=Code.DUPLICATE)
         seen.add(iter_id)
         notes = []
         if r["model"] != model:
@@ -124,16 +123,15 @@ def published_tables() -> dict[str, "pd.DataFrame"]:
     """devices, iterations, comm, comm_fits, runs and layer_timings, validated together."""
     import pandas as pd
 
+    from dgtraces.importers import bcaffe, osu
     from dgtraces.tables.checks import validate_tables
-
-    from . import bcaffe, osu
 
     osus = [osu.import_log(reference.path(f"bcaffe/allreduce{w}.log")) for w in OSU_LOGS]
     comm = pd.concat([o.comm for o in osus], ignore_index=True)
     bad = comm_csv_disagreements(comm)
     if bad:
         raise DgtracesError("reference comm.csv disagrees with the OSU logs",
-                            code="PLAUSIBILITY", failures=bad)
+                            code=Code.PLAUSIBILITY, failures=bad)
     traces = [bcaffe.import_log(reference.path(f"bcaffe/{name}.log")) for name in BCAFFE_LOGS]
     frames = {
         "devices": devices_frame(),

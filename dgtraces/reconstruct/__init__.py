@@ -13,11 +13,11 @@ The model is in :mod:`.costmodel`, the fit in :mod:`.fit`, the published calibra
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dgtraces.io.files import utc_now
+from dgtraces.tables.runrow import runs_row
 
 from ..errors import DgtracesError
 
@@ -100,20 +100,17 @@ def reconstruct_trace(device: str, model: str, batch_size: int, precision: str =
     if precision == "amp" and (a := cal.amp_fit) is not None:
         notes += (f"; amp: one tensor-core efficiency set by the resnet50v1.5 amp/fp32 ratio "
                   f"{a['target_speedup']:.2f} (reached {a['reached_speedup']:.2f})")
-    run = {
-        "run_id": rid, "model": model, "device": device, "device_kind": "gpu",
-        "host": cal.device.name, "framework": "reconstructed (calibrated on "
-        + ", ".join(frameworks) + ")", "precision": precision, "batch_size": batch_size,
-        "threads": None, "cores": None, "provenance": "reconstructed",
-        "source": f"{method_id()} cost model; peaks: {DEVICES_SOURCE} ({cal.device.source}); "
-                  f"fitted to {len(cal.rows)} rows of {CALIBRATION_SOURCE}",
-        "collector_version": method_id(),
-        "timestamp_utc": timestamp_utc or utc_now(),
-        "fwd_ms": fwd, "bwd_ms": bwd, "update_ms": costs.update_ms,
-        "iter_ms": fwd + bwd + costs.update_ms, "layer_sum_ratio": 1.0, "flagged": False,
-        "flag_reason": None, "params_json": json.dumps(detail, sort_keys=True),
-        "notes": notes,
-    }
+    run = runs_row(
+        run_id=rid, model=model, device=device, device_kind="gpu", host=cal.device.name,
+        framework="reconstructed (calibrated on " + ", ".join(frameworks) + ")",
+        precision=precision, batch_size=batch_size, threads=None, cores=None,
+        provenance="reconstructed",
+        source=f"{method_id()} cost model; peaks: {DEVICES_SOURCE} ({cal.device.source}); "
+               f"fitted to {len(cal.rows)} rows of {CALIBRATION_SOURCE}",
+        collector_version=method_id(), timestamp_utc=timestamp_utc or utc_now(),
+        fwd_ms=fwd, bwd_ms=bwd, update_ms=costs.update_ms,
+        iter_ms=fwd + bwd + costs.update_ms, layer_sum_ratio=1.0, flagged=False,
+        flag_reason=None, params=detail, notes=notes)
     bound = pd.DataFrame({"layer": list(la.layer), "kind": list(la.kind),
                           "fwd_bound": costs.fwd_bound, "bwd_bound": costs.bwd_bound,
                           "fwd_latency_ms": costs.fwd_latency_ms,

@@ -5,11 +5,10 @@ SM count); called by :func:`dgtraces.reconstruct.reconstruct_trace` with
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
 from dgtraces.errors import Code, DgtracesError
+from dgtraces.tables.runrow import runs_row
 
 METHOD = "dgtraces.reconstruct/kernels"
 VERSION = "2.0"
@@ -69,19 +68,17 @@ def reconstruct(device: str, model: str, batch_size: int, precision: str,
                           "deepbench)",
         "docs": "docs/reconstruction-kernels.md",
     }
-    run = {
-        "run_id": rid, "model": model, "device": device, "device_kind": "gpu",
-        "host": gpu.name, "framework": "reconstructed (cuDNN/cuBLAS kernel model)",
-        "precision": precision, "batch_size": batch_size, "threads": None, "cores": None,
-        "provenance": "reconstructed",
-        "source": f"{method_id()} cost model ({BASIS_TEXT[cal.basis]}); peaks: {gpu.source}",
-        "collector_version": method_id(), "timestamp_utc": timestamp_utc,
-        "fwd_ms": fwd, "bwd_ms": bwd, "update_ms": t.update_ms, "iter_ms": iter_ms,
-        "layer_sum_ratio": (fwd + bwd + t.update_ms) / iter_ms, "flagged": False,
-        "flag_reason": None, "params_json": json.dumps(detail, sort_keys=True),
-        "notes": ("per-layer times are modelled device time (host dispatch apart, in "
-                  "params_json); not measured"),
-    }
+    run = runs_row(
+        run_id=rid, model=model, device=device, device_kind="gpu", host=gpu.name,
+        framework="reconstructed (cuDNN/cuBLAS kernel model)", precision=precision,
+        batch_size=batch_size, threads=None, cores=None, provenance="reconstructed",
+        source=f"{method_id()} cost model ({BASIS_TEXT[cal.basis]}); peaks: {gpu.source}",
+        collector_version=method_id(), timestamp_utc=timestamp_utc,
+        fwd_ms=fwd, bwd_ms=bwd, update_ms=t.update_ms, iter_ms=iter_ms,
+        layer_sum_ratio=(fwd + bwd + t.update_ms) / iter_ms, flagged=False,
+        flag_reason=None, params=detail,
+        notes=("per-layer times are modelled device time (host dispatch apart, in "
+               "params_json); not measured"))
     zero = np.zeros(len(la.layer))
     costs = LayerCosts(t.fwd_ms, t.bwd_ms, t.update_ms, zero, zero, zero, zero)
     kind = np.where(np.isin(la.kind, GEMM_KINDS), "compute", "memory")

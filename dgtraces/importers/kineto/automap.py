@@ -28,8 +28,8 @@ import bisect
 from collections import defaultdict, deque
 from dataclasses import dataclass
 
-from ...errors import DgtracesError, Failure
-from .parse import STEP, Event
+from dgtraces.errors import Code, DgtracesError, Failure
+from dgtraces.importers.kineto.parse import STEP, Event
 
 OP_KIND = {"aten::conv2d": "conv", "aten::batch_norm": "bn", "aten::relu_": "relu",
            "aten::relu": "relu", "aten::max_pool2d": "pool", "aten::avg_pool2d": "pool",
@@ -62,7 +62,7 @@ class AutoMapped:
 
 
 def spec_layers(model: str) -> list[SpecLayer]:
-    from ...models import get_spec, inferred
+    from dgtraces.models import get_spec, inferred
 
     spec = get_spec(model)
     shapes = {"data": spec.input_shape}
@@ -141,7 +141,7 @@ def automap(events: list[Event], model: str, batch: int) -> AutoMapped:
     steps = sorted((e for e in ops if STEP.match(e.name)), key=lambda e: e.ts)
     if not steps:
         raise DgtracesError("the trace has no ProfilerStep#N: without layer scopes or --map, "
-                            "ops are mapped per profiler step", code="BAD_FILE",
+                            "ops are mapped per profiler step", code=Code.BAD_FILE,
                             failures=[Failure("BAD_FILE", "no ProfilerStep#N event",
                                               expected="ProfilerStep#N", found="none")])
     starts = [s.ts for s in steps]

@@ -8,18 +8,23 @@ first dimension of the first ``aten::conv2d`` / ``aten::linear`` input.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from ...errors import DgtracesError
-from ...fitting import stats
-from ...values import positive_int
-from .. import IMPORTER_VERSION, frame
-from ..gpu_sources import resolve, shipped
-from .automap import automap
-from .parse import Event
-from .rows import KinetoImport, _timestamp, default_run_id, layer_rows
-from .scopes import unmapped_summary
+from dgtraces.errors import Code, DgtracesError
+from dgtraces.fitting import stats
+from dgtraces.importers.base import collector_version, frame
+from dgtraces.importers.kineto.automap import automap
+from dgtraces.importers.kineto.parse import Event
+from dgtraces.importers.kineto.result import (
+    KinetoImport,
+    default_run_id,
+    layer_rows,
+    trace_timestamp,
+)
+from dgtraces.importers.kineto.scopes import unmapped_summary
+from dgtraces.importers.shipped import resolve, shipped
+from dgtraces.tables.runrow import runs_row
+from dgtraces.values import positive_int
 
 
 def _batch(events: list[Event]) -> int:
@@ -29,7 +34,7 @@ def _batch(events: list[Event]) -> int:
             if dims and isinstance(dims[0], list) and dims[0]:
                 return positive_int("batch_size", dims[0][0])
     raise DgtracesError("no aten::conv2d/linear input to read the batch from; give "
-                        "--batch-size", code="BAD_INPUT")
+                        "--batch-size", code=Code.BAD_INPUT)
 
 
 def _median(values: list[float]) -> float | None:
@@ -39,18 +44,18 @@ def _median(values: list[float]) -> float | None:
 def import_auto(path, model: str, events: list[Event], meta: dict, digest: str, *,
                 batch_size: int | None, run_id: str | None, device: str | None,
                 source: str | None, precision: str) -> KinetoImport:
-    from ...models import layer_records
+    from dgtraces.models import layer_records
 
     order = [r["layer"] for r in layer_records(model)]
     known = shipped(digest)
     if known is not None and known.model != model:
         raise DgtracesError(f"{path} is the shipped trace of {known.model}, not {model}",
-                            code="MODEL_MISMATCH")
+                            code=Code.MODEL_MISMATCH)
     batch = batch_size or _batch(events)
     res = automap(events, model, batch)
     if not res.fwd:
         raise DgtracesError(f"{path}: no profiler op matches a layer of {model} (op kind and "
-                            f"input shapes at batch {batch}): another net?", code="EMPTY")
+                            f"input shapes at batch {batch}): another net?", code=Code.EMPTY)
     gpu = sum(e.cat in ("kernel", "gpu_memcpy", "gpu_memset") for e in events)
     if known is not None:
         cited, device = resolve(known, path, source, device)
@@ -58,7 +63,7 @@ def import_auto(path, model: str, events: list[Event], meta: dict, digest: str, 
     else:
         if gpu and not device:
             raise DgtracesError(f"{path}: the trace has GPU events; give --device",
-                                code="BAD_INPUT")
+                                code=Code.BAD_INPUT)
         cited = source or f"PyTorch profiler trace {Path(path).name} (sha256 {digest[:12]})"
         device, provenance = device or "cpu", "measured"
     run_id = run_id or default_run_id(model, path, digest)
@@ -88,19 +93,17 @@ def import_auto(path, model: str, events: list[Event], meta: dict, digest: str, 
     ratio = layer_sum / whole if whole > 0 else None
     basis = ("GPU kernel time (sum of the kernels each op launched, by external id)"
              if res.time_basis == "gpu kernels" else "CPU op durations")
-    run = {
-        "run_id": run_id, "model": model, "device": device,
-        "device_kind": "gpu" if gpu else "cpu",
-        "framework": known.framework if known else "pytorch (kineto trace)",
-        "precision": precision, "batch_size": int(batch), "provenance": provenance,
-        "source": cited, "collector_version": f"dgtraces.importers.kineto {IMPORTER_VERSION}",
-        "timestamp_utc": _timestamp(meta, events), "fwd_ms": fwd_ms, "bwd_ms": bwd_ms,
-        "iter_ms": _median(res.step_ms), "layer_sum_ratio": ratio, "flagged": False,
-        "params_json": json.dumps(params, sort_keys=True),
-        "notes": f"Kineto trace mapped by op order, kind and input shapes; per-layer times are "
-                 f"{basis}, one repetition per ProfilerStep; fwd_ms/bwd_ms are the mapped "
-                 f"layers' sums, iter_ms the step's wall time (includes data loading and the "
-                 f"optimizer); mapped share of the steps' kernel time in params_json"}
+    run = runs_row(
+        run_id=run_id, model=model, device=device, device_kind="gpu" if gpu else "cpu",
+        framework=known.framework if known else "pytorch (kineto trace)",
+        precision=precision, batch_size=int(batch), provenance=provenance,
+        source=cited, collector_version=collector_version("kineto"),
+        timestamp_utc=trace_timestamp(meta, events), fwd_ms=fwd_ms, bwd_ms=bwd_ms,
+        iter_ms=_median(res.step_ms), layer_sum_ratio=ratio, flagged=False, params=params,
+        notes=f"Kineto trace mapped by op order, kind and input shapes; per-layer times are "
+              f"{basis}, one repetition per ProfilerStep; fwd_ms/bwd_ms are the mapped "
+              f"layers' sums, iter_ms the step's wall time (includes data loading and the "
+              f"optimizer); mapped share of the steps' kernel time in params_json")
     return KinetoImport(frame("runs", [run]), frame("layer_timings", rows), res.steps,
                         tuple(r["layer"] for r in rows), unmapped, sum(res.fwd.values()),
                         sum(res.bwd.values()), sum(res.bwd.values()), gpu,

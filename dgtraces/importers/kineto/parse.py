@@ -13,10 +13,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dgtraces.errors import Code, DgtracesError, Failure
+from dgtraces.importers.base import read_text
 from dgtraces.io.bounded import gunzip, json_loads
-
-from ...errors import DgtracesError, Failure
-from .. import read_text
 
 EVAL = "autograd::engine::evaluate_function:"
 MODULE = "nn.Module: "
@@ -46,7 +45,7 @@ def load_trace(path) -> tuple[list[Event], dict, str]:
 
     path = Path(path)
     if not path.is_file():
-        raise DgtracesError(f"{path}: no such file", code="NOT_FOUND")
+        raise DgtracesError(f"{path}: no such file", code=Code.NOT_FOUND)
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     try:
@@ -55,10 +54,10 @@ def load_trace(path) -> tuple[list[Event], dict, str]:
         doc = json_loads(data.decode("utf-8"), str(path))  # too deep: BAD_FILE
     except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:
         raise DgtracesError(f"{path}: not a (gzipped) JSON Chrome trace ({exc})",
-                            code="BAD_FILE") from None
+                            code=Code.BAD_FILE) from None
     raw = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if not isinstance(raw, list):
-        raise DgtracesError(f"{path}: no traceEvents list", code="BAD_FILE")
+        raise DgtracesError(f"{path}: no traceEvents list", code=Code.BAD_FILE)
     events = []
     for i, e in enumerate(raw):
         if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e and "dur" in e:
@@ -68,7 +67,7 @@ def load_trace(path) -> tuple[list[Event], dict, str]:
                 ts = dur = float("nan")
             if not (math.isfinite(ts) and math.isfinite(dur) and dur >= 0):
                 raise DgtracesError(f"{path}: event {i} ({str(e.get('name'))[:60]!r}) has no "
-                                    f"usable ts/dur", code="BAD_FILE",
+                                    f"usable ts/dur", code=Code.BAD_FILE,
                                     failures=[Failure("BAD_FILE", "ts/dur not finite numbers",
                                                       file=str(path), row=i,
                                                       found=repr((e["ts"], e["dur"]))[:80])])
@@ -86,7 +85,7 @@ def read_map(path, layers: set[str], model: str) -> dict[str, str]:
     text, _ = read_text(path)
     reader = csv.DictReader(io.StringIO(text))
     if not reader.fieldnames or not {"scope", "layer"} <= set(reader.fieldnames):
-        raise DgtracesError(f"{path}: need a CSV header 'scope,layer'", code="BAD_FILE")
+        raise DgtracesError(f"{path}: need a CSV header 'scope,layer'", code=Code.BAD_FILE)
     out, failures = {}, []
     for i, row in enumerate(reader):
         scope, layer = (row["scope"] or "").strip(), (row["layer"] or "").strip()
@@ -100,7 +99,7 @@ def read_map(path, layers: set[str], model: str) -> dict[str, str]:
         out[scope] = layer
     if failures:
         raise DgtracesError(f"{path}: {len(failures)} map row(s) name unknown layers",
-                            code="UNKNOWN_LAYER", failures=failures)
+                            code=Code.UNKNOWN_LAYER, failures=failures)
     return out
 
 

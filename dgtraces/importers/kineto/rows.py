@@ -29,97 +29,28 @@ run.
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ...errors import DgtracesError, Failure
-from ...fitting import RATIO_TOLERANCE, stats
-from ...values import positive_int
-from .. import IMPORTER_VERSION, frame
-from .parse import Event, load_trace, read_map
-from .scopes import attribute, unmapped_summary
-
-if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
-
-
-
-@dataclass(frozen=True)
-class Unmapped:
-    """What the importer could not attribute to a layer."""
-
-    ops: int
-    time_ms: float
-    share: float  # of mapped forward + mapped backward + unmapped time
-    names: tuple[tuple[str, int, float], ...]  # (name, count, ms), most time first
-    scopes: tuple[str, ...]  # scope names seen that map to no layer
+from dgtraces.errors import Code, DgtracesError, Failure
+from dgtraces.fitting import RATIO_TOLERANCE, stats
+from dgtraces.importers.base import collector_version, frame
+from dgtraces.importers.kineto.parse import load_trace, read_map
+from dgtraces.importers.kineto.result import (
+    KinetoImport,
+    default_run_id,
+    layer_rows,
+    trace_timestamp,
+)
+from dgtraces.importers.kineto.scopes import attribute, unmapped_summary
+from dgtraces.tables.runrow import runs_row
+from dgtraces.values import positive_int
 
 
-@dataclass
-class KinetoImport:
-    runs: pd.DataFrame
-    layer_timings: pd.DataFrame
-    iterations: int
-    layers: tuple[str, ...]
-    unmapped: Unmapped
-    mapped_fwd_ms: float
-    mapped_bwd_ms: float
-    trace_bwd_ms: float  # every outermost autograd node, mapped or not
-    gpu_events: int
-    unscoped: tuple[str, ...] = ()  # model layers no scope maps to (no row for them)
-    time_basis: str = "host wall time of scopes"  # or "gpu kernels" / "cpu ops" (automap)
-    coverage: float | None = None  # automap: share of the spec's conv/fc/bn layers mapped
-    kernel_share: float | None = None  # automap: mapped / all kernel time of the steps
-
-
-def _timestamp(meta: dict, events: list[Event]) -> str:
-    """Wall time of the first event: baseTimeNanoseconds + ts (us); import time if absent."""
-    from datetime import UTC, datetime
-
-    base = meta.get("baseTimeNanoseconds")
-    first = min((e.ts for e in events), default=0.0)
-    if base:
-        when = datetime.fromtimestamp(int(base) / 1e9 + first / 1e6, UTC)
-    elif first > 1e15:  # older traces: ts are microseconds since the epoch
-        when = datetime.fromtimestamp(first / 1e6, UTC)
-    else:
-        when = datetime.now(UTC)
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def layer_rows(run_id: str, order: list[str], fwd: dict, bwd: dict) -> list[dict]:
-    """One row per layer with a forward time: median, p10, p90 over iterations (linear)."""
-    groups: dict[str, tuple[list, list]] = {}
-    for which, times in ((0, fwd), (1, bwd)):
-        for (layer, _), ms in sorted(times.items(), key=lambda kv: kv[0][1]):
-            groups.setdefault(layer, ([], []))[which].append(ms)
-    rows = []
-    for layer in (name for name in order if name in groups and groups[name][0]):
-        f, b = groups[layer]
-        row = {"run_id": run_id, "layer": layer, "n": len(f)}
-        for prefix, vals in (("fwd", f), ("bwd", b)):
-            if vals:
-                med, p10, p90, _ = stats(vals)
-                row.update({f"{prefix}_ms": med, f"{prefix}_p10_ms": p10,
-                            f"{prefix}_p90_ms": p90})
-        rows.append(row)
-    return rows
-
-
-def default_run_id(model: str, path, digest: str) -> str:
-    # the content hash keeps two different traces with the same file name apart
-    return "kineto-{}-{}-{}".format(
-        model, re.sub(r"[^A-Za-z0-9._-]", "-", Path(path).name.split(".")[0]), digest[:8])
-
-
-def import_trace(path, model: str, *, batch_size: int | None, run_id: str | None = None,
+def import_trace(path, model: str, *, batch_size: int | None = None, run_id: str | None = None,
                  device: str | None = None, map_path=None, source: str | None = None,
                  precision: str = "fp32") -> KinetoImport:
     """Map a Chrome trace onto ``model``'s layers; see the module docstring."""
-    from ...models import layer_records
+    from dgtraces.models import layer_records
 
     records = layer_records(model)  # UNKNOWN_MODEL early
     order = [r["layer"] for r in records]
@@ -131,19 +62,19 @@ def import_trace(path, model: str, *, batch_size: int | None, run_id: str | None
     fwd, bwd, spans, stray_events, stray, trace_bwd, step_ms = attribute(
         events, set(order), mapping)
     if not fwd and not map_path:  # no layer scopes: map ops by module order (torch models)
-        from .autorows import import_auto
+        from dgtraces.importers.kineto.autorows import import_auto
 
         return import_auto(path, model, events, meta, digest, batch_size=batch_size,
                            run_id=run_id, device=device, source=source, precision=precision)
     if batch_size is None:
-        raise DgtracesError("give --batch-size (scope-mapped traces)", code="BAD_INPUT")
+        raise DgtracesError("give --batch-size (scope-mapped traces)", code=Code.BAD_INPUT)
     if gpu and not device:
         raise DgtracesError(f"{path}: the trace has GPU events; give --device",
-                            code="BAD_INPUT")
+                            code=Code.BAD_INPUT)
     if not fwd:
         raise DgtracesError(
             f"{path}: no scope maps to a layer of {model} (scopes must be named like the "
-            f"layers, or listed in --map)", code="EMPTY",
+            f"layers, or listed in --map)", code=Code.EMPTY,
             failures=[Failure("EMPTY", "unmapped scope", file=str(path), found=name)
                       for name in stray[:20]])
     run_id = run_id or default_run_id(model, path, digest)
@@ -172,19 +103,18 @@ def import_trace(path, model: str, *, batch_size: int | None, run_id: str | None
              "the autograd nodes linked to them by sequence number (bwd)")
     if gpu:
         notes += "; GPU kernels not used: host times are only meaningful with per-layer sync"
-    run = {
-        "run_id": run_id, "model": model, "device": device or "cpu",
-        "device_kind": "gpu" if gpu else "cpu", "framework": "pytorch (kineto trace)",
-        "precision": precision, "batch_size": int(batch_size), "provenance": "measured",
-        "source": source or f"PyTorch profiler trace {Path(path).name} (sha256 {digest[:12]})",
-        "collector_version": f"dgtraces.importers.kineto {IMPORTER_VERSION}",
-        "timestamp_utc": _timestamp(meta, events), "fwd_ms": fwd_ms, "bwd_ms": bwd_ms,
-        "iter_ms": stats(step_ms)[0] if step_ms else None,
-        "layer_sum_ratio": ratio, "flagged": flagged,
-        "flag_reason": (f"layer sum / whole fwd+bwd = {ratio:.3f}, outside 1 +- {RATIO_TOLERANCE}"
-                        if flagged and ratio else ("no whole-model time" if flagged else None)),
-        "params_json": json.dumps(params, sort_keys=True), "notes": notes,
-    }
+    run = runs_row(
+        run_id=run_id, model=model, device=device or "cpu",
+        device_kind="gpu" if gpu else "cpu", framework="pytorch (kineto trace)",
+        precision=precision, batch_size=int(batch_size), provenance="measured",
+        source=source or f"PyTorch profiler trace {Path(path).name} (sha256 {digest[:12]})",
+        collector_version=collector_version("kineto"),
+        timestamp_utc=trace_timestamp(meta, events), fwd_ms=fwd_ms, bwd_ms=bwd_ms,
+        iter_ms=stats(step_ms)[0] if step_ms else None,
+        layer_sum_ratio=ratio, flagged=flagged,
+        flag_reason=(f"layer sum / whole fwd+bwd = {ratio:.3f}, outside 1 +- {RATIO_TOLERANCE}"
+                     if flagged and ratio else ("no whole-model time" if flagged else None)),
+        params=params, notes=notes)
     return KinetoImport(frame("runs", [run]), frame("layer_timings", rows), len(iters),
                         tuple(r["layer"] for r in rows), unmapped, mapped_fwd, mapped_bwd,
                         trace_bwd, gpu, unscoped)

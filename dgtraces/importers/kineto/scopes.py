@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .parse import EVAL, MODULE, STEP, Event
+from dgtraces.importers.kineto.parse import EVAL, MODULE, STEP, Event
+from dgtraces.importers.kineto.result import Unmapped
 
 
 def _by_thread(events):
@@ -125,9 +126,7 @@ def attribute(events: list[Event], layers: set[str], mapping: dict[str, str]):
     return fwd, bwd, spans, unmapped, stray, trace_bwd, [s.dur / 1000.0 for s in steps]
 
 
-def unmapped_summary(events: list[Event], stray: list[str], mapped_ms: float):
-    from .rows import Unmapped
-
+def unmapped_summary(events: list[Event], stray: list[str], mapped_ms: float) -> Unmapped:
     agg: dict[str, list] = defaultdict(lambda: [0, 0.0])
     for e in events:
         agg[e.name][0] += 1

@@ -1,0 +1,93 @@
+"""The package's architecture holds (issue #24): no import circle, no import running up a
+layer, few modules flat in ``dgtraces/``, no private name used outside its module, error
+codes raised as ``Code`` members, and light imports where commands start."""
+
+import ast
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _graph():
+    spec = importlib.util.spec_from_file_location("import_graph",
+                                                  REPO / "scripts" / "import_graph.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_no_import_circles():
+    assert _graph().report()["cycles"] == []
+
+
+def test_no_import_runs_up_a_layer():
+    assert _graph().report()["upward"] == []
+
+
+def test_every_module_has_a_layer_and_few_are_flat():
+    graph = _graph()
+    rep = graph.report()
+    for mod in graph.modules():
+        graph.layer_of(mod)  # KeyError: a module outside every layer
+    assert len(rep["flat"]) <= 8, rep["flat"]
+
+
+def test_no_private_name_is_used_outside_its_module():
+    assert _graph().report()["private"] == []
+
+
+def test_the_graph_finds_what_it_should(tmp_path):
+    """The checker itself: a circle, an upward import and a private name in a toy package."""
+    graph = _graph()
+    pkg = tmp_path / "dgtraces"
+    (pkg / "tables").mkdir(parents=True)
+    (pkg / "cli").mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "errors.py").write_text("from dgtraces.cli import main\n")
+    (pkg / "tables" / "__init__.py").write_text("from dgtraces.tables import a\n")
+    (pkg / "tables" / "a.py").write_text("def f():\n    from dgtraces.tables import b\n")
+    (pkg / "tables" / "b.py").write_text("from dgtraces.tables.a import f, _hidden\n")
+    (pkg / "cli" / "__init__.py").write_text("main = 1\n")
+    rep = graph.report(pkg)
+    assert rep["cycles"] == [["dgtraces.tables.a", "dgtraces.tables.b"]]
+    assert rep["upward"] == [("dgtraces.errors", "dgtraces.cli")]
+    assert rep["private"] == [("dgtraces.tables.b", "dgtraces.tables.a._hidden")]
+
+
+def _string_codes(path: Path) -> list[int]:
+    """Lines raising or recording a reason code as a string, not a ``Code`` member."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for kw in node.keywords:
+                if kw.arg == "code" and isinstance(kw.value, ast.Constant) \
+                        and isinstance(kw.value.value, str):
+                    bad.append(node.lineno)
+            name = node.func.id if isinstance(node.func, ast.Name) else getattr(
+                node.func, "attr", "")
+            if name == "Failure" and node.args and isinstance(node.args[0], ast.Constant):
+                bad.append(node.lineno)
+    return bad
+
+
+def test_errors_carry_code_members_not_strings():
+    found = {str(p.relative_to(REPO)): lines
+             for p in sorted((REPO / "dgtraces").rglob("*.py"))
+             if (lines := _string_codes(p))}
+    assert found == {}
+
+
+def _loaded_after(statement: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", f"{statement}\nimport sys\n"
+                          "print('\\n'.join(sorted(sys.modules)))"],
+                         capture_output=True, text=True, check=True, cwd=REPO).stdout
+    return set(out.split())
+
+
+def test_schema_loads_no_predictor_module():
+    loaded = _loaded_after("import dgtraces.tables.schema")
+    assert not {m for m in loaded if m.startswith("dgtraces.predict")}
