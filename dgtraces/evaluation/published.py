@@ -97,9 +97,9 @@ class PublishedValidation:
                 "pred_exact_linear_rows": int(sc["pred_exact_linear"].sum())}
 
     def to_dict(self) -> dict:
-        from dgtraces.evaluation.validation import _no_nan
+        from dgtraces.evaluation.validation import no_nan
 
-        return _no_nan({"file": f"dgtraces/reference/{FILE}", "headline": self.headline(),
+        return no_nan({"file": f"dgtraces/reference/{FILE}", "headline": self.headline(),
                         "by_source": self.by_source().to_dict("records"),
                         "rows": self.rows.to_dict("records")})
 

@@ -29,12 +29,12 @@ CIRCULAR = ("published single-GPU rows predicted from reconstructed traces are c
             "not the predictor")
 
 
-def _no_nan(obj):
+def no_nan(obj):
     """``obj`` with every float NaN (pandas' missing value) replaced by None."""
     if isinstance(obj, dict):
-        return {k: _no_nan(v) for k, v in obj.items()}
+        return {k: no_nan(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_no_nan(v) for v in obj]
+        return [no_nan(v) for v in obj]
     if isinstance(obj, float) and obj != obj:
         return None
     return obj
@@ -62,7 +62,7 @@ class ValidationResult:
 
     def to_dict(self) -> dict:
         """JSON-ready: missing values are None (JSON null), never NaN."""
-        return _no_nan({"release": self.release, "headline": self.headline(),
+        return no_nan({"release": self.release, "headline": self.headline(),
                         "by_model": self.by_model.to_dict("records"),
                         "by_policy": self.by_policy.to_dict("records"),
                         "rows": self.rows.to_dict("records"), "note": CIRCULAR})

@@ -56,7 +56,7 @@ def _inferred(name: str) -> tuple[InferredLayer, ...]:
     return tuple(infer(get_spec(name)))
 
 
-def _bias(item: InferredLayer) -> int:
+def bias_count(item: InferredLayer) -> int:
     layer = item.layer
     if layer.kind in ("conv", "fc") and layer.bias:
         return layer.num_output
@@ -86,7 +86,7 @@ def blobs(name: str, aux: bool = True) -> list[Blob]:
     for item in inferred(name):
         if not item.params or (item.layer.aux and not aux):
             continue
-        bias = _bias(item)
+        bias = bias_count(item)
         for role, numel in (("weight", item.params - bias), ("bias", bias)):
             if numel:
                 out.append(Blob(len(out), item.layer.name, role, numel, item.layer.aux))
@@ -120,7 +120,7 @@ def layer_records(name: str) -> list[dict]:
             "out_h": item.out.h,
             "out_w": item.out.w,
             "params": item.params,
-            "bias_params": _bias(item),
+            "bias_params": bias_count(item),
             "buffers": item.buffers,
             "grad_bytes": BYTES_FP32 * item.params,
             "fwd_flops": item.fwd_flops,

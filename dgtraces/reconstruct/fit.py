@@ -89,7 +89,7 @@ def residuals(params: Params, dev: Device, obs: list[Observation],
     return np.log(pred / np.array([o.time_ms for o in obs]))
 
 
-def _lm(fun, theta0: np.ndarray, max_iter: int = 200, tol: float = 1e-10):
+def levenberg_marquardt(fun, theta0: np.ndarray, max_iter: int = 200, tol: float = 1e-10):
     """Levenberg-Marquardt with a forward-difference Jacobian; returns (theta, cost, its)."""
     theta = theta0.astype(float).copy()
     r = fun(theta)
@@ -143,7 +143,7 @@ def fit(dev: Device, obs: list[Observation], *, starts=STARTS,
 
     best: tuple[np.ndarray, float, int] | None = None
     for start in starts:
-        theta, cost, its = _lm(fun, _from_params(start))
+        theta, cost, its = levenberg_marquardt(fun, _from_params(start))
         if best is None or cost < best[1]:
             best = (theta, cost, its)
     if best is None:

@@ -14,7 +14,7 @@ import numpy as np
 
 from dgtraces.errors import Code, DgtracesError
 from dgtraces.reconstruct.calibration import fitted_rows, observation
-from dgtraces.reconstruct.fit import Observation, _lm
+from dgtraces.reconstruct.fit import Observation, levenberg_marquardt
 from dgtraces.reconstruct.kernelfit import stage1
 from dgtraces.reconstruct.kernelmodel import E_MEM_STAGE1, KernelParams, get_gpu
 from dgtraces.reconstruct.kernelnet import predict_ms
@@ -57,7 +57,7 @@ def fit_device(device: str, obs: list[Observation], base: KernelParams | None = 
 
     best = None
     for start in STARTS:
-        theta, cost, _ = _lm(fun, _theta(*start), max_iter=60, tol=1e-8)
+        theta, cost, _ = levenberg_marquardt(fun, _theta(*start), max_iter=60, tol=1e-8)
         if best is None or cost < best[1]:
             best = (theta, cost)
     assert best is not None

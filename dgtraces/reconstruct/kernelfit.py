@@ -11,7 +11,7 @@ import numpy as np
 
 from dgtraces.errors import Code, DgtracesError
 from dgtraces.reconstruct.deepbench import SHEETS, conv_kernels, gemm_kernels
-from dgtraces.reconstruct.fit import _lm
+from dgtraces.reconstruct.fit import levenberg_marquardt
 from dgtraces.reconstruct.kernelmodel import (
     Gemms,
     KernelParams,
@@ -112,7 +112,7 @@ def fit_stage1(exclude: str | None = None, ks: KernelSet | None = None) -> Stage
 
     best = None
     for start in STARTS:
-        theta, cost, _ = _lm(fun, from_values(start), max_iter=100, tol=1e-8)
+        theta, cost, _ = levenberg_marquardt(fun, from_values(start), max_iter=100, tol=1e-8)
         if best is None or cost < best[1]:
             best = (theta, cost)
     assert best is not None

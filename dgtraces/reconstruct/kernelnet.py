@@ -120,7 +120,7 @@ def net_times(model: str, device: str, p: KernelParams, batch: int,
                     launched[1] * h if training else 0.0, la.blobs * h)
 
 
-def _soft_max(a: float, b: float) -> float:
+def soft_max(a: float, b: float) -> float:
     return float((a ** SOFT_P + b ** SOFT_P) ** (1.0 / SOFT_P))
 
 
@@ -130,6 +130,6 @@ def predict_ms(model: str, device: str, p: KernelParams, batch: int, phase: str)
     training = phase != "inference"
     t = net_times(model, device, p, batch, training)
     if not training:
-        return _soft_max(float(t.fwd_ms.sum()), t.host_fwd_ms)
+        return soft_max(float(t.fwd_ms.sum()), t.host_fwd_ms)
     dev = float(t.fwd_ms.sum() + t.bwd_ms.sum()) + t.update_ms
-    return _soft_max(dev, t.host_fwd_ms + t.host_bwd_ms + t.host_update_ms)
+    return soft_max(dev, t.host_fwd_ms + t.host_bwd_ms + t.host_update_ms)

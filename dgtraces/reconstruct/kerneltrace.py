@@ -41,7 +41,7 @@ def reconstruct(device: str, model: str, batch_size: int, precision: str,
     )
     from dgtraces.reconstruct.kernelcal import calibrate_kernels
     from dgtraces.reconstruct.kernelmodel import SM_SOURCE, get_gpu
-    from dgtraces.reconstruct.kernelnet import _soft_max, net_times
+    from dgtraces.reconstruct.kernelnet import net_times, soft_max
 
     if precision != "fp32":
         raise DgtracesError(f"{method_id()} models fp32 only (DeepBench kernels are fp32); "
@@ -53,7 +53,7 @@ def reconstruct(device: str, model: str, batch_size: int, precision: str,
     rid = f"rec-{device}-{model}-b{batch_size}-{precision}-v{VERSION}"
     fwd, bwd = float(t.fwd_ms.sum()), float(t.bwd_ms.sum())
     host = t.host_fwd_ms + t.host_bwd_ms + t.host_update_ms
-    iter_ms = _soft_max(fwd + bwd + t.update_ms, host)
+    iter_ms = soft_max(fwd + bwd + t.update_ms, host)
     detail = {
         "method": METHOD, "method_version": VERSION, "precision": precision,
         "params": cal.params.as_dict(), "basis": cal.basis,

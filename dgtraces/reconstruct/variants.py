@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from ..models import BYTES_FP32, _bias, build_spec
+from ..models import BYTES_FP32, bias_count, build_spec
 from ..models.registry import Role, entries
 from ..models.spec import ModelSpec, infer
 
@@ -55,7 +55,7 @@ def records(name: str) -> tuple[tuple[dict, ...], int]:
     variant), and its number of learnable blobs (weights and biases)."""
     rows, n_blobs = [], 0
     for item in infer(get_variant_spec(name)):
-        bias = _bias(item)
+        bias = bias_count(item)
         n_blobs += (item.params - bias > 0) + (bias > 0)
         rows.append({"layer": item.layer.name, "kind": item.layer.kind,
                      "bottoms": ",".join(item.layer.bottoms), "params": item.params,
