@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import BadFileError, Failure
+from .parquet_pages import check_pages
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -156,6 +157,10 @@ def _open_parquet(path: Path, *, max_rows: int, max_cells: int | None, max_bytes
     if nested:
         raise bad_file(name, "nested column types are not table columns", "flat columns",
                        ", ".join(nested)[:200])
+    # the footer is a claim: the page headers say what a reader will decode (#29 high)
+    check_pages(path, md, max_rows=max_rows, max_bytes=max_bytes,
+                max_group_bytes=max_group_bytes or max_bytes,
+                max_page_bytes=max_group_bytes or max_bytes)
     groups = [sum(md.row_group(i).column(j).total_uncompressed_size
                   for j in range(md.num_columns)) for i in range(md.num_row_groups)]
     if sum(groups) > max_bytes:
@@ -226,13 +231,50 @@ def read_parquet(path: Path, *, max_rows: int, max_cells: int, max_bytes: int,
     """A Parquet file as a DataFrame, its sizes checked before materialising (module doc)."""
     pf, text = _open_parquet(path, max_rows=max_rows, max_cells=max_cells,
                              max_bytes=max_bytes)
-    try:
-        table = pf.read()
-    except Exception as exc:
-        raise bad_file(path.name, f"cannot read Parquet data ({type(exc).__name__}: "
-                                  f"{str(exc)[:200]})") from exc
+    import pyarrow as pa
+
+    batches = list(counted(pf, 1 << 16, path.name))
+    table = pa.Table.from_batches(batches, schema=batches[0].schema) if batches else \
+        pf.schema_arrow.empty_table()
     return _decoded(table, text, path.name, max_bytes=max_bytes,
                     max_field_chars=max_field_chars)[0]
+
+
+def parquet_reader(path: Path, *, max_rows: int, max_bytes: int):
+    """A streamed ``ParquetFile`` of a file this process wrote earlier (a staged table the
+    release copies into shards) after the page checks of :func:`_open_parquet`: staging is
+    a folder anyone with the data folder can write, so its footers are not trusted either.
+    Read it through :func:`counted`."""
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
+        md = pf.metadata
+    except Exception as exc:
+        raise bad_file(path.name, f"not a readable Parquet file ({type(exc).__name__})") from exc
+    check_pages(path, md, max_rows=max_rows, max_bytes=max_bytes, max_group_bytes=max_bytes,
+                max_page_bytes=max_bytes)
+    return pf
+
+
+def counted(pf, batch_rows: int, name: str):
+    """``pf``'s record batches, each counted as it is read: rows beyond what the (checked)
+    row groups declare are BAD_FILE at the batch that brings them."""
+    declared, seen = pf.metadata.num_rows, 0
+    batches = pf.iter_batches(batch_size=batch_rows)
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except Exception as exc:
+            raise bad_file(name, f"cannot read Parquet data ({type(exc).__name__}: "
+                                 f"{str(exc)[:200]})") from exc
+        seen += batch.num_rows
+        if seen > declared:
+            raise bad_file(name, "holds more rows than its row groups declare", declared,
+                           f">= {seen}")
+        yield batch
 
 
 def iter_parquet(path: Path, batch_rows: int, *, max_rows: int, max_bytes: int,
@@ -247,15 +289,7 @@ def iter_parquet(path: Path, batch_rows: int, *, max_rows: int, max_bytes: int,
     pf, text = _open_parquet(path, max_rows=max_rows, max_cells=None, max_bytes=max_bytes,
                              max_group_bytes=max_group_bytes)
     decoded = 0
-    batches = pf.iter_batches(batch_size=batch_rows)
-    while True:
-        try:
-            batch = next(batches)
-        except StopIteration:
-            return
-        except Exception as exc:
-            raise bad_file(path.name, f"cannot read Parquet data ({type(exc).__name__}: "
-                                      f"{str(exc)[:200]})") from exc
+    for batch in counted(pf, batch_rows, path.name):
         df, decoded = _decoded(pa.Table.from_batches([batch]), text, path.name,
                                max_bytes=max_bytes, max_field_chars=max_field_chars,
                                decoded=decoded, max_batch_bytes=max_batch_bytes)

@@ -82,10 +82,12 @@ def write_shard(table: str, source: Source, root=None, schema=None) -> tuple[dic
     try:
         rows = 0
         if isinstance(source, Path):  # streamed: memory is one record batch
-            reader = pq.ParquetFile(source, pre_buffer=False, buffer_size=1 << 20)  # streamed
+            from .bounded import counted
+
+            reader = _checked(source)
             schema = schema if schema is not None else reader.schema_arrow
             with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-                for batch in reader.iter_batches(batch_size=BATCH_ROWS):
+                for batch in counted(reader, BATCH_ROWS, source.name):
                     writer.write_batch(_conform(batch, schema, table, str(source)))
                     rows += batch.num_rows
         else:
@@ -107,6 +109,16 @@ def write_shard(table: str, source: Source, root=None, schema=None) -> tuple[dic
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _checked(source: Path):
+    """A staged Parquet file as a streamed reader, once its page headers agree with its
+    footer within the streamed-table limits (BAD_FILE otherwise; issue #29 high)."""
+    from .bounded import parquet_reader
+    from .contribute.intake import DEFAULT_LIMITS as lim
+
+    return parquet_reader(source, max_rows=lim.max_stream_rows,
+                          max_bytes=lim.max_stream_file_bytes)
 
 
 def _duck():
@@ -275,6 +287,10 @@ def append(version: str, sources: Mapping[str, Sequence[Source]], *, base: str |
     new: dict[str, list[Path]] = {}
     created: list[Path] = []
     added: dict[str, int] = {}
+    for items in sources.values():  # every staged file checked before anything is written
+        for item in items:
+            if isinstance(item, Path):
+                _checked(item)
     try:
         for table, items in sorted(sources.items()):
             keep = table in entries and table not in replace
