@@ -6,7 +6,9 @@ guess, so every boolean column accepts only ``true``/``false``/``1``/``0`` (any 
 surrounding spaces ignored), real booleans and the numbers 0 and 1; every integer column
 accepts only whole numbers (ints, floats with no fractional part such as a CSV column with
 gaps produces, and digit strings), never booleans. Anything else is one SCHEMA failure for
-that cell; the cell is then set to null so no later check reports it a second time.
+that cell; the cell is then set to null so no later check reports it a second time. A
+missing value in a non-nullable boolean column is a SCHEMA failure here, before coercion
+(``astype(bool)`` would make it True, or False; issue #29 M1).
 
 The same pass refuses, per cell: a NUL character in any text (SCHEMA); a ``*_json`` column
 value that is not JSON (SCHEMA; ``NaN``/``Infinity`` are not JSON); and a non-finite number
@@ -149,13 +151,21 @@ def strict_cells(table: str, df: "pd.DataFrame", file: str | None = None
     import numpy as np
     import pandas as pd
 
+    from .schema import TABLES
+
     kinds = _kinds(table)
+    required = {n for n, c in TABLES[table].to_schema().columns.items() if not c.nullable}
     df, failures = _text_cells(table, df, kinds, file)
     out = df
     for column, kind in kinds.items():
         if column not in df.columns or kind not in ("bool", "int"):
             continue
         series = df[column]
+        if kind == "bool" and column in required:  # coercion would fill a null (#29 M1)
+            failures += [Failure("SCHEMA", f"{table}: missing value in a non-nullable "
+                                 "column", file=file, row=int(r), column=column,
+                                 expected="true | false", found="missing")
+                         for r in np.flatnonzero(series.isna().to_numpy())]
         if kind == "int" and pd.api.types.is_integer_dtype(series.dtype):
             continue  # already whole numbers (bool dtypes are not integer dtypes)
         if kind == "bool" and pd.api.types.is_bool_dtype(series.dtype):
