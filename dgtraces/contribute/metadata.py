@@ -48,7 +48,13 @@ def _check_devices(devices, failures: list[Failure]) -> None:
         _fail(failures, "devices", "devices must be a list (at most 64)",
               "list of {device, kind, name}", type(devices).__name__)
         return
+    seen: set[str] = set()
     for i, dev in enumerate(devices):
+        key = dev.get("device") if isinstance(dev, dict) else None
+        if isinstance(key, str) and key in seen:  # one declaration per device (#29 M2)
+            _fail(failures, f"devices[{i}].device", "device declared twice",
+                  "each device once", repr(key)[:80])
+        seen.add(key) if isinstance(key, str) else None
         extra = sorted(map(str, set(dev) - set(DEVICE_KEYS))) if isinstance(dev, dict) else []
         if extra:
             _fail(failures, f"devices[{i}]", "unknown key in device entry",

@@ -149,6 +149,13 @@ def _recheck(checked: "Checked", root) -> None:
              or set(checked.iter_ids) & known.iter_ids
              or set(checked.comm_keys) & known.comm_keys
              or ({checked.digest} & known.digests))
+    from .metadata import device_keys
+    from .plausibility import declared_device_failures
+
+    kinds = declared_device_failures(device_keys(checked.meta), known.devices)
+    if kinds:  # another contribution declared the same new device meanwhile (#29 M2)
+        raise DgtracesError("a device was declared with another kind meanwhile",
+                            code="DEVICE_MISMATCH", failures=kinds)
     if clash:
         raise DgtracesError("the same content was staged meanwhile", code="DUPLICATE",
                             failures=[Failure("DUPLICATE", "already staged",
