@@ -87,6 +87,8 @@ def _kinds(table: str) -> dict[str, str]:
             out[name] = "float"
         elif name.endswith("_json"):
             out[name] = "json"
+        elif name == "timestamp_utc":
+            out[name] = "timestamp"
         else:
             out[name] = "str"
     return out
@@ -94,11 +96,26 @@ def _kinds(table: str) -> dict[str, str]:
 
 def text_columns(table: str) -> list[str]:
     """The table's text columns (kind "str" or "json")."""
-    return [c for c, kind in _kinds(table).items() if kind in ("str", "json")]
+    return [c for c, kind in _kinds(table).items() if kind in ("str", "json", "timestamp")]
 
 
 def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
+
+
+def _valid_time(text: str) -> bool:
+    """``text`` is a real date and time in the schema's form (month 99 is not; #29)."""
+    import datetime
+
+    from .schema import ISO_UTC
+
+    if not re.match(ISO_UTC, text):
+        return True  # the schema's pattern check reports it (once)
+    try:
+        datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _text_problem(kind: str, v: object) -> tuple[str, str, str] | None:
@@ -109,6 +126,8 @@ def _text_problem(kind: str, v: object) -> tuple[str, str, str] | None:
         return "SCHEMA", "text contains a NUL character", "text without NUL"
     if kind == "float" and isinstance(v, str) and v.strip().lower() in NON_FINITE:
         return "PLAUSIBILITY", "value must be a finite number", "finite (empty = missing)"
+    if kind == "timestamp" and isinstance(v, str) and not _valid_time(v):
+        return "SCHEMA", "not a valid ISO 8601 UTC timestamp", "e.g. 2024-05-01T12:00:00Z"
     if kind == "json" and isinstance(v, str):
         try:
             json.loads(v, parse_constant=_reject_constant)
@@ -123,7 +142,7 @@ def _text_cells(table: str, df: "pd.DataFrame", kinds: dict[str, str], file: str
     failures: list[Failure] = []
     out = df
     for column, kind in kinds.items():
-        if kind not in ("float", "json", "str") or column not in df.columns or not (
+        if kind not in ("float", "json", "str", "timestamp") or column not in df.columns or not (
                 df[column].dtype == object or str(df[column].dtype).startswith("str")):
             continue
         values = df[column].to_numpy(dtype=object)

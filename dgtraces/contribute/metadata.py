@@ -20,7 +20,7 @@ OPTIONAL = ("devices", "notes", "email", "partial")
 LICENSES = ("CC-BY-4.0", "CC0-1.0", "ODC-By-1.0", "PDDL-1.0")
 MAX_TEXT = 4000
 DEVICE_KEYS = ("device", "kind", "name")
-_DEVICE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]*$")
+_DEVICE_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]*")  # fullmatch (#29 M3)
 
 
 def _fail(failures: list[Failure], column: str, message: str, expected=None, found=None):
@@ -60,7 +60,7 @@ def _check_devices(devices, failures: list[Failure]) -> None:
             _fail(failures, f"devices[{i}]", "unknown key in device entry",
                   " | ".join(DEVICE_KEYS), ", ".join(extra)[:80])
         elif not isinstance(dev, dict) or not isinstance(dev.get("device"), str) \
-                or not _DEVICE_KEY.match(dev["device"]):
+                or not _DEVICE_KEY.fullmatch(dev["device"]):
             _fail(failures, f"devices[{i}].device", "bad device key",
                   "letters, digits, ._:+-", repr(dev)[:80])
         elif dev.get("kind") not in ("cpu", "gpu"):

@@ -33,7 +33,7 @@ LOCK_FILE = ".lock"
 LOCK_TIMEOUT = 10.0
 STAGING = "staging"
 ENTRY = "entry.json"
-ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{12}$")
+ID_RE = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{12}")  # fullmatch (#29 M3)
 
 
 def staging_dir(root=None) -> Path:
@@ -84,7 +84,7 @@ class StagedEntry:
 
 
 def _check_id(entry_id: str) -> str:
-    if not ID_RE.match(str(entry_id)):
+    if not ID_RE.fullmatch(str(entry_id)):
         raise DgtracesError(f"malformed staging id {entry_id!r}", code="BAD_INPUT",
                             failures=[Failure("BAD_INPUT", "bad staging id",
                                               expected=ID_RE.pattern,
@@ -99,7 +99,7 @@ def list_staged(root=None) -> list[StagedEntry]:
         return []
     out = []
     for p in sorted(sdir.iterdir()):
-        if ID_RE.match(p.name) and (p / ENTRY).is_file():
+        if ID_RE.fullmatch(p.name) and (p / ENTRY).is_file():
             out.append(StagedEntry(p.name, p, json.loads((p / ENTRY).read_text("utf-8"))))
     return out
 
