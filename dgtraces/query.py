@@ -94,6 +94,11 @@ def _wrap(exc: Exception) -> SqlError:
     return SqlError(msg, hint=SANDBOX_HINT if refused else None)
 
 
+def _over_memory(limit_mib: int) -> QueryLimitError:
+    return QueryLimitError(f"the query needs more memory than its limit of {limit_mib} MiB "
+                           "(lists and strings included)", hint=LIMIT_HINT)
+
+
 def connect(version: str | None = None, root=None,
             memory_limit_mib: int = DEFAULT_MEMORY_LIMIT_MIB) -> "duckdb.DuckDBPyConnection":
     """A sandboxed DuckDB connection with one view per table of a release (default latest).
@@ -248,11 +253,16 @@ class Query:
     def _timed(self, fn: Callable[[], Any]) -> Any:
         import duckdb
 
+        from dgtraces.memcap import capped
+
         self._start_clock()
         try:
-            return fn()
+            with capped(self.memory_limit_mib):  # every allocation, lists too (#29 M4)
+                return fn()
         except duckdb.Error as exc:
             raise self._translate(exc) from None
+        except MemoryError:
+            raise _over_memory(self.memory_limit_mib) from None
         except KeyboardInterrupt:
             self.con.interrupt()
             raise
@@ -280,16 +290,22 @@ class Query:
         """(schema, iterator of pyarrow RecordBatches), streamed from a DuckDB relation."""
         import duckdb
 
+        from dgtraces.memcap import capped
+
         size = whole_number("size", size)
         self._start_clock()
         try:
-            rel = self.con.sql(self.sql)
-            if rel is None:
-                raise DgtracesError("the statement returns no rows to write",
-                                    code=Code.EMPTY)
-            self.columns = list(rel.columns)
-            self.types = [str(t) for t in rel.types]
-            reader = rel.to_arrow_reader(size)
+            with capped(self.memory_limit_mib):
+                rel = self.con.sql(self.sql)
+                if rel is None:
+                    raise DgtracesError("the statement returns no rows to write",
+                                        code=Code.EMPTY)
+                self.columns = list(rel.columns)
+                self.types = [str(t) for t in rel.types]
+                reader = rel.to_arrow_reader(size)
+        except MemoryError:
+            self._stop_clock()
+            raise _over_memory(self.memory_limit_mib) from None
         except duckdb.Error as exc:
             self._stop_clock()
             raise self._translate(exc) from None
@@ -298,8 +314,17 @@ class Query:
             raise
 
         def gen():
+            from dgtraces.memcap import capped
+
             try:
-                yield from reader
+                while True:
+                    with capped(self.memory_limit_mib):  # each batch as it is made
+                        batch = next(reader, None)
+                    if batch is None:
+                        return
+                    yield batch
+            except MemoryError:
+                raise _over_memory(self.memory_limit_mib) from None
             except duckdb.Error as exc:
                 raise self._translate(exc) from None
             except OSError as exc:  # pyarrow's reader wraps DuckDB's errors
