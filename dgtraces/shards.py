@@ -101,9 +101,16 @@ def write_shard(table: str, source: Source, root=None, schema=None) -> tuple[dic
             os.fsync(fh.fileno())
         digest = store.sha256_file(tmp)
         final = folder / f"{digest}.parquet"
-        created = not final.exists()
+        # a file already under that name is reused only when its bytes hash to it: one
+        # planted or corrupted there is replaced by the checked bytes (#29 M5)
+        created = not final.exists() or final.is_symlink() or not final.is_file() or \
+            store.sha256_file(final) != digest
         if created:
-            os.rename(tmp, final)
+            if final.is_dir() and not final.is_symlink():
+                raise IntegrityError(f"{final}: a folder where a shard belongs",
+                                     failures=[Failure("INTEGRITY", "not a shard file",
+                                                       file=str(final))])
+            os.replace(tmp, final)
             fsync_dir(folder)
         return {"sha256": digest, "bytes": final.stat().st_size, "rows": rows}, final, created
     finally:

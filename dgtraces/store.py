@@ -204,6 +204,11 @@ def entry_failure(name, entry, where: str) -> Failure | None:
         bad = _num_failures(name, s, where, "shard")
         if bad is not None:
             return bad
+    digests = [s["sha256"] for s in shards]
+    if len(set(digests)) != len(digests):  # its rows would be served twice (#29)
+        twice = sorted({d for d in digests if digests.count(d) > 1})
+        return Failure("INTEGRITY", f"table {name}: a shard listed twice", file=where,
+                       column="shards", expected="each shard once", found=twice[0][:16])
     for key in ("rows", "bytes"):
         total = sum(s[key] for s in shards)
         if type(entry.get(key)) is not int or entry[key] != total:
