@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 import click
 
-from . import model_list
+from . import OutPath, model_list
 
 LOCK_SECONDS = click.FloatRange(0)  # a negative timeout would make filelock wait forever
 LOCK_HELP = "Seconds to wait for the store lock (data/.lock) before failing with LOCKED."
@@ -24,7 +24,7 @@ def _status(text: str):
 
 @click.command()
 @click.argument("path", required=False, type=click.Path())
-@click.option("--template", "template_dir", default=None, type=click.Path(file_okay=False),
+@click.option("--template", "template_dir", default=None, type=OutPath(file_okay=False),
               help="Write a fillable example contribution into this (new) folder instead.")
 @click.option("--dry-run", is_flag=True, help="Validate only; stage nothing.")
 @click.option("--lock-timeout", default=10.0, show_default=True, type=LOCK_SECONDS,
