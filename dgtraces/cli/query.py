@@ -91,7 +91,10 @@ def _write_parquet(q, out) -> int:
 
 def _cell(value) -> str:
     """A value as shown in the terminal table: floats to 6 significant digits (whole numbers
-    and values of a million or more without an exponent), null for missing."""
+    and values of a million or more without an exponent), null for missing; text made
+    inert (control characters escaped, #29 M7)."""
+    from ..terminal_text import inert
+
     if value is None:
         return "null"
     if isinstance(value, float):
@@ -100,7 +103,7 @@ def _cell(value) -> str:
         if value.is_integer() and abs(value) < 1e15:
             return f"{value:.0f}"
         return f"{value:.1f}" if abs(value) >= 1e6 else f"{value:.6g}"
-    return str(value)
+    return inert(value)
 
 
 def _print_table(q, max_rows: int) -> None:
@@ -110,7 +113,10 @@ def _print_table(q, max_rows: int) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from ..terminal_text import inert
+
     res = q.fetch(limit=max_rows)
+    res.columns, res.types = [inert(c) for c in res.columns], [inert(t) for t in res.types]
     shown = f"first {len(res.rows)} rows" if res.truncated else f"{len(res.rows)} row(s)"
     cells = [[_cell(v) for v in row] for row in res.rows]
     console = Console()
