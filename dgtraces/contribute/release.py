@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 from .. import shards, store
 from ..datadirs import sidecar_dir
 from ..errors import DgtracesError, IntegrityError, StoreError, VersionError
+from ..markdown_text import md_inline
 from . import staging
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -81,17 +82,6 @@ def changelog_path(root=None) -> Path:
 def cards_path(root=None) -> Path:
     env = os.environ.get(CARDS_ENV)
     return Path(env) if env else sidecar_dir(root) / "cards"
-
-
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#|<>~&])")  # mid-line: - . + ! are inert
-
-
-def md_inline(text: object) -> str:
-    """Contributor text as one inert Markdown line: control characters and line breaks
-    become spaces and every Markdown/HTML special character is backslash-escaped, so no
-    text can start a heading, a link, HTML or end the list item."""
-    flat = " ".join("".join(c if c.isprintable() else " " for c in str(text)).split())
-    return _MD_SPECIAL.sub(r"\\\1", flat)
 
 
 def changelog_entry(version: str, entries: list[dict], day: str,
