@@ -46,7 +46,11 @@ def gunzip(data: bytes, name: str, max_bytes: int | None = None) -> bytes:
     out, total = [], 0
     while data:
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        chunk = d.decompress(data, 1 << 20)
+        try:
+            chunk = d.decompress(data, 1 << 20)
+        except zlib.error:  # bytes after the last member that are no gzip member (#29)
+            raise bad_file(name, "not a gzip stream (or garbage after its last member)"
+                           ) from None
         while True:
             total += len(chunk)
             if total > max_bytes:
@@ -55,7 +59,10 @@ def gunzip(data: bytes, name: str, max_bytes: int | None = None) -> bytes:
             out.append(chunk)
             if d.eof or not d.unconsumed_tail:
                 break
-            chunk = d.decompress(d.unconsumed_tail, 1 << 20)
+            try:
+                chunk = d.decompress(d.unconsumed_tail, 1 << 20)
+            except zlib.error:
+                raise bad_file(name, "corrupt gzip stream") from None
         if not d.eof:
             raise bad_file(name, "truncated gzip stream")
         data = d.unused_data.lstrip(b"\0")
@@ -117,6 +124,9 @@ def csv_lines(path: Path) -> tuple[int, int, int]:
         cols = len(next(csv.reader(io.StringIO(head.decode("utf-8", "replace")))))
     except StopIteration:
         cols = 0
+    except csv.Error as exc:  # e.g. CR-only line ends (#29)
+        raise bad_file(path.name, f"not a CSV file with \\n or \\r\\n line ends ({exc})"
+                       ) from None
     return lines, cols, max(longest, carry)
 
 
@@ -130,6 +140,15 @@ def check_csv(path: Path, max_rows: int, max_cells: int | None) -> int:
         raise bad_file(path.name, "too many cells (rows x columns)", f"<= {max_cells}",
                        rows * cols)
     return longest
+
+
+def _is_binary(t) -> bool:
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or \
+        pa.types.is_fixed_size_binary(t)
 
 
 def _open_parquet(path: Path, *, max_rows: int, max_cells: int | None, max_bytes: int,
@@ -153,6 +172,14 @@ def _open_parquet(path: Path, *, max_rows: int, max_cells: int | None, max_bytes
     if max_cells is not None and md.num_rows * max(md.num_columns, 1) > max_cells:
         raise bad_file(name, "too many cells (rows x columns)", f"<= {max_cells}",
                        md.num_rows * md.num_columns)
+    names = [f.name for f in schema]
+    if len(set(names)) != len(names):  # pandas would make a frame of a column (#29)
+        raise bad_file(name, "duplicate column names", "each column once",
+                       ", ".join(sorted({n for n in names if names.count(n) > 1}))[:200])
+    binary = [f.name for f in schema if _is_binary(f.type)]
+    if binary:  # bytes are no table value: text is UTF-8 strings
+        raise bad_file(name, "binary columns are not table columns", "text or numbers",
+                       ", ".join(binary)[:200])
     nested = [f.name for f in schema if pa.types.is_nested(f.type)]
     if nested:
         raise bad_file(name, "nested column types are not table columns", "flat columns",
@@ -199,6 +226,11 @@ def _decoded(table, text: list[str], name: str, *, max_bytes: int, max_field_cha
         for chunk in table.column(col).chunks:
             if not pa.types.is_dictionary(chunk.type) or len(chunk.dictionary) == 0:
                 continue
+            try:  # invalid UTF-8 would fail in pandas, as a traceback (#29)
+                chunk.dictionary.validate(full=True)
+            except pa.ArrowInvalid as exc:
+                raise bad_file(name, f"column {col!r} is not valid UTF-8 text",
+                               "UTF-8", str(exc)[:120]) from None
             lengths = pc.binary_length(chunk.dictionary)
             longest = pc.max(lengths).as_py() or 0
             if longest > max_field_chars:

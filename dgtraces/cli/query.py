@@ -31,7 +31,9 @@ def _atomic_open(path: str | None, mode: str):
 
 
 def _json_value(value):
-    if isinstance(value, float) and value != value:
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):  # JSON has no NaN/inf (#29)
         return None
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value

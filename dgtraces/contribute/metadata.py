@@ -72,6 +72,31 @@ def _check_devices(devices, failures: list[Failure]) -> None:
                   repr(dev.get("name")))
 
 
+class _DuplicateKey(Exception):
+    pass
+
+
+def _strict_loader():
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        """SafeLoader refusing a key given twice in one mapping (PyYAML keeps the last)."""
+
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    if key in seen:
+                        raise _DuplicateKey(str(key)[:80])
+                    seen.add(key)
+                except TypeError:  # an unhashable key: SafeLoader reports it
+                    pass
+            return super().construct_mapping(node, deep=deep)
+
+    return Loader
+
+
 def parse_meta(text: str, problems: list[Failure] | None = None) -> dict:
     """Parse and check the YAML text; raises METADATA / BAD_FILE with every problem.
 
@@ -90,7 +115,19 @@ def parse_meta(text: str, problems: list[Failure] | None = None) -> dict:
                                     code="BAD_FILE",
                                     failures=[Failure("BAD_FILE", "YAML anchor or alias",
                                                       file="contribution.yaml")])
-        meta = yaml.safe_load(text)
+        meta = yaml.load(text, Loader=_strict_loader())  # noqa: S506 (a SafeLoader)
+    except ValueError as exc:  # a 5000-digit integer: past Python's int-from-text limit
+        raise DgtracesError(f"contribution.yaml: a value YAML cannot read ({str(exc)[:120]})",
+                            code="BAD_FILE",
+                            failures=[Failure("BAD_FILE", "unreadable YAML value",
+                                              file="contribution.yaml")]) from None
+    except _DuplicateKey as exc:
+        raise DgtracesError(f"contribution.yaml: key {exc.args[0]!r} given twice",
+                            code="METADATA",
+                            failures=[Failure("METADATA", "duplicate YAML key",
+                                              file="contribution.yaml", column=exc.args[0],
+                                              expected="each key once",
+                                              found="twice")]) from None
     except yaml.YAMLError as exc:
         raise DgtracesError(f"contribution.yaml: not valid YAML ({str(exc)[:200]})",
                             code="BAD_FILE",

@@ -63,7 +63,7 @@ def load_trace(path) -> tuple[list[Event], dict, str]:
         if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e and "dur" in e:
             try:
                 ts, dur = float(e["ts"]), float(e["dur"])
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # 10**400 overflows (#29)
                 ts = dur = float("nan")
             if not (math.isfinite(ts) and math.isfinite(dur) and dur >= 0):
                 raise DgtracesError(f"{path}: event {i} ({str(e.get('name'))[:60]!r}) has no "
