@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 BOOL_WORDS = {"true": True, "false": False, "1": True, "0": False}
-_INT_TEXT = re.compile(r"[+-]?\d+(\.0*)?")
+_INT_TEXT = re.compile(r"[+-]?[0-9]+(\.0*)?")  # ASCII digits only: int("٣٢") is 32 (#29)
 _MISSING = object()
 
 
@@ -118,6 +118,14 @@ def _valid_time(text: str) -> bool:
     return True
 
 
+def _finite(text: str) -> float:
+    """A JSON number, finite (``1e999`` would be inf; #29)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is not a finite number")
+    return value
+
+
 def _text_problem(kind: str, v: object) -> tuple[str, str, str] | None:
     """(code, message, expected) for a bad text/float/JSON cell, else None."""
     import json
@@ -126,11 +134,13 @@ def _text_problem(kind: str, v: object) -> tuple[str, str, str] | None:
         return "SCHEMA", "text contains a NUL character", "text without NUL"
     if kind == "float" and isinstance(v, str) and v.strip().lower() in NON_FINITE:
         return "PLAUSIBILITY", "value must be a finite number", "finite (empty = missing)"
+    if kind == "float" and isinstance(v, str) and not v.isascii():  # float("３２") is 32.0
+        return "SCHEMA", "not a number in ASCII digits", "e.g. 12.5 (ASCII digits)"
     if kind == "timestamp" and isinstance(v, str) and not _valid_time(v):
         return "SCHEMA", "not a valid ISO 8601 UTC timestamp", "e.g. 2024-05-01T12:00:00Z"
     if kind == "json" and isinstance(v, str):
         try:
-            json.loads(v, parse_constant=_reject_constant)
+            json.loads(v, parse_constant=_reject_constant, parse_float=_finite)
         except (ValueError, RecursionError):
             return "SCHEMA", "not valid JSON", "JSON text"
     return None

@@ -83,3 +83,29 @@ def test_kineto_import_run_id_with_a_newline():
         import_trace(SCOPES, "alexnet", batch_size=2, run_id="kin-1\n")
     record("identifier with a trailing newline", exc.value.code in ("SCHEMA", "BAD_INPUT"))
     assert exc.value.code in ("SCHEMA", "BAD_INPUT")
+
+
+NON_ASCII_NUMBERS = ["٣٢", "３２", "۳۲", "३२", "32\u200b"]
+
+
+@pytest.mark.parametrize("value", NON_ASCII_NUMBERS)
+@pytest.mark.parametrize("column", ["batch_size", "fwd_ms"])
+def test_numbers_in_non_ascii_digits_are_schema(column, value):
+    """issue #29 low: int("٣٢") and float("３２") are 32 in Python."""
+    _schema_refused("runs", column, value, "non-ASCII digits", row=1)
+
+
+@pytest.mark.parametrize("value", ["٣٢", "３２", "²", "1" * 5000])
+def test_whole_number_options_take_ascii_digits_only(value):
+    from dgtraces.values import whole_number
+
+    with pytest.raises(DgtracesError) as exc:
+        whole_number("batch_size", value, text_ok=True)
+    record("non-ASCII digits", exc.value.code == "BAD_INPUT")
+    assert exc.value.code == "BAD_INPUT"
+
+
+@pytest.mark.parametrize("text", ['{"lr": 1e999}', '{"lr": -1e999}', '[1e400]',
+                                  '{"a": {"b": 2e308}}'])
+def test_params_json_numbers_must_be_finite(text):
+    _schema_refused("runs", "params_json", text, "non-finite number in JSON")
