@@ -71,3 +71,29 @@ def test_one_file_declaring_a_device_twice(store, tmp_path):
     twice = META + "  - device: example-gpu\n    kind: cpu\n    name: Example CPU\n"
     _refused(write_contrib(tmp_path / "a", *variant("r-a"), meta=twice), store, "METADATA",
              how=" (twice in one file)")
+
+
+@pytest.mark.parametrize("table", ["runs", "iterations", "comm"])
+def test_contributed_rows_cannot_claim_published(store, tmp_path, table):
+    """issue #29 low: `published` rows restate a paper; only the package's importers add
+    them. In every contributed table that has a provenance column."""
+    from conftest import _mini_frames
+
+    runs, lt = variant("r-p")
+    extra = {}
+    if table == "runs":
+        runs["provenance"] = "published"
+    else:
+        df = _mini_frames()[table].head(1).copy()
+        for col in ("run_id", "trace_run_id"):
+            if col in df.columns:
+                df[col] = "r-p"
+        if "device" in df.columns:
+            df["device"] = runs["device"].iloc[0]
+        df["provenance"] = "published"
+        extra[table] = df
+    err = refused(write_contrib(tmp_path / "c", runs, lt, extra=extra), store, "SCHEMA")
+    ok = ("provenance", table) in {(f.column, (f.file or "").split(".")[0])
+                                   for f in err.failures}
+    record("contributed rows claiming published", ok)
+    assert ok, err.report()

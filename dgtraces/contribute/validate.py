@@ -195,6 +195,7 @@ def check(contrib: Contribution, known: Known,
         later.extend(json_failures(contrib.meta))
     later.extend(placeholder_failures(contrib.meta, runs, files))
     later.extend(pl.finite_failures(frames, files))
+    later.extend(pl.provenance_failures(frames, files))
     declared = device_keys(contrib.meta)  # the store's / staged kind wins (#29 M2)
     later.extend(pl.declared_device_failures(declared, known.devices))
     later.extend(pl.device_failures(frames, files, {**declared, **known.devices}))
