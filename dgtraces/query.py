@@ -226,6 +226,10 @@ class Query:
         self._expired = False
 
     def _start_clock(self) -> None:
+        import time
+
+        self._started = time.monotonic()
+
         def expire() -> None:
             self._expired = True
             self.con.interrupt()
@@ -233,6 +237,16 @@ class Query:
         self._timer = threading.Timer(self.timeout_s, expire)
         self._timer.daemon = True
         self._timer.start()
+
+    def check_time(self) -> None:
+        """QUERY_LIMIT once the time limit has passed since the query started: for work on
+        its result outside DuckDB (the CLI's rendering, #29), which no interrupt reaches."""
+        import time
+
+        started = getattr(self, "_started", None)
+        if started is not None and time.monotonic() - started > self.timeout_s:
+            raise QueryLimitError(f"the query and its output ran past the time limit of "
+                                  f"{self.timeout_s:g} s", hint=LIMIT_HINT)
 
     def _stop_clock(self) -> None:
         if self._timer is not None:

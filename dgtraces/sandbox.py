@@ -73,14 +73,24 @@ def _sealed_copy(name: str, path: Path, entry: Mapping) -> tuple[int, Failure | 
 
     fd = os.memfd_create(f"dgtraces-{name}", os.MFD_ALLOW_SEALING | os.MFD_CLOEXEC)
     try:
-        with open(path, "rb") as fh:
-            digest, size = hash_stream(fh.read, lambda chunk: _write_all(fd, chunk))
+        with open(path, "rb") as fh:  # the manifest's size first: nothing larger is copied
+            want = int(entry["bytes"])  # into memory, not even a file growing meanwhile (#29)
+            left = [want + 1 if os.fstat(fh.fileno()).st_size == want else 0]
+
+            def read(n: int) -> bytes:
+                chunk = fh.read(min(n, left[0])) if left[0] > 0 else b""
+                left[0] -= len(chunk)
+                return chunk
+
+            found: tuple[str | None, int] = hash_stream(read, lambda c: _write_all(fd, c))
+            if left[0] == 0 and found[1] != want + 1:  # refused before copying: its size
+                found = None, os.fstat(fh.fileno()).st_size
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW |
                     fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
     except BaseException:
         os.close(fd)
         raise
-    return fd, mismatch(name, path, entry, digest, size)
+    return fd, mismatch(name, path, entry, *found)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -91,6 +91,9 @@ def _write_parquet(q, out) -> int:
     return n
 
 
+MAX_CELL_CHARS = 1000  # a terminal cell; --format csv/json/parquet writes values whole
+
+
 def _cell(value) -> str:
     """A value as shown in the terminal table: floats to 6 significant digits (whole numbers
     and values of a million or more without an exponent), null for missing; text made
@@ -105,7 +108,10 @@ def _cell(value) -> str:
         if value.is_integer() and abs(value) < 1e15:
             return f"{value:.0f}"
         return f"{value:.1f}" if abs(value) >= 1e6 else f"{value:.6g}"
-    return inert(value)
+    text = value if isinstance(value, str) else str(value)
+    if len(text) > MAX_CELL_CHARS:  # rendering stays quick whatever a query returns (#29)
+        text = f"{text[:MAX_CELL_CHARS]}... [{len(text) - MAX_CELL_CHARS} more chars]"
+    return inert(text)
 
 
 def _print_table(q, max_rows: int) -> None:
@@ -120,7 +126,10 @@ def _print_table(q, max_rows: int) -> None:
     res = q.fetch(limit=max_rows)
     res.columns, res.types = [inert(c) for c in res.columns], [inert(t) for t in res.types]
     shown = f"first {len(res.rows)} rows" if res.truncated else f"{len(res.rows)} row(s)"
-    cells = [[_cell(v) for v in row] for row in res.rows]
+    cells = []
+    for row in res.rows:
+        cells.append([_cell(v) for v in row])
+        q.check_time()  # the limit covers rendering too (#29)
     console = Console()
     console.print(f"[dim]dgtraces {res.version}: {shown}[/dim]")
     widths = [max([len(str(c)), len(t)] + [len(r[i]) for r in cells])
