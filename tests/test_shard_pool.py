@@ -118,3 +118,37 @@ def test_an_edited_columns_list_fails_verify(store, edit):
     ok = not report.ok and any("columns" in f.message for f in report.failures)
     record(f"{CLS} (edited columns)", ok)
     assert ok
+
+
+@pytest.mark.parametrize("fails", ["README.md", "croissant.json"])
+def test_rerunning_a_release_regenerates_a_card_a_full_disk_stopped(store, tmp_path,
+                                                                   monkeypatch, fails):
+    """issue #29 low: the release commits, the card write hits ENOSPC (reported, not
+    undone); rerunning the same release found it complete and left the card missing."""
+    import errno
+
+    from dgtraces import store as st
+
+    real = st.atomic_write_bytes
+
+    def full_disk(path, data, *a, **kw):
+        if path.name == fails:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(path, data, *a, **kw)
+
+    contribute(write_contrib(tmp_path / "c", *variant("r-card")), root=store)
+    monkeypatch.setattr(st, "atomic_write_bytes", full_disk)
+    first = build_release("0.9.0", root=store)
+    assert any("card not regenerated" in n for n in first.notes)
+    monkeypatch.setattr(st, "atomic_write_bytes", real)
+    again = build_release("0.9.0", root=store)
+    cards = tmp_path / "cards"
+    from dgtraces.cards import render_card
+
+    ok = (cards / "README.md").read_text() == render_card("0.9.0", store) and \
+        (cards / "croissant.json").is_file() and \
+        any("regenerated the card" in n for n in again.notes)
+    record("full disk: card after a rerun", ok)
+    assert ok, again.notes
+    assert build_release("0.9.0", root=store).notes == \
+        ["release 0.9.0 is complete already; nothing staged since"]  # current: not rewritten

@@ -128,6 +128,23 @@ def _card(version: str, root, notes: list[str]) -> None:
         notes.append(f"card not regenerated: {type(exc).__name__}: {str(exc)[:200]}")
 
 
+def _card_current(version: str, root) -> bool:
+    """Whether the card folder holds the card of ``version`` (README.md, croissant.json)
+    as it renders now."""
+    try:
+        from .. import croissant
+        from ..cards import provenance_stats, render_card
+
+        stats = provenance_stats(version, root)
+        folder = cards_path(root)
+        return (folder / "README.md").read_text("utf-8") == \
+            render_card(version, root, stats=stats) and \
+            (folder / "croissant.json").read_text("utf-8") == \
+            croissant.render(version, root, stats=stats)
+    except (OSError, UnicodeDecodeError, ImportError):
+        return False
+
+
 def _finish(journal: dict, root, notes: list[str]) -> None:
     version = journal["version"]
     infos = journal["entries"]
@@ -266,6 +283,9 @@ def build_release(version: str, *, root=None, timeout: float = staging.LOCK_TIME
         releases = store.list_releases(root)
         if releases and releases[-1] == version and not staging.list_staged(root):
             notes.append(f"release {version} is complete already; nothing staged since")
+            if not _card_current(version, root):  # e.g. the disk was full (#29)
+                _card(version, root, notes)
+                notes.append(f"regenerated the card of {version}")
             manifest = store.read_manifest(version, root)
             return ReleaseResult(version, store.release_path(version, root),
                                  manifest.get("parent"), [], notes=notes, resumed=True)
