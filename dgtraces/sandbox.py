@@ -166,7 +166,7 @@ def open_connection(folder: Path, entries: Mapping[str, Mapping],
     try:
         for name, files in sorted(paths.items()):  # one view over the table's shard list
             listed = ", ".join(quote_str(f) for f in files)
-            con.execute(f"CREATE VIEW {_quote_ident(name)} AS SELECT * FROM "
+            con.execute(f"CREATE TEMP VIEW {_quote_ident(name)} AS SELECT * FROM "
                         f"read_parquet([{listed}])")
         allowed = ", ".join(quote_str(f) for fs in paths.values() for f in fs)
         try:  # a library prints nothing (in Jupyter, DuckDB refuses the setting

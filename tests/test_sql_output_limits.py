@@ -68,3 +68,33 @@ def test_a_shard_larger_than_its_manifest_entry_is_not_copied(own_store, grow):
     with pytest.raises(DgtracesError) as exc:
         CliRunner().invoke(main, ["sql", "SELECT 1"], catch_exceptions=False)
     assert exc.value.code == "INTEGRITY"
+
+
+@pytest.mark.parametrize("table", ["runs", "layers"])
+def test_a_cursor_outliving_its_connection_sees_no_views(mini_store, table):
+    """issue #29 low: a cursor shares the database; the views read /proc/self/fd/N, which
+    another connection's private copy could reuse once the first connection is collected.
+    The views are temporary to their connection: a cursor sees none, before or after."""
+    import gc
+
+    import duckdb
+
+    import dgtraces
+
+    con = dgtraces.connect("0.2.0")
+    cur = con.cursor()
+    refused = []
+    with pytest.raises(duckdb.CatalogException):
+        cur.execute(f"SELECT count(*) FROM {table}").fetchall()
+    refused.append(True)
+    del con
+    gc.collect()
+    other = dgtraces.connect("0.1.0")  # reuses the freed descriptor numbers
+    try:
+        with pytest.raises(duckdb.CatalogException):
+            cur.execute(f"SELECT count(*) FROM {table}").fetchall()
+        refused.append(True)
+        assert other.execute("SELECT count(*) FROM layers").fetchone()[0] > 0
+    finally:
+        other.close()
+    record("stale cursor reading reused descriptors", refused == [True, True])
