@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import BadFileError, Failure
-from .parquet_pages import check_pages
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -184,7 +183,8 @@ def _open_parquet(path: Path, *, max_rows: int, max_cells: int | None, max_bytes
     if nested:
         raise bad_file(name, "nested column types are not table columns", "flat columns",
                        ", ".join(nested)[:200])
-    # the footer is a claim: the page headers say what a reader will decode (#29 high)
+    from .parquet_pages import check_pages  # the footer is a claim: the page headers say
+
     check_pages(path, md, max_rows=max_rows, max_bytes=max_bytes,
                 max_group_bytes=max_group_bytes or max_bytes,
                 max_page_bytes=max_group_bytes or max_bytes)
@@ -284,6 +284,8 @@ def parquet_reader(path: Path, *, max_rows: int, max_bytes: int):
         md = pf.metadata
     except Exception as exc:
         raise bad_file(path.name, f"not a readable Parquet file ({type(exc).__name__})") from exc
+    from .parquet_pages import check_pages
+
     check_pages(path, md, max_rows=max_rows, max_bytes=max_bytes, max_group_bytes=max_bytes,
                 max_page_bytes=max_bytes)
     return pf

@@ -21,7 +21,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from dgtraces.errors import BadFileError, Failure
+from dgtraces.bounded import bad_file as _bad
 
 MAX_HEADER_BYTES = 1 << 16  # a page header (statistics included) read at most
 DICTIONARY_PAGE, DATA_PAGE, DATA_PAGE_V2 = 2, 0, 3  # PageType values
@@ -117,14 +117,6 @@ class Pages:
     rows: int  # rows per the data pages (first column of each row group)
     uncompressed_bytes: int
     pages: int
-
-
-def _bad(name: str, message: str, expected: object = None, found: object = None
-         ) -> BadFileError:
-    return BadFileError(f"{name}: {message}",
-                        failures=[Failure("BAD_FILE", message, file=name,
-                                          expected=None if expected is None else str(expected),
-                                          found=None if found is None else str(found))])
 
 
 def _header(fh, offset: int, end: int, name: str) -> tuple[dict, int]:

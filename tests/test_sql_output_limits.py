@@ -7,6 +7,7 @@ import time
 import pytest
 from attack_tally import record
 from click.testing import CliRunner
+from test_read_integrity import own_store  # noqa: F401 (a private copy: a shard changes)
 
 from dgtraces import integrity, sandbox, store
 from dgtraces.cli import main
@@ -38,20 +39,9 @@ def test_the_time_limit_covers_work_on_the_result(mini_store):
     assert exc.value.code == "QUERY_LIMIT"
 
 
-@pytest.fixture
-def own_store(mini_release_root, tmp_path, monkeypatch):
-    """A private copy: this test changes a shard."""
-    import shutil
-
-    root = tmp_path / "data"
-    shutil.copytree(mini_release_root, root)
-    monkeypatch.setenv("DGTRACES_DATA", str(root))
-    integrity.forget()
-    return root
-
-
+@pytest.mark.usefixtures("own_store")
 @pytest.mark.parametrize("grow", [1, 50 << 20])
-def test_a_shard_larger_than_its_manifest_entry_is_not_copied(own_store, grow):
+def test_a_shard_larger_than_its_manifest_entry_is_not_copied(grow):
     entries = store.read_manifest()["tables"]
     path, want = store.entry_files(store.release_path(), "runs", entries["runs"])[0]
     with open(path, "ab") as fh:
