@@ -165,3 +165,22 @@ def test_the_release_reader_refuses_a_tampered_staged_file(store, tmp_path):
     before = tree_digest(store)
     _refused(lambda: build_release("9.0.0", root=store), "release reader")
     assert tree_digest(store) == before
+
+
+@pytest.mark.parametrize("table", ["runs", "layer_timings"])
+def test_a_lying_file_inside_a_zip_contribution(store, tmp_path, table):
+    import zipfile
+
+    runs, lt = variant("r1")
+    folder = write_contrib(tmp_path / "c", runs, lt, fmt="parquet")
+    frame = runs if table == "runs" else lt
+    big = frame.loc[frame.index.repeat(5_000)].reset_index(drop=True)
+    big.to_parquet(folder / f"{table}.parquet", index=False, row_group_size=len(big))
+    lie(folder / f"{table}.parquet", rows=len(frame))
+    archive = tmp_path / "c.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        for p in folder.iterdir():
+            z.write(p, p.name)
+    before = tree_digest(store)
+    _refused(lambda: contribute(archive, root=store, dry_run=True), "zip contribution")
+    assert tree_digest(store) == before
