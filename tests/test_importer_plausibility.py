@@ -90,3 +90,22 @@ def test_nccl_implausible_rank_lines(tmp_path, ranks):
 def test_nccl_honest_log_still_imports(tmp_path):
     text = _scale_times(AR.read_text(), 1.0)
     assert nccl_tests.import_log(_nccl(tmp_path, text)).ranks == 8
+
+
+def test_importer_inputs_are_size_checked_before_reading(tmp_path, monkeypatch):
+    """issue #29 high, `import`: a log or trace larger than the bound is BAD_FILE before a
+    byte is read (the bound is lowered here; it is 1 GiB)."""
+    from test_importers_kineto import SCOPES
+
+    from dgtraces import bounded
+    from dgtraces.importers.kineto import import_trace
+
+    monkeypatch.setattr(bounded, "MAX_GUNZIP_BYTES", 1000)
+    calls = {
+        "nccl-tests": lambda: nccl_tests.import_log(AR),
+        "caffe time": lambda: import_log(_log(tmp_path, _names()), "alexnet-owt",
+                                         device="d", source="s"),
+        "kineto": lambda: import_trace(SCOPES, "alexnet", batch_size=2),
+    }
+    for call in calls.values():
+        _refused(call, "BAD_FILE", "importer input over the size bound")

@@ -46,7 +46,9 @@ def load_trace(path) -> tuple[list[Event], dict, str]:
     path = Path(path)
     if not path.is_file():
         raise DgtracesError(f"{path}: no such file", code="NOT_FOUND")
-    data = path.read_bytes()
+    from .. import read_input
+
+    data = read_input(path)  # size-checked before reading (#29)
     digest = hashlib.sha256(data).hexdigest()
     try:
         if data[:2] == b"\x1f\x8b":
