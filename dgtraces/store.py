@@ -29,7 +29,7 @@ DATASET = "dgtraces"
 MANIFEST = "manifest.json"
 ISO_UTC = "%Y-%m-%dT%H:%M:%SZ"
 STAMP_UTC = "%Y%m%dT%H%M%SZ"  # compact, for ids and folder names
-_SEMVER = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")  # user input: "0.3.0" or "v0.3.0"
+_SEMVER = re.compile(r"v?([0-9]+)\.([0-9]+)\.([0-9]+)")  # user input: "0.3.0" or "v0.3.0"
 _FOLDER = re.compile(r"v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)")  # exactly vX.Y.Z
 
 
@@ -148,7 +148,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 VERIFY_HINT = "run `dgtraces verify`"
 MIGRATE_HINT = "run `dgtraces migrate-store` once (it rewrites old releases into shards)"
 SHARDS = "shards"
-_TABLE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+_TABLE_NAME = re.compile(r"[A-Za-z0-9_]+")  # fullmatch (#29 M3)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -184,7 +184,7 @@ def entry_failure(name, entry, where: str) -> Failure | None:
     a list of ``shards`` (each with whole ``bytes`` and ``rows`` and a hex ``sha256``, which
     alone names the file: no path is ever read from a manifest), or the legacy ``file``
     naming exactly ``<name>.parquet`` in the release folder with its bytes/rows/sha256."""
-    if not (isinstance(name, str) and _TABLE_NAME.match(name) and isinstance(entry, dict)):
+    if not (isinstance(name, str) and _TABLE_NAME.fullmatch(name) and isinstance(entry, dict)):
         return Failure("INTEGRITY", f"table {name!r}: malformed manifest entry", file=where,
                        found=repr(entry)[:120])
     shards = entry.get("shards")

@@ -109,3 +109,21 @@ def test_whole_number_options_take_ascii_digits_only(value):
                                   '{"a": {"b": 2e308}}'])
 def test_params_json_numbers_must_be_finite(text):
     _schema_refused("runs", "params_json", text, "non-finite number in JSON")
+
+
+@pytest.mark.parametrize("name", ["runs\n", "runs\r\n", "ru\u2028ns"])
+def test_a_manifest_table_name_with_a_line_break_is_integrity(name):
+    from dgtraces import store
+
+    bad = store.entry_failure(name, {"shards": [], "rows": 0, "bytes": 0}, "manifest.json")
+    record("identifier with a trailing newline", bad is not None and bad.code == "INTEGRITY")
+    assert bad is not None and bad.code == "INTEGRITY"
+
+
+@pytest.mark.parametrize("text", ["0.3.0\n0", "٠.٣.٠", "v0.3.0x"])
+def test_versions_take_ascii_digits_only(text):
+    from dgtraces import store
+
+    with pytest.raises(DgtracesError):
+        store.norm_version(text)
+    record("non-ASCII digits", True)
