@@ -69,3 +69,25 @@ def test_error_reports_are_inert(store, monkeypatch, capsys):
     ok = _control_free(err) and "BAD_INPUT" in err
     record("terminal control sequence in shown text", ok)
     assert ok, repr(err)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_sql_csv_and_json_to_a_terminal_are_inert(mini_store, monkeypatch, fmt):
+    """CSV to a terminal escapes control characters (a file or pipe gets the bytes as
+    stored); JSON escapes them always (ensure_ascii)."""
+    import io
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    out = Tty()
+    monkeypatch.setattr(sys, "stdout", out)
+    from dgtraces.cli.query import _write_csv, _write_json
+    from dgtraces.query import Query
+
+    with Query("SELECT chr(27) || '[2J' || chr(155) AS \"c\x1b]0;t\x07\"") as q:
+        {"csv": _write_csv, "json": _write_json}[fmt](q, None)
+    ok = _control_free(out.getvalue()) and out.getvalue().strip() != ""
+    record("terminal control sequence in shown text", ok)
+    assert ok, repr(out.getvalue())

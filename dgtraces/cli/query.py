@@ -48,6 +48,14 @@ def _csv_value(value):
     return ("true" if value else "false") if isinstance(value, bool) else value
 
 
+def _terminal_value(value):
+    """A CSV value printed to a terminal: text made inert (#29 M7; files and pipes get the
+    value as it is)."""
+    from ..terminal_text import inert
+
+    return inert(value) if isinstance(value, str) else _csv_value(value)
+
+
 def _write_csv(q, out) -> int:
     import csv
 
@@ -55,9 +63,10 @@ def _write_csv(q, out) -> int:
     batches = q.batches()
     with _atomic_open(out, "w") as fh:
         writer = csv.writer(fh, lineterminator="\n")
-        writer.writerow(q.columns)
+        cell = _terminal_value if out is None and sys.stdout.isatty() else _csv_value
+        writer.writerow([cell(c) for c in q.columns])
         for batch in batches:
-            writer.writerows([_csv_value(v) for v in row] for row in batch)
+            writer.writerows([cell(v) for v in row] for row in batch)
             n += len(batch)
     return n
 
