@@ -311,6 +311,19 @@ def counted(pf, batch_rows: int, name: str):
         yield batch
 
 
+def _row_bytes(t) -> int:
+    """Bytes one row of a column of type ``t`` takes decoded, besides text (indices of a
+    dictionary or string offsets: 4-8; validity bit rounded up)."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(t):
+        return t.index_type.bit_width // 8 + 1
+    try:
+        return max(1, t.bit_width // 8) + 1
+    except ValueError:  # variable width: offsets
+        return 9
+
+
 def iter_parquet(path: Path, batch_rows: int, *, max_rows: int, max_bytes: int,
                  max_group_bytes: int, max_field_chars: int, max_batch_bytes: int
                  ) -> "Iterator[pd.DataFrame]":
@@ -322,8 +335,15 @@ def iter_parquet(path: Path, batch_rows: int, *, max_rows: int, max_bytes: int,
 
     pf, text = _open_parquet(path, max_rows=max_rows, max_cells=None, max_bytes=max_bytes,
                              max_group_bytes=max_group_bytes)
+    # rows per batch so that its fixed-width part fits max_batch_bytes however many columns
+    # the file has (#29 high: bounded as read; text is bounded by _decoded)
+    width = sum(_row_bytes(f.type) for f in pf.schema_arrow)
+    batch_rows = max(1, min(batch_rows, max_batch_bytes // max(width, 1)))
     decoded = 0
     for batch in counted(pf, batch_rows, path.name):
+        if batch.nbytes > 2 * max_batch_bytes:  # a backstop: what was really decoded
+            raise bad_file(path.name, "a batch decodes beyond the chunk size limit",
+                           f"<= {max_batch_bytes} bytes", batch.nbytes)
         df, decoded = _decoded(pa.Table.from_batches([batch]), text, path.name,
                                max_bytes=max_bytes, max_field_chars=max_field_chars,
                                decoded=decoded, max_batch_bytes=max_batch_bytes)

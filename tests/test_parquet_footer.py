@@ -184,3 +184,19 @@ def test_a_lying_file_inside_a_zip_contribution(store, tmp_path, table):
     before = tree_digest(store)
     _refused(lambda: contribute(archive, root=store, dry_run=True), "zip contribution")
     assert tree_digest(store) == before
+
+
+def test_a_wide_streamed_file_is_read_in_smaller_batches(tmp_path):
+    """Rows per streamed batch shrink with the columns, so a batch's decoded size stays
+    within max_chunk_bytes (a 2000-column layer_timings is refused by its schema, after
+    one small batch, not after decoding 100,000 rows of 2000 columns; contribute.stream passes
+    these limits)."""
+    path = tmp_path / "layer_timings.parquet"
+    pq.write_table(pa.table({f"c{i}": pa.array([1.0] * 3000) for i in range(2000)}), path)
+    limits = Limits(max_chunk_bytes=1 << 20)
+    sizes = [len(df) for df in bounded.iter_parquet(
+        path, limits.chunk_rows, max_rows=10**6, max_bytes=1 << 30, max_group_bytes=1 << 30,
+        max_field_chars=100, max_batch_bytes=limits.max_chunk_bytes)]
+    ok = sum(sizes) == 3000 and max(sizes) * 2000 * 9 <= limits.max_chunk_bytes
+    record(f"{CLS} (wide batch bounded)", ok)
+    assert ok, sizes
