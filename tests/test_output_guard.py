@@ -46,3 +46,14 @@ def test_template_elsewhere_still_works(store, tmp_path):
     assert res.exit_code == 0, res.output
     assert sorted(p.name for p in (tmp_path / "t").iterdir()) == \
         ["contribution.yaml", "layer_timings.csv", "runs.csv"]
+
+
+@pytest.mark.parametrize("where", ["releases/hub", "hub"])
+def test_hub_export_inside_the_data_folder_is_refused(store, where):
+    from dgtraces.hf import export
+
+    before = tree_digest(store)
+    with pytest.raises(DgtracesError) as exc:
+        export(store / where)
+    record("output into the data folder", exc.value.code == "BAD_INPUT")
+    assert exc.value.code == "BAD_INPUT" and tree_digest(store) == before
