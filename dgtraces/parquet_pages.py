@@ -121,17 +121,19 @@ class Pages:
 
 def _header(fh, offset: int, end: int, name: str) -> tuple[dict, int]:
     """The page header at ``offset`` (and its length), within ``end``."""
-    fh.seek(offset)
-    data = fh.read(min(MAX_HEADER_BYTES, end - offset))
-    try:
-        reader = Compact(data)
-        header = reader.struct()
-    except _Truncated:
-        raise _bad(name, "a page header runs past its column chunk or the header limit",
-                   f"<= {MAX_HEADER_BYTES} bytes") from None
-    except (ValueError, struct.error) as exc:
-        raise _bad(name, f"unreadable page header ({exc})") from None
-    return header, reader.pos
+    for want in (512, MAX_HEADER_BYTES):  # most headers are small: read more only if needed
+        fh.seek(offset)
+        data = fh.read(min(want, end - offset))
+        try:
+            reader = Compact(data)
+            return reader.struct(), reader.pos
+        except _Truncated:
+            if len(data) < want:  # the chunk ends first
+                break
+        except (ValueError, struct.error) as exc:
+            raise _bad(name, f"unreadable page header ({exc})") from None
+    raise _bad(name, "a page header runs past its column chunk or the header limit",
+               f"<= {MAX_HEADER_BYTES} bytes")
 
 
 def _int(header: dict, fid: int) -> int:

@@ -200,3 +200,18 @@ def test_a_wide_streamed_file_is_read_in_smaller_batches(tmp_path):
     ok = sum(sizes) == 3000 and max(sizes) * 2000 * 9 <= limits.max_chunk_bytes
     record(f"{CLS} (wide batch bounded)", ok)
     assert ok, sizes
+
+
+def test_page_headers_with_long_statistics_are_read_whole(tmp_path):
+    """A data page header carries min/max statistics: with long text it outgrows the first
+    512-byte read and is read again whole (up to 64 KiB)."""
+    from dgtraces.parquet_pages import check_pages
+
+    path = tmp_path / "runs.parquet"
+    values = ["a" * 3000 + str(i) for i in range(50)]
+    pq.write_table(pa.table({"source": values}), path, use_dictionary=False)
+    pages = check_pages(path, pq.ParquetFile(path).metadata, max_rows=100, max_bytes=1 << 24,
+                        max_group_bytes=1 << 24, max_page_bytes=1 << 24)
+    assert pages.rows == 50
+    assert list(bounded.read_parquet(path, max_rows=100, max_cells=100, max_bytes=1 << 24,
+                                     max_field_chars=4000)["source"]) == values
