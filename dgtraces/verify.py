@@ -90,7 +90,7 @@ class _Checker:
             for fpath, want in files:
                 self.file(name, fpath, want)
             if self.deep and not store.is_legacy(entry):
-                self.columns(name, entry, [f for f, _ in files if f.is_file()])
+                self.columns(name, entry, [(f, w) for f, w in files if f.is_file()])
         for extra in sorted(p.name for p in path.iterdir() if p.name not in listed):
             self.fail("file not listed in the manifest", str(path / extra))
 
@@ -119,11 +119,11 @@ class _Checker:
                                   "release would have adopted it)", str(f), f.stem,
                                   store.sha256_file(f))
 
-    def columns(self, name: str, entry: dict, files: list[Path]) -> None:
+    def columns(self, name: str, entry: dict, files: list[tuple[Path, dict]]) -> None:
         """The manifest's ``columns`` and shard rows against the shards' own footers."""
         import pyarrow.parquet as pq
 
-        for fpath in files:
+        for fpath, want in files:
             try:
                 md = pq.read_metadata(fpath)
             except Exception as exc:  # pyarrow raises various types
@@ -135,6 +135,9 @@ class _Checker:
                 self.fail(f"table {name}: manifest columns differ from the shard's",
                           str(fpath), ", ".join(map(str, entry["columns"]))[:200],
                           ", ".join(names)[:200])
+            if md.num_rows != want["rows"]:
+                self.fail(f"table {name}: manifest rows differ from the shard's", str(fpath),
+                          want["rows"], md.num_rows)
 
 
 def verify(root=None, deep: bool = True) -> VerifyReport:

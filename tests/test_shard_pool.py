@@ -152,3 +152,17 @@ def test_rerunning_a_release_regenerates_a_card_a_full_disk_stopped(store, tmp_p
     assert ok, again.notes
     assert build_release("0.9.0", root=store).notes == \
         ["release 0.9.0 is complete already; nothing staged since"]  # current: not rewritten
+
+
+def test_edited_shard_row_counts_fail_verify(store):
+    """A consistent rewrite of the rows a shard is said to hold (totals adjusted too)."""
+    def change(manifest):
+        entry = manifest["tables"]["layers"]
+        entry["shards"][0]["rows"] += 7
+        entry["rows"] += 7
+
+    _rewrite(store, "0.1.0", change)
+    report = dgtraces.store.verify(store)
+    ok = not report.ok and any("rows" in f.message for f in report.failures)
+    record(f"{CLS} (edited rows)", ok)
+    assert ok
