@@ -104,8 +104,32 @@ def test_importer_inputs_are_size_checked_before_reading(tmp_path, monkeypatch):
     calls = {
         "nccl-tests": lambda: nccl_tests.import_log(AR),
         "caffe time": lambda: import_log(_log(tmp_path, _names()), "alexnet-owt",
-                                         device="d", source="s"),
+                                         device="d", source="a test log"),
         "kineto": lambda: import_trace(SCOPES, "alexnet", batch_size=2),
     }
     for call in calls.values():
         _refused(call, "BAD_FILE", "importer input over the size bound")
+
+
+def _osu(tmp_path, name, lines):
+    path = tmp_path / name
+    path.write_text("# OSU MPI Allreduce Latency Test v5.4.0\n# Size       Avg Latency(us)\n"
+                    + "".join(f"{b:<12}{us}\n" for b, us in lines))
+    return path
+
+
+OSU_POINTS = [(4, 31.9), (1024, 60.2), (1048576, 1839.1)]
+
+
+@pytest.mark.parametrize("name,lines", [
+    ("allreduce100000.log", OSU_POINTS),  # 100,000 processes from the file name
+    ("allreduce1.log", OSU_POINTS),  # an allreduce of one process
+    ("allreduce4.log", [(4, 0.004), (1048576, 0.15)]),  # ms read as us (7 TB/s)
+])
+def test_osu_implausible_counts_and_units(tmp_path, name, lines):
+    from dgtraces.importers import osu
+
+    src = "a test log"
+    _refused(lambda: osu.import_log(_osu(tmp_path, name, lines), source=src), "PLAUSIBILITY",
+             "importer: implausible unit or count")
+    assert osu.import_log(_osu(tmp_path, "allreduce4.log", OSU_POINTS), source=src).workers == 4
