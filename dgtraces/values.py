@@ -24,7 +24,9 @@ def whole_number(name: str, value: Any, *, least: int = 1, most: int = LARGEST,
     number: Any = value
     if text_ok and isinstance(value, str):
         text = value.strip()
-        number = int(text) if text.lstrip("+-").isdigit() else None
+        digits = text.lstrip("+-")  # ASCII only: "٣٢".isdigit(), "²".isdigit() (#29)
+        number = int(text) if digits.isascii() and digits.isdigit() and len(digits) <= 30 \
+            else None
     if float_ok and isinstance(value, float) and value.is_integer():
         number = int(value)
     ok = (isinstance(number, Integral) and not isinstance(number, bool)

@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from dgtraces.reconstruct.calibration import fitted_rows, get_device, observation
-from dgtraces.reconstruct.costmodel import COPY_KINDS, _soft_max, layer_arrays
-from dgtraces.reconstruct.fit import _lm
+from dgtraces.reconstruct.costmodel import COPY_KINDS, layer_arrays, soft_max
+from dgtraces.reconstruct.fit import levenberg_marquardt
 from dgtraces.reconstruct.variants import get_variant_spec, records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -153,15 +153,15 @@ def direction(a: Arch, P: dict, dev, B: float, bwd: bool, training: bool, m: dic
         if "eff_norm" in P else P["eff_mem"]
     if bwd and "eff_bwd_mem" in P:
         mem = mem * P["eff_bwd_mem"]
-    roof = _soft_max(flops / rate, moved / (mem * dev.bandwidth_gb_s * 1e9))
+    roof = soft_max(flops / rate, moved / (mem * dev.bandwidth_gb_s * 1e9))
     ratio = P["n_half"] / np.maximum(work, 1.0)
     with np.errstate(over="ignore", invalid="ignore"):  # the fit rejects non-finite steps
-        sat = {"floor": lambda: _soft_max(roof, roof * ratio),
+        sat = {"floor": lambda: soft_max(roof, roof * ratio),
                "pow": lambda: roof * (1 + ratio ** P.get("sat_k", 1.0))}.get(
             m.get("sat"), lambda: roof * (1 + ratio))()
     launch = kernels * P["launch_us"] * 1e-6
     if m.get("launch") == "overlap":
-        return np.where(kernels > 0, _soft_max(launch, sat), sat) * 1e3
+        return np.where(kernels > 0, soft_max(launch, sat), sat) * 1e3
     return (launch + sat) * 1e3
 
 
@@ -218,7 +218,8 @@ def fit(dev, obs, m: dict, wino: bool, p_norm: float = 2.0):
     best = None
     for s in STARTS:
         theta0 = np.array([from_value(k, {**EXTRA_START, **s}[k], wmax) for k in keys])
-        theta, cost, _ = _lm(loss, _lm(resid, theta0)[0] if p_norm != 2 else theta0)
+        start = levenberg_marquardt(resid, theta0)[0] if p_norm != 2 else theta0
+        theta, cost, _ = levenberg_marquardt(loss, start)
         if best is None or cost < best[1]:
             best = (theta, cost)
     return to_params(best[0], keys, wmax), resid(best[0])

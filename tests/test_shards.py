@@ -116,10 +116,15 @@ def test_verify_hashes_each_shard_once_and_notes_unreferenced(mini):
     root, _ = mini
     report = verify.verify()
     assert report.ok and report.files_checked == len(_pool(root))  # layers counted once
-    stray = root / "shards" / "runs" / ("0" * 64 + ".parquet")
+    import hashlib
+
+    stray = root / "shards" / "runs" / (hashlib.sha256(b"x").hexdigest() + ".parquet")
     stray.write_bytes(b"x")
     report = verify.verify()
     assert report.ok and report.unreferenced == [str(stray)]
+    stray.rename(stray.with_name("0" * 64 + ".parquet"))  # its bytes no longer match (#29 M5)
+    assert not verify.verify().ok and verify.verify(deep=False).ok
+    stray.with_name("0" * 64 + ".parquet").rename(stray)
     (root / "shards" / "runs" / "notes.txt").write_text("x")
     assert not verify.verify().ok
 

@@ -93,3 +93,40 @@ def test_nul_json_and_written_nan(runs, tmp_path, fmt):
     for _code, _, col in got:
         record({"notes": "NUL byte in text", "params_json": "params_json not JSON",
                 "fwd_ms": "written NaN in a float column"}[col], True)
+
+
+MISSING_SPELLINGS = ["", "NA", "None", "null", "N/A", "<NA>"]
+
+
+@pytest.mark.parametrize("spelling", MISSING_SPELLINGS)
+def test_a_missing_flagged_in_csv_is_refused_not_filled(runs, tmp_path, spelling):
+    """issue #29 M1: an empty/NA `flagged` was released as True (pandas' astype(bool))."""
+    path = tmp_path / "runs.csv"
+    text = runs.to_csv(index=False).splitlines()
+    col = text[0].split(",").index("flagged")
+    cells = text[1].split(",")
+    cells[col] = spelling
+    path.write_text("\n".join([text[0], ",".join(cells), text[2]]) + "\n")
+    with pytest.raises(ValidationError) as exc:
+        validate_frame("runs", read_file(path, "runs"), file="runs.csv")
+    ok = exc.value.code == "SCHEMA" and (0, "flagged") in \
+        [(f.row, f.column) for f in exc.value.failures]
+    record("missing non-nullable boolean", ok)
+    assert ok, exc.value.report()
+
+
+@pytest.mark.parametrize("value", [None, float("nan")])
+def test_a_null_flagged_in_parquet_or_a_frame_is_refused(runs, tmp_path, value):
+    from dgtraces.contribute.intake import read_bounded
+
+    df = runs.astype({"flagged": object})
+    df.loc[1, "flagged"] = value
+    path = tmp_path / "runs.parquet"
+    df.to_parquet(path)
+    for frame in (df, read_bounded(path)):
+        with pytest.raises(ValidationError) as exc:
+            validate_frame("runs", frame, file="runs.parquet")
+        ok = exc.value.code == "SCHEMA" and [(f.row, f.column) for f in exc.value.failures] \
+            == [(1, "flagged")]
+        record("missing non-nullable boolean", ok)
+        assert ok, exc.value.report()

@@ -166,7 +166,9 @@ def run() -> None:
     try:
         main.main(standalone_mode=False)
     except DgtracesError as exc:
-        click.echo(exc.report(), err=True)
+        from dgtraces.io.terminal_text import inert
+
+        click.echo(inert(exc.report(), keep_newlines=True), err=True)  # #29 M7
         sys.exit(1)
     except OSError as exc:  # an output path that cannot be written, a vanished input, ...
         where = f"{exc.filename}: " if exc.filename else ""

@@ -7,7 +7,9 @@ from contextlib import contextmanager
 
 import click
 
-from . import model_list
+from dgtraces.io.terminal_text import inert
+
+from . import OutPath, model_list
 
 LOCK_SECONDS = click.FloatRange(0)  # a negative timeout would make filelock wait forever
 LOCK_HELP = "Seconds to wait for the store lock (data/.lock) before failing with LOCKED."
@@ -24,7 +26,7 @@ def _status(text: str):
 
 @click.command()
 @click.argument("path", required=False, type=click.Path())
-@click.option("--template", "template_dir", default=None, type=click.Path(file_okay=False),
+@click.option("--template", "template_dir", default=None, type=OutPath(file_okay=False),
               help="Write a fillable example contribution into this (new) folder instead.")
 @click.option("--dry-run", is_flag=True, help="Validate only; stage nothing.")
 @click.option("--lock-timeout", default=10.0, show_default=True, type=LOCK_SECONDS,
@@ -84,7 +86,7 @@ def list_cmd(as_json) -> None:
         click.echo("staging is empty")
     for e in entries:
         rows = ", ".join(f"{t} {n}" for t, n in sorted(e.info["rows"].items()))
-        click.echo(f"{e.id}  {e.contributor}  ({rows})")
+        click.echo(inert(f"{e.id}  {e.contributor}  ({rows})"))  # contributor text (#29 M7)
 
 
 @staging.command()
@@ -108,7 +110,7 @@ def reject(entry_id, lock_timeout) -> None:
     from ..contribute.staging import reject as run
 
     e = run(entry_id, timeout=lock_timeout)
-    click.echo(f"rejected {e.id} ({e.contributor})")
+    click.echo(inert(f"rejected {e.id} ({e.contributor})"))
 
 
 @click.command()
@@ -129,7 +131,7 @@ def release(version, lock_timeout, models) -> None:
     with _status(f"building release {version}"):
         result = build_release(version, timeout=lock_timeout, models=models or ())
     for note in result.notes:
-        click.echo(f"note: {note}", err=True)
+        click.echo(inert(f"note: {note}"), err=True)
     verb = "completed" if result.resumed else "released"
     added = ", ".join(f"+{n} {t}" for t, n in sorted(result.rows_added.items()))
     extra = f" and model(s) {', '.join(result.models)}" if result.models else ""

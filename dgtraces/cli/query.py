@@ -32,7 +32,9 @@ def _atomic_open(path: str | None, mode: str):
 
 
 def _json_value(value):
-    if isinstance(value, float) and value != value:
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):  # JSON has no NaN/inf (#29)
         return None
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
@@ -47,6 +49,14 @@ def _csv_value(value):
     return ("true" if value else "false") if isinstance(value, bool) else value
 
 
+def _terminal_value(value):
+    """A CSV value printed to a terminal: text made inert (#29 M7; files and pipes get the
+    value as it is)."""
+    from dgtraces.io.terminal_text import inert
+
+    return inert(value) if isinstance(value, str) else _csv_value(value)
+
+
 def _write_csv(q, out) -> int:
     import csv
 
@@ -54,9 +64,10 @@ def _write_csv(q, out) -> int:
     batches = q.batches()
     with _atomic_open(out, "w") as fh:
         writer = csv.writer(fh, lineterminator="\n")
-        writer.writerow(q.columns)
+        cell = _terminal_value if out is None and sys.stdout.isatty() else _csv_value
+        writer.writerow([cell(c) for c in q.columns])
         for batch in batches:
-            writer.writerows([_csv_value(v) for v in row] for row in batch)
+            writer.writerows([cell(v) for v in row] for row in batch)
             n += len(batch)
     return n
 
@@ -90,9 +101,15 @@ def _write_parquet(q, out) -> int:
     return n
 
 
+MAX_CELL_CHARS = 1000  # a terminal cell; --format csv/json/parquet writes values whole
+
+
 def _cell(value) -> str:
     """A value as shown in the terminal table: floats to 6 significant digits (whole numbers
-    and values of a million or more without an exponent), null for missing."""
+    and values of a million or more without an exponent), null for missing; text made
+    inert (control characters escaped, #29 M7)."""
+    from dgtraces.io.terminal_text import inert
+
     if value is None:
         return "null"
     if isinstance(value, float):
@@ -101,7 +118,10 @@ def _cell(value) -> str:
         if value.is_integer() and abs(value) < 1e15:
             return f"{value:.0f}"
         return f"{value:.1f}" if abs(value) >= 1e6 else f"{value:.6g}"
-    return str(value)
+    text = value if isinstance(value, str) else str(value)
+    if len(text) > MAX_CELL_CHARS:  # rendering stays quick whatever a query returns (#29)
+        text = f"{text[:MAX_CELL_CHARS]}... [{len(text) - MAX_CELL_CHARS} more chars]"
+    return inert(text)
 
 
 def _print_table(q, max_rows: int) -> None:
@@ -114,9 +134,15 @@ def _print_table(q, max_rows: int) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from dgtraces.io.terminal_text import inert
+
     res = q.fetch(limit=max_rows)
+    res.columns, res.types = [inert(c) for c in res.columns], [inert(t) for t in res.types]
     shown = f"first {len(res.rows)} rows" if res.truncated else f"{len(res.rows)} row(s)"
-    cells = [[_cell(v) for v in row] for row in res.rows]
+    cells = []
+    for row in res.rows:
+        cells.append([_cell(v) for v in row])
+        q.check_time()  # the limit covers rendering too (#29)
     console = Console()
     console.print(f"[dim]dgtraces {res.version}: {shown}[/dim]")
     widths = [max([len(str(c)), len(t)] + [len(r[i]) for r in cells])

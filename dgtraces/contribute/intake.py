@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from dgtraces.io.bounded import MAX_STREAM_FILE_BYTES, MAX_STREAM_ROWS
+
 from ..errors import DgtracesError, Failure, ValidationError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -51,8 +53,8 @@ class Limits:
     max_cells: int = 20_000_000      # rows x columns per table (memory: ~1-2 GB worst case)
     # a streamed table (STREAMED_TABLES) is read in chunks: its limits bound disk and time,
     # not memory (which is one chunk, see contribute.stream)
-    max_stream_rows: int = 100_000_000
-    max_stream_file_bytes: int = 8 << 30
+    max_stream_rows: int = MAX_STREAM_ROWS
+    max_stream_file_bytes: int = MAX_STREAM_FILE_BYTES
     max_row_group_bytes: int = 256 << 20  # one Parquet row group of a streamed table
     chunk_rows: int = 100_000        # rows validated at a time in a streamed table
     max_chunk_bytes: int = 64 << 20  # ... fewer when its rows are long: text per chunk

@@ -20,7 +20,7 @@ OPTIONAL = ("devices", "notes", "email", "partial")
 LICENSES = ("CC-BY-4.0", "CC0-1.0", "ODC-By-1.0", "PDDL-1.0")
 MAX_TEXT = 4000
 DEVICE_KEYS = ("device", "kind", "name")
-_DEVICE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]*$")
+_DEVICE_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]*")  # fullmatch (#29 M3)
 
 
 def _fail(failures: list[Failure], column: str, message: str, expected=None, found=None):
@@ -48,13 +48,19 @@ def _check_devices(devices, failures: list[Failure]) -> None:
         _fail(failures, "devices", "devices must be a list (at most 64)",
               "list of {device, kind, name}", type(devices).__name__)
         return
+    seen: set[str] = set()
     for i, dev in enumerate(devices):
+        key = dev.get("device") if isinstance(dev, dict) else None
+        if isinstance(key, str) and key in seen:  # one declaration per device (#29 M2)
+            _fail(failures, f"devices[{i}].device", "device declared twice",
+                  "each device once", repr(key)[:80])
+        seen.add(key) if isinstance(key, str) else None
         extra = sorted(map(str, set(dev) - set(DEVICE_KEYS))) if isinstance(dev, dict) else []
         if extra:
             _fail(failures, f"devices[{i}]", "unknown key in device entry",
                   " | ".join(DEVICE_KEYS), ", ".join(extra)[:80])
         elif not isinstance(dev, dict) or not isinstance(dev.get("device"), str) \
-                or not _DEVICE_KEY.match(dev["device"]):
+                or not _DEVICE_KEY.fullmatch(dev["device"]):
             _fail(failures, f"devices[{i}].device", "bad device key",
                   "letters, digits, ._:+-", repr(dev)[:80])
         elif dev.get("kind") not in ("cpu", "gpu"):
@@ -64,6 +70,31 @@ def _check_devices(devices, failures: list[Failure]) -> None:
                 or len(dev["name"]) > MAX_TEXT:
             _fail(failures, f"devices[{i}].name", "device needs a name", "text",
                   repr(dev.get("name")))
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _strict_loader():
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        """SafeLoader refusing a key given twice in one mapping (PyYAML keeps the last)."""
+
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    if key in seen:
+                        raise _DuplicateKey(str(key)[:80])
+                    seen.add(key)
+                except TypeError:  # an unhashable key: SafeLoader reports it
+                    pass
+            return super().construct_mapping(node, deep=deep)
+
+    return Loader
 
 
 def parse_meta(text: str, problems: list[Failure] | None = None) -> dict:
@@ -84,7 +115,19 @@ def parse_meta(text: str, problems: list[Failure] | None = None) -> dict:
                                     code="BAD_FILE",
                                     failures=[Failure("BAD_FILE", "YAML anchor or alias",
                                                       file="contribution.yaml")])
-        meta = yaml.safe_load(text)
+        meta = yaml.load(text, Loader=_strict_loader())  # noqa: S506 (a SafeLoader)
+    except ValueError as exc:  # a 5000-digit integer: past Python's int-from-text limit
+        raise DgtracesError(f"contribution.yaml: a value YAML cannot read ({str(exc)[:120]})",
+                            code="BAD_FILE",
+                            failures=[Failure("BAD_FILE", "unreadable YAML value",
+                                              file="contribution.yaml")]) from None
+    except _DuplicateKey as exc:
+        raise DgtracesError(f"contribution.yaml: key {exc.args[0]!r} given twice",
+                            code="METADATA",
+                            failures=[Failure("METADATA", "duplicate YAML key",
+                                              file="contribution.yaml", column=exc.args[0],
+                                              expected="each key once",
+                                              found="twice")]) from None
     except yaml.YAMLError as exc:
         raise DgtracesError(f"contribution.yaml: not valid YAML ({str(exc)[:200]})",
                             code="BAD_FILE",

@@ -182,3 +182,32 @@ def device_failures(frames, files, known: dict[str, str | None]) -> list[Failure
                             lambda i, d=d, want=want:
                             f"{d['device_kind'][i]!r} (device {d['device'][i]!r} is {want[i]!r})")
     return out
+
+
+def declared_device_failures(declared: dict[str, str | None], known: dict[str, str | None]
+                             ) -> list[Failure]:
+    """A device of contribution.yaml that the store or a staged contribution knows already
+    must be declared with the kind it is known as (issue #29 M2: a device has one kind)."""
+    return [Failure("DEVICE_MISMATCH", "device declared with another kind than the store or "
+                    "a staged contribution gives it", file="contribution.yaml",
+                    column="devices", expected=f"kind {known[key]!r}",
+                    found=f"{key!r} declared {kind!r}")
+            for key, kind in sorted(declared.items())
+            if key in known and known[key] is not None and kind != known[key]]
+
+
+CONTRIBUTED_PROVENANCE = ("measured", "reconstructed")  # published: the package's importers
+
+
+def provenance_failures(frames, files) -> list[Failure]:
+    """A contribution's rows are its contributor's: none may claim ``published`` (restated
+    from a paper, which only the package's importers add, citing it; issue #29)."""
+    out: list[Failure] = []
+    for name, df in sorted(frames.items()):
+        if "provenance" not in df.columns:
+            continue
+        d = df.reset_index(drop=True)
+        out += _located("SCHEMA", "contributed rows cannot claim provenance 'published'",
+                        ~d["provenance"].isin(CONTRIBUTED_PROVENANCE), d, "provenance",
+                        files.get(name), " | ".join(CONTRIBUTED_PROVENANCE))
+    return out

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dgtraces.io import files as fileio
+from dgtraces.io.markdown_text import md_inline
 from dgtraces.store import lock, release, shards, verify
 from dgtraces.store import manifest as store
 from dgtraces.store.locate import sidecar_dir
@@ -86,17 +87,6 @@ def cards_path(root=None) -> Path:
     return Path(env) if env else sidecar_dir(root) / "cards"
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#|<>~&])")  # mid-line: - . + ! are inert
-
-
-def md_inline(text: object) -> str:
-    """Contributor text as one inert Markdown line: control characters and line breaks
-    become spaces and every Markdown/HTML special character is backslash-escaped, so no
-    text can start a heading, a link, HTML or end the list item."""
-    flat = " ".join("".join(c if c.isprintable() else " " for c in str(text)).split())
-    return _MD_SPECIAL.sub(r"\\\1", flat)
-
-
 def changelog_entry(version: str, entries: list[dict], day: str,
                     models: list[dict] | tuple = ()) -> str:
     lines = [f"### [v{version}] - {day}", "#### Added"]
@@ -139,6 +129,23 @@ def _card(version: str, root, notes: list[str]) -> None:
         write_card(out_dir=str(cards_path(root)), version=version, root=root)
     except Exception as exc:  # the release is committed: report, never undo it
         notes.append(f"card not regenerated: {type(exc).__name__}: {str(exc)[:200]}")
+
+
+def _card_current(version: str, root) -> bool:
+    """Whether the card folder holds the card of ``version`` (README.md, croissant.json)
+    as it renders now."""
+    try:
+        from dgtraces.publish import croissant
+        from dgtraces.publish.card import provenance_stats, render_card
+
+        stats = provenance_stats(version, root)
+        folder = cards_path(root)
+        return (folder / "README.md").read_text("utf-8") == \
+            render_card(version, root, stats=stats) and \
+            (folder / "croissant.json").read_text("utf-8") == \
+            croissant.render(version, root, stats=stats)
+    except (OSError, UnicodeDecodeError, ImportError):
+        return False
 
 
 def _finish(journal: dict, root, notes: list[str]) -> None:
@@ -279,6 +286,9 @@ def build_release(version: str, *, root=None, timeout: float = lock.LOCK_TIMEOUT
         releases = store.list_releases(root)
         if releases and releases[-1] == version and not staging.list_staged(root):
             notes.append(f"release {version} is complete already; nothing staged since")
+            if not _card_current(version, root):  # e.g. the disk was full (#29)
+                _card(version, root, notes)
+                notes.append(f"regenerated the card of {version}")
             manifest = store.read_manifest(version, root)
             return ReleaseResult(version, store.release_path(version, root),
                                  manifest.get("parent"), [], notes=notes, resumed=True)

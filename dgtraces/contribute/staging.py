@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 STAGING = "staging"
 ENTRY = "entry.json"
-ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{12}$")
+ID_RE = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{12}")  # fullmatch (#29 M3)
 
 
 def staging_dir(root=None) -> Path:
@@ -59,7 +59,7 @@ class StagedEntry:
 
 
 def _check_id(entry_id: str) -> str:
-    if not ID_RE.match(str(entry_id)):
+    if not ID_RE.fullmatch(str(entry_id)):
         raise DgtracesError(f"malformed staging id {entry_id!r}", code="BAD_INPUT",
                             failures=[Failure("BAD_INPUT", "bad staging id",
                                               expected=ID_RE.pattern,
@@ -74,7 +74,7 @@ def list_staged(root=None) -> list[StagedEntry]:
         return []
     out = []
     for p in sorted(sdir.iterdir()):
-        if ID_RE.match(p.name) and (p / ENTRY).is_file():
+        if ID_RE.fullmatch(p.name) and (p / ENTRY).is_file():
             out.append(StagedEntry(p.name, p, json.loads((p / ENTRY).read_text("utf-8"))))
     return out
 
@@ -124,6 +124,13 @@ def _recheck(checked: "Checked", root) -> None:
              or set(checked.iter_ids) & known.iter_ids
              or set(checked.comm_keys) & known.comm_keys
              or ({checked.digest} & known.digests))
+    from .metadata import device_keys
+    from .plausibility import declared_device_failures
+
+    kinds = declared_device_failures(device_keys(checked.meta), known.devices)
+    if kinds:  # another contribution declared the same new device meanwhile (#29 M2)
+        raise DgtracesError("a device was declared with another kind meanwhile",
+                            code="DEVICE_MISMATCH", failures=kinds)
     if clash:
         raise DgtracesError("the same content was staged meanwhile", code="DUPLICATE",
                             failures=[Failure("DUPLICATE", "already staged",

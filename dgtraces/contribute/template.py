@@ -82,7 +82,10 @@ def template_frames(model: str = "alexnet", batch_size: int = 32):
 def write_template(out_dir: str | Path) -> list[Path]:
     """Write contribution.yaml, runs.csv and layer_timings.csv into ``out_dir`` (new or
     empty); returns the written paths."""
+    from dgtraces.store.manifest import refuse_inside_data
+
     out = Path(out_dir)
+    refuse_inside_data(out, "--template")  # the one data-folder guard (#29 M6)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise DgtracesError(f"{out} exists and is not an empty folder", code="BAD_INPUT")
     out.mkdir(parents=True, exist_ok=True)

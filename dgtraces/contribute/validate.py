@@ -197,8 +197,10 @@ def check(contrib: Contribution, known: Known,
         later.extend(json_failures(contrib.meta))
     later.extend(placeholder_failures(contrib.meta, runs, files))
     later.extend(pl.finite_failures(frames, files))
-    later.extend(pl.device_failures(frames, files,
-                                    {**known.devices, **device_keys(contrib.meta)}))
+    later.extend(pl.provenance_failures(frames, files))
+    declared = device_keys(contrib.meta)  # the store's / staged kind wins (#29 M2)
+    later.extend(pl.declared_device_failures(declared, known.devices))
+    later.extend(pl.device_failures(frames, files, {**declared, **known.devices}))
     fingerprints: dict[str, str] = {}
     digests = {name: frame_digest(name, df) for name, df in frames.items()}
     digests[sp.table] = _per_run(sp, runs, files, contrib.meta.get("partial") is True, known,

@@ -54,12 +54,29 @@ def collector_version(module: str) -> str:
     return f"dgtraces.importers.{module} {IMPORTER_VERSION}"
 
 
+def read_input(path: Path) -> bytes:
+    """The bytes of an importer's input file, at most :data:`dgtraces.io.bounded.
+    MAX_GUNZIP_BYTES` (what a gzipped trace may decompress to): its size is checked before
+    it is read (BAD_FILE; issue #29: bounded reading for ``import`` too)."""
+    from dgtraces.io.bounded import MAX_GUNZIP_BYTES, bad_file
+
+    size = path.stat().st_size
+    if size <= MAX_GUNZIP_BYTES:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_GUNZIP_BYTES + 1)  # + 1: a file that grew meanwhile
+        if len(data) <= MAX_GUNZIP_BYTES:
+            return data
+        size = len(data)
+    raise bad_file(str(path), "file too large for an importer", f"<= {MAX_GUNZIP_BYTES} bytes",
+                   size)
+
+
 def read_text(path: str | os.PathLike) -> tuple[str, str]:
     """Text and sha256 of a log file; missing or non-UTF-8 input raises a typed error."""
     path = Path(path)
     if not path.is_file():
         raise DgtracesError(f"{path}: no such file", code=Code.NOT_FOUND)
-    data = path.read_bytes()
+    data = read_input(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -62,7 +62,16 @@ def parse(text: str, path: str = "log") -> ParsedLog:
         if m:
             name, direction, value = m.group(1), m.group(2), float(m.group(3))
             slot = layers.setdefault(name, [None, None])
+            if slot[direction == "backward"] is not None:  # which one is right? (#29)
+                failures.append(Failure("BAD_FILE", f"layer {direction} line given twice",
+                                        file=path, row=i, expected="one line per layer "
+                                        "and direction", found=line.strip()[:80]))
             slot[direction == "backward"] = value
+            continue
+        m = AVERAGE.search(line)
+        if m and m.group(1) in averages:
+            failures.append(Failure("BAD_FILE", "whole-pass average given twice", file=path,
+                                    row=i, found=line.strip()[:80]))
             continue
         m = AVERAGE.search(line)
         if m:

@@ -38,6 +38,9 @@ RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+
                   r"(\d+)\s+\[[^\]]*\]\s+(?P<name>.+?)\s*$")
 ITERS = re.compile(r"(?<!warmup )(?<!agg )\biters:\s*(\d+)")
 PLACEMENTS = ("out-of-place", "in-place")
+MAX_RANKS = 32768  # more than any published nccl-tests run; 100,000 ranks is a forged log
+ALGBW_CHECKED_FROM = 0.1  # GB/s: below, 2 printed decimals say too little
+ALGBW_TOLERANCE = 0.05  # relative: rounding of time (2-4 digits) and algbw
 
 
 @dataclass(frozen=True)
@@ -181,6 +184,7 @@ def _point(line: str, lineno: int, columns: list[str], file: str) -> Point:
                             code=Code.PLAUSIBILITY, failures=[Failure(
                                 "PLAUSIBILITY", "non-positive value", file=file, row=lineno,
                                 found=repr(line[:120]))])
+    _check_algbw(cells, columns, first_time, per_block, size, times, lineno, file)
     col = {name: cells[i] for i, name in enumerate(columns[:first_time + per_block])}
     try:
         algbw, busbw = float(col.get("algbw", 0)), float(col.get("busbw", 0))
@@ -188,6 +192,27 @@ def _point(line: str, lineno: int, columns: list[str], file: str) -> Point:
         raise _bad(file, lineno, "non-numeric algbw or busbw", repr(line[:120])) from None
     return Point(lineno, size, (times[0], times[1]), col.get("redop", ""), col.get("root"),
                  algbw, busbw)
+
+
+def _check_algbw(cells, columns, first_time, per_block, size, times, lineno, file) -> None:
+    """Each block's ``algbw`` (GB/s, printed with 2 decimals) must be size / time: a time
+    column scaled by 1000 (ms or ns taken for us) disagrees with it (#29)."""
+    if columns[first_time + 1] != "algbw":
+        return
+    for k in range(2):
+        try:
+            reported = float(cells[first_time + k * per_block + 1])
+        except ValueError:
+            raise _bad(file, lineno, "non-numeric algbw", repr(cells)[:120]) from None
+        implied = size / (times[k] * 1e3)  # bytes per ns = GB/s
+        if reported >= ALGBW_CHECKED_FROM and \
+                not abs(implied - reported) <= 0.006 + ALGBW_TOLERANCE * reported:
+            raise DgtracesError(
+                f"{file} line {lineno}: time and algbw disagree (a time in other units?)",
+                code="PLAUSIBILITY", failures=[Failure(
+                    "PLAUSIBILITY", "algbw differs from size / time", file=file, row=lineno,
+                    column=f"algbw ({PLACEMENTS[k]})", expected=f"{implied:.4g} GB/s",
+                    found=f"{reported} GB/s")])
 
 
 def import_log(path, *, collective: str | None = None, interconnect: str | None = None,
@@ -204,6 +229,15 @@ def import_log(path, *, collective: str | None = None, interconnect: str | None 
     if not ranks:
         raise DgtracesError(f"{file}: no '# Using devices' rank lines (not an nccl-tests log?)",
                             code=Code.BAD_FILE)
+    numbers = sorted(r for r, _, _ in ranks)
+    if len(ranks) > MAX_RANKS or numbers != list(range(len(ranks))):  # #29
+        raise DgtracesError(f"{file}: rank lines are not ranks 0..n-1 once each (n <= "
+                            f"{MAX_RANKS})", code="PLAUSIBILITY",
+                            failures=[Failure("PLAUSIBILITY", "implausible rank lines",
+                                              file=file, column="Rank",
+                                              expected=f"0..n-1 once each, n <= {MAX_RANKS}",
+                                              found=f"{len(ranks)} lines, ranks "
+                                                    f"{numbers[0]}..{numbers[-1]}")])
     if len(points) < 1:
         raise DgtracesError(f"{file}: no size/time table lines", code=Code.EMPTY)
     inferred = collective_of(text, path, collective, len(ranks), points)

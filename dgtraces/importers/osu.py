@@ -87,7 +87,28 @@ def parse(text: str, file: str, workers: int | None = None):
             raise DgtracesError(f"{file}: no process-count column; give --workers",
                                 code=Code.BAD_INPUT)
         workers, from_name = int(m[1]), True
+    _plausible(file, workers, points)
     return version, workers, from_name, points
+
+
+MAX_WORKERS = 32768  # as nccl_tests.MAX_RANKS
+MAX_BYTES_PER_US = 2e6  # 2 TB/s: beyond any interconnect's allreduce algbw (a unit error)
+
+
+def _plausible(file: str, workers: int, points) -> None:
+    """An allreduce has 2..MAX_WORKERS processes, and no point moves its message faster
+    than MAX_BYTES_PER_US (latencies in ms read as us are 1000x too fast; #29)."""
+    bad = [] if 2 <= workers <= MAX_WORKERS else [
+        Failure("PLAUSIBILITY", "implausible process count", file=file, column="workers",
+                expected=f"2..{MAX_WORKERS}", found=str(workers))]
+    bad += [Failure("PLAUSIBILITY", "faster than any interconnect (latency in another "
+                    "unit?)", file=file, column="latency_us",
+                    expected=f"size / latency <= {MAX_BYTES_PER_US:g} B/us",
+                    found=f"{b} B in {us} us")
+            for b, us in points if b / us > MAX_BYTES_PER_US][:20]
+    if bad:
+        raise DgtracesError(f"{file}: implausible process count or latencies (another unit?)",
+                            code="PLAUSIBILITY", failures=bad)
 
 
 def fit(points) -> Fit:

@@ -23,6 +23,11 @@ from typing import TYPE_CHECKING
 
 from dgtraces.errors import BadFileError, Failure
 
+# the streamed limits of a contribution's layer_timings, and of a staged file a release
+# reads back (contribute.intake.Limits defaults to them)
+MAX_STREAM_ROWS = 100_000_000
+MAX_STREAM_FILE_BYTES = 8 << 30
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
@@ -45,7 +50,11 @@ def gunzip(data: bytes, name: str, max_bytes: int | None = None) -> bytes:
     out, total = [], 0
     while data:
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        chunk = d.decompress(data, 1 << 20)
+        try:
+            chunk = d.decompress(data, 1 << 20)
+        except zlib.error:  # bytes after the last member that are no gzip member (#29)
+            raise bad_file(name, "not a gzip stream (or garbage after its last member)"
+                           ) from None
         while True:
             total += len(chunk)
             if total > max_bytes:
@@ -54,7 +63,10 @@ def gunzip(data: bytes, name: str, max_bytes: int | None = None) -> bytes:
             out.append(chunk)
             if d.eof or not d.unconsumed_tail:
                 break
-            chunk = d.decompress(d.unconsumed_tail, 1 << 20)
+            try:
+                chunk = d.decompress(d.unconsumed_tail, 1 << 20)
+            except zlib.error:
+                raise bad_file(name, "corrupt gzip stream") from None
         if not d.eof:
             raise bad_file(name, "truncated gzip stream")
         data = d.unused_data.lstrip(b"\0")
@@ -116,6 +128,9 @@ def csv_lines(path: Path) -> tuple[int, int, int]:
         cols = len(next(csv.reader(io.StringIO(head.decode("utf-8", "replace")))))
     except StopIteration:
         cols = 0
+    except csv.Error as exc:  # e.g. CR-only line ends (#29)
+        raise bad_file(path.name, f"not a CSV file with \\n or \\r\\n line ends ({exc})"
+                       ) from None
     return lines, cols, max(longest, carry)
 
 
@@ -129,6 +144,15 @@ def check_csv(path: Path, max_rows: int, max_cells: int | None) -> int:
         raise bad_file(path.name, "too many cells (rows x columns)", f"<= {max_cells}",
                        rows * cols)
     return longest
+
+
+def _is_binary(t) -> bool:
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or \
+        pa.types.is_fixed_size_binary(t)
 
 
 def _open_parquet(path: Path, *, max_rows: int, max_cells: int | None, max_bytes: int,
@@ -152,10 +176,23 @@ def _open_parquet(path: Path, *, max_rows: int, max_cells: int | None, max_bytes
     if max_cells is not None and md.num_rows * max(md.num_columns, 1) > max_cells:
         raise bad_file(name, "too many cells (rows x columns)", f"<= {max_cells}",
                        md.num_rows * md.num_columns)
+    names = [f.name for f in schema]
+    if len(set(names)) != len(names):  # pandas would make a frame of a column (#29)
+        raise bad_file(name, "duplicate column names", "each column once",
+                       ", ".join(sorted({n for n in names if names.count(n) > 1}))[:200])
+    binary = [f.name for f in schema if _is_binary(f.type)]
+    if binary:  # bytes are no table value: text is UTF-8 strings
+        raise bad_file(name, "binary columns are not table columns", "text or numbers",
+                       ", ".join(binary)[:200])
     nested = [f.name for f in schema if pa.types.is_nested(f.type)]
     if nested:
         raise bad_file(name, "nested column types are not table columns", "flat columns",
                        ", ".join(nested)[:200])
+    from .parquet_pages import check_pages  # the footer is a claim: the page headers say
+
+    check_pages(path, md, max_rows=max_rows, max_bytes=max_bytes,
+                max_group_bytes=max_group_bytes or max_bytes,
+                max_page_bytes=max_group_bytes or max_bytes)
     groups = [sum(md.row_group(i).column(j).total_uncompressed_size
                   for j in range(md.num_columns)) for i in range(md.num_row_groups)]
     if sum(groups) > max_bytes:
@@ -194,6 +231,11 @@ def _decoded(table, text: list[str], name: str, *, max_bytes: int, max_field_cha
         for chunk in table.column(col).chunks:
             if not pa.types.is_dictionary(chunk.type) or len(chunk.dictionary) == 0:
                 continue
+            try:  # invalid UTF-8 would fail in pandas, as a traceback (#29)
+                chunk.dictionary.validate(full=True)
+            except pa.ArrowInvalid as exc:
+                raise bad_file(name, f"column {col!r} is not valid UTF-8 text",
+                               "UTF-8", str(exc)[:120]) from None
             lengths = pc.binary_length(chunk.dictionary)
             longest = pc.max(lengths).as_py() or 0
             if longest > max_field_chars:
@@ -226,13 +268,65 @@ def read_parquet(path: Path, *, max_rows: int, max_cells: int, max_bytes: int,
     """A Parquet file as a DataFrame, its sizes checked before materialising (module doc)."""
     pf, text = _open_parquet(path, max_rows=max_rows, max_cells=max_cells,
                              max_bytes=max_bytes)
-    try:
-        table = pf.read()
-    except Exception as exc:
-        raise bad_file(path.name, f"cannot read Parquet data ({type(exc).__name__}: "
-                                  f"{str(exc)[:200]})") from exc
+    import pyarrow as pa
+
+    batches = list(counted(pf, 1 << 16, path.name))
+    table = pa.Table.from_batches(batches, schema=batches[0].schema) if batches else \
+        pf.schema_arrow.empty_table()
     return _decoded(table, text, path.name, max_bytes=max_bytes,
                     max_field_chars=max_field_chars)[0]
+
+
+def parquet_reader(path: Path, *, max_rows: int, max_bytes: int):
+    """A streamed ``ParquetFile`` of a file this process wrote earlier (a staged table the
+    release copies into shards) after the page checks of :func:`_open_parquet`: staging is
+    a folder anyone with the data folder can write, so its footers are not trusted either.
+    Read it through :func:`counted`."""
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
+        md = pf.metadata
+    except Exception as exc:
+        raise bad_file(path.name, f"not a readable Parquet file ({type(exc).__name__})") from exc
+    from .parquet_pages import check_pages
+
+    check_pages(path, md, max_rows=max_rows, max_bytes=max_bytes, max_group_bytes=max_bytes,
+                max_page_bytes=max_bytes)
+    return pf
+
+
+def counted(pf, batch_rows: int, name: str):
+    """``pf``'s record batches, each counted as it is read: rows beyond what the (checked)
+    row groups declare are BAD_FILE at the batch that brings them."""
+    declared, seen = pf.metadata.num_rows, 0
+    batches = pf.iter_batches(batch_size=batch_rows)
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except Exception as exc:
+            raise bad_file(name, f"cannot read Parquet data ({type(exc).__name__}: "
+                                 f"{str(exc)[:200]})") from exc
+        seen += batch.num_rows
+        if seen > declared:
+            raise bad_file(name, "holds more rows than its row groups declare", declared,
+                           f">= {seen}")
+        yield batch
+
+
+def _row_bytes(t) -> int:
+    """Bytes one row of a column of type ``t`` takes decoded, besides text (indices of a
+    dictionary or string offsets: 4-8; validity bit rounded up)."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(t):
+        return t.index_type.bit_width // 8 + 1
+    try:
+        return max(1, t.bit_width // 8) + 1
+    except ValueError:  # variable width: offsets
+        return 9
 
 
 def iter_parquet(path: Path, batch_rows: int, *, max_rows: int, max_bytes: int,
@@ -246,16 +340,15 @@ def iter_parquet(path: Path, batch_rows: int, *, max_rows: int, max_bytes: int,
 
     pf, text = _open_parquet(path, max_rows=max_rows, max_cells=None, max_bytes=max_bytes,
                              max_group_bytes=max_group_bytes)
+    # rows per batch so that its fixed-width part fits max_batch_bytes however many columns
+    # the file has (#29 high: bounded as read; text is bounded by _decoded)
+    width = sum(_row_bytes(f.type) for f in pf.schema_arrow)
+    batch_rows = max(1, min(batch_rows, max_batch_bytes // max(width, 1)))
     decoded = 0
-    batches = pf.iter_batches(batch_size=batch_rows)
-    while True:
-        try:
-            batch = next(batches)
-        except StopIteration:
-            return
-        except Exception as exc:
-            raise bad_file(path.name, f"cannot read Parquet data ({type(exc).__name__}: "
-                                      f"{str(exc)[:200]})") from exc
+    for batch in counted(pf, batch_rows, path.name):
+        if batch.nbytes > 2 * max_batch_bytes:  # a backstop: what was really decoded
+            raise bad_file(path.name, "a batch decodes beyond the chunk size limit",
+                           f"<= {max_batch_bytes} bytes", batch.nbytes)
         df, decoded = _decoded(pa.Table.from_batches([batch]), text, path.name,
                                max_bytes=max_bytes, max_field_chars=max_field_chars,
                                decoded=decoded, max_batch_bytes=max_batch_bytes)

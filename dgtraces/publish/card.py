@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from dgtraces.io.markdown_text import md_inline
 from dgtraces.models.registry import MODELS, entry
 from dgtraces.publish.card_stats import THIRD_PARTY
 
@@ -197,6 +198,8 @@ def _yaml_header(manifest: dict, stats: dict, data_dir: str, models: tuple[str, 
 
 
 def _md(text) -> str:
+    """The package's own text in a table cell (contributor text goes through
+    :func:`dgtraces.markdown_text.md_inline`)."""
     return "" if text is None else str(text).replace("|", "\\|").replace("\n", " ")
 
 
@@ -212,7 +215,7 @@ def _provenance_table(stats: dict) -> list[str]:
         other = {k: v for k, v in p.items() if k not in ("measured", "reconstructed",
                                                            "published")}
         name = f"`{t}`" + (f" (provenance of its `{s['via']}` row)" if s["via"] else "")
-        name += "".join(f"; {v} {k}" for k, v in sorted(other.items()))
+        name += "".join(f"; {v} {md_inline(k)}" for k, v in sorted(other.items()))
         lines.append(f"| {name} | {s['rows']} | {p.get('measured', 0)} | "
                      f"{p.get('reconstructed', 0)} | {p.get('published', 0)} | {s['bcaffe']} |")
     return lines
@@ -233,8 +236,8 @@ def _table_section(table: str, stat: dict, entry: dict, max_sources: int = 25) -
                    f"{'yes' if col['nullable'] else 'no'} | {_md(col['description'])} |")
     if stat["sources"]:
         out += ["", "Sources:", "", "| provenance | source | rows |", "| --- | --- | ---: |"]
-        for prov, source, n in stat["sources"][:max_sources]:
-            out.append(f"| {prov} | {_md(source)} | {n} |")
+        for prov, source, n in stat["sources"][:max_sources]:  # contributor text (#29 M8)
+            out.append(f"| {md_inline(prov)} | {md_inline(source)} | {n} |")
         if len(stat["sources"]) > max_sources:
             rest = stat["sources"][max_sources:]
             out.append(f"| | ... and {len(rest)} more sources | {sum(r[2] for r in rest)} |")
@@ -281,7 +284,7 @@ def render_card(version: str | None = None, root=None, *, data_dir: str = "data"
              f"Release **{version}** (schema version {manifest['schema_version']}, created "
              f"{manifest['created_utc']}). {summary(models)}", ""]
     if manifest.get("notes"):
-        lines += [f"Release notes: {manifest['notes']}", ""]
+        lines += [f"Release notes: {md_inline(manifest['notes'])}", ""]
     first = default_config(manifest["tables"])
     lines += ["## Loading", "", "```python", "from datasets import load_dataset",
               f'ds = load_dataset("<this folder or Hub id>", "{first}", split="train")', "",

@@ -40,6 +40,7 @@ def export(out: str | os.PathLike, version: str | None = None, root=None, *,
     from dgtraces.store import manifest as store
     from dgtraces.store import release
 
+    store.refuse_inside_data(out, "out", root)  # the one data-folder guard (#29 M6)
     out = check_out(out)
     src = store.release_path(version, root)
     manifest = store.read_manifest(version, root)

@@ -101,6 +101,11 @@ def _wrap(exc: Exception) -> SqlError:
     return SqlError(msg, hint=SANDBOX_HINT if refused else None)
 
 
+def _over_memory(limit_mib: int) -> QueryLimitError:
+    return QueryLimitError(f"the query needs more memory than its limit of {limit_mib} MiB "
+                           "(lists and strings included)", hint=LIMIT_HINT)
+
+
 def connect(version: str | None = None, root=None,
             memory_limit_mib: int = DEFAULT_MEMORY_LIMIT_MIB) -> "duckdb.DuckDBPyConnection":
     """A sandboxed DuckDB connection with one view per table of a release (default latest).
@@ -230,6 +235,10 @@ class Query:
         self._expired = False
 
     def _start_clock(self) -> None:
+        import time
+
+        self._started = time.monotonic()
+
         def expire() -> None:
             self._expired = True
             self.con.interrupt()
@@ -237,6 +246,16 @@ class Query:
         self._timer = threading.Timer(self.timeout_s, expire)
         self._timer.daemon = True
         self._timer.start()
+
+    def check_time(self) -> None:
+        """QUERY_LIMIT once the time limit has passed since the query started: for work on
+        its result outside DuckDB (the CLI's rendering, #29), which no interrupt reaches."""
+        import time
+
+        started = getattr(self, "_started", None)
+        if started is not None and time.monotonic() - started > self.timeout_s:
+            raise QueryLimitError(f"the query and its output ran past the time limit of "
+                                  f"{self.timeout_s:g} s", hint=LIMIT_HINT)
 
     def _stop_clock(self) -> None:
         if self._timer is not None:
@@ -257,11 +276,16 @@ class Query:
     def _timed(self, fn: Callable[[], Any]) -> Any:
         import duckdb
 
+        from dgtraces.query.memcap import capped
+
         self._start_clock()
         try:
-            return fn()
+            with capped(self.memory_limit_mib):  # every allocation, lists too (#29 M4)
+                return fn()
         except duckdb.Error as exc:
             raise self._translate(exc) from None
+        except MemoryError:
+            raise _over_memory(self.memory_limit_mib) from None
         except KeyboardInterrupt:
             self.con.interrupt()
             raise
@@ -289,16 +313,22 @@ class Query:
         """(schema, iterator of pyarrow RecordBatches), streamed from a DuckDB relation."""
         import duckdb
 
+        from dgtraces.query.memcap import capped
+
         size = whole_number("size", size)
         self._start_clock()
         try:
-            rel = self.con.sql(self.sql)
-            if rel is None:
-                raise DgtracesError("the statement returns no rows to write",
-                                    code=Code.EMPTY)
-            self.columns = list(rel.columns)
-            self.types = [str(t) for t in rel.types]
-            reader = rel.to_arrow_reader(size)
+            with capped(self.memory_limit_mib):
+                rel = self.con.sql(self.sql)
+                if rel is None:
+                    raise DgtracesError("the statement returns no rows to write",
+                                        code=Code.EMPTY)
+                self.columns = list(rel.columns)
+                self.types = [str(t) for t in rel.types]
+                reader = rel.to_arrow_reader(size)
+        except MemoryError:
+            self._stop_clock()
+            raise _over_memory(self.memory_limit_mib) from None
         except duckdb.Error as exc:
             self._stop_clock()
             raise self._translate(exc) from None
@@ -307,8 +337,17 @@ class Query:
             raise
 
         def gen():
+            from dgtraces.query.memcap import capped
+
             try:
-                yield from reader
+                while True:
+                    with capped(self.memory_limit_mib):  # each batch as it is made
+                        batch = next(reader, None)
+                    if batch is None:
+                        return
+                    yield batch
+            except MemoryError:
+                raise _over_memory(self.memory_limit_mib) from None
             except duckdb.Error as exc:
                 raise self._translate(exc) from None
             except OSError as exc:  # pyarrow's reader wraps DuckDB's errors

@@ -73,14 +73,24 @@ def _sealed_copy(name: str, path: Path, entry: Mapping) -> tuple[int, Failure | 
 
     fd = os.memfd_create(f"dgtraces-{name}", os.MFD_ALLOW_SEALING | os.MFD_CLOEXEC)
     try:
-        with open(path, "rb") as fh:
-            digest, size = hash_stream(fh.read, lambda chunk: _write_all(fd, chunk))
+        with open(path, "rb") as fh:  # the manifest's size first: nothing larger is copied
+            want = int(entry["bytes"])  # into memory, not even a file growing meanwhile (#29)
+            left = [want + 1 if os.fstat(fh.fileno()).st_size == want else 0]
+
+            def read(n: int) -> bytes:
+                chunk = fh.read(min(n, left[0])) if left[0] > 0 else b""
+                left[0] -= len(chunk)
+                return chunk
+
+            found: tuple[str | None, int] = hash_stream(read, lambda c: _write_all(fd, c))
+            if left[0] == 0 and found[1] != want + 1:  # refused before copying: its size
+                found = None, os.fstat(fh.fileno()).st_size
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW |
                     fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
     except BaseException:
         os.close(fd)
         raise
-    return fd, mismatch(name, path, entry, digest, size)
+    return fd, mismatch(name, path, entry, *found)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -156,7 +166,7 @@ def open_connection(folder: Path, entries: Mapping[str, Mapping],
     try:
         for name, files in sorted(paths.items()):  # one view over the table's shard list
             listed = ", ".join(quote_str(f) for f in files)
-            con.execute(f"CREATE VIEW {_quote_ident(name)} AS SELECT * FROM "
+            con.execute(f"CREATE TEMP VIEW {_quote_ident(name)} AS SELECT * FROM "
                         f"read_parquet([{listed}])")
         allowed = ", ".join(quote_str(f) for fs in paths.values() for f in fs)
         try:  # a library prints nothing (in Jupyter, DuckDB refuses the setting

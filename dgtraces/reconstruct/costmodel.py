@@ -181,7 +181,7 @@ def subset(la: LayerArrays, names) -> LayerArrays:
     return dataclasses.replace(la, **arrays)
 
 
-def _soft_max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def soft_max(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a ** SOFT_P + b ** SOFT_P) ** (1.0 / SOFT_P)
 
 
@@ -247,7 +247,7 @@ def _direction(la: LayerArrays, p: Params, dev: Device, batch: float, bwd: bool,
         eff_rate = eff_rate * p.eff_bwd
     t_compute = flops / eff_rate
     t_memory = moved / (p.eff_mem * dev.bandwidth_gb_s * 1e9)
-    roof = _soft_max(t_compute, t_memory)
+    roof = soft_max(t_compute, t_memory)
     fill = roof * p.n_half / np.maximum(work, 1.0)
     launch = kernels * p.launch_us * 1e-6
     total = launch + roof + fill

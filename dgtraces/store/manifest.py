@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 DATASET = "dgtraces"
 MANIFEST = "manifest.json"
-_SEMVER = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")  # user input: "0.3.0" or "v0.3.0"
+_SEMVER = re.compile(r"v?([0-9]+)\.([0-9]+)\.([0-9]+)")  # user input: "0.3.0" or "v0.3.0"
 _FOLDER = re.compile(r"v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)")  # exactly vX.Y.Z
 
 
@@ -122,7 +122,7 @@ def _digest(manifest: Mapping) -> str:
 VERIFY_HINT = "run `dgtraces verify`"
 MIGRATE_HINT = "run `dgtraces migrate-store` once (it rewrites old releases into shards)"
 SHARDS = "shards"
-_TABLE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+_TABLE_NAME = re.compile(r"[A-Za-z0-9_]+")  # fullmatch (#29 M3)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -158,7 +158,7 @@ def entry_failure(name, entry, where: str) -> Failure | None:
     a list of ``shards`` (each with whole ``bytes`` and ``rows`` and a hex ``sha256``, which
     alone names the file: no path is ever read from a manifest), or the legacy ``file``
     naming exactly ``<name>.parquet`` in the release folder with its bytes/rows/sha256."""
-    if not (isinstance(name, str) and _TABLE_NAME.match(name) and isinstance(entry, dict)):
+    if not (isinstance(name, str) and _TABLE_NAME.fullmatch(name) and isinstance(entry, dict)):
         return Failure("INTEGRITY", f"table {name!r}: malformed manifest entry", file=where,
                        found=repr(entry)[:120])
     shards = entry.get("shards")
@@ -178,6 +178,11 @@ def entry_failure(name, entry, where: str) -> Failure | None:
         bad = _num_failures(name, s, where, "shard")
         if bad is not None:
             return bad
+    digests = [s["sha256"] for s in shards]
+    if len(set(digests)) != len(digests):  # its rows would be served twice (#29)
+        twice = sorted({d for d in digests if digests.count(d) > 1})
+        return Failure("INTEGRITY", f"table {name}: a shard listed twice", file=where,
+                       column="shards", expected="each shard once", found=twice[0][:16])
     for key in ("rows", "bytes"):
         total = sum(s[key] for s in shards)
         if type(entry.get(key)) is not int or entry[key] != total:

@@ -84,10 +84,12 @@ def write_shard(table: str, source: Source, root=None, schema=None) -> tuple[dic
     try:
         rows = 0
         if isinstance(source, Path):  # streamed: memory is one record batch
-            reader = pq.ParquetFile(source, pre_buffer=False, buffer_size=1 << 20)  # streamed
+            from dgtraces.io.bounded import counted
+
+            reader = _checked(source)
             schema = schema if schema is not None else reader.schema_arrow
             with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-                for batch in reader.iter_batches(batch_size=BATCH_ROWS):
+                for batch in counted(reader, BATCH_ROWS, source.name):
                     writer.write_batch(_conform(batch, schema, table, str(source)))
                     rows += batch.num_rows
         else:
@@ -101,14 +103,22 @@ def write_shard(table: str, source: Source, root=None, schema=None) -> tuple[dic
             os.fsync(fh.fileno())
         digest = fileio.sha256_file(tmp)
         final = folder / f"{digest}.parquet"
-        created = not final.exists()
+        created = final.is_symlink() or not final.is_file() or \
+            fileio.sha256_file(final) != digest  # a planted/corrupt file is replaced (#29 M5)
         if created:
-            os.rename(tmp, final)
+            os.replace(tmp, final)
             fsync_dir(folder)
         return {"sha256": digest, "bytes": final.stat().st_size, "rows": rows}, final, created
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _checked(source: Path):
+    """A staged Parquet file as a streamed reader, its pages checked (#29 high)."""
+    from dgtraces.io.bounded import MAX_STREAM_FILE_BYTES, MAX_STREAM_ROWS, parquet_reader
+
+    return parquet_reader(source, max_rows=MAX_STREAM_ROWS, max_bytes=MAX_STREAM_FILE_BYTES)
 
 
 def _duck():
@@ -277,6 +287,8 @@ def append(version: str, sources: Mapping[str, Sequence[Source]], *, base: str |
     new: dict[str, list[Path]] = {}
     created: list[Path] = []
     added: dict[str, int] = {}
+    for staged in (i for items in sources.values() for i in items if isinstance(i, Path)):
+        _checked(staged)  # every staged file checked before anything is written
     try:
         for table, items in sorted(sources.items()):
             keep = table in entries and table not in replace

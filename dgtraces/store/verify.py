@@ -6,7 +6,10 @@ legacy ``<table>.parquet`` files. Shards live in the pool ``data/shards/<table>/
 their sha256; several releases list the same shard and it is hashed once per run. A shard
 that no release lists (left by a release interrupted before its commit point) is reported
 in :attr:`VerifyReport.unreferenced`, not as a failure: nothing reads it, and a rerun of
-that release reuses it (same content, same name).
+that release reuses it (same content, same name) -- unless, hashed (``deep``), its bytes do
+not match its name: that is a failure (a release writing that shard replaces it, #29 M5).
+A shard listed twice in one table and a manifest ``columns`` list that differs from the
+shards' own columns are failures too.
 """
 
 from __future__ import annotations
@@ -84,8 +87,11 @@ class _Checker:
                 listed.add(entry["file"])
                 if path.name[1:] not in self.report.legacy:
                     self.report.legacy.append(path.name[1:])
-            for fpath, want in store.entry_files(path, name, entry):
+            files = store.entry_files(path, name, entry)
+            for fpath, want in files:
                 self.file(name, fpath, want)
+            if self.deep and not store.is_legacy(entry):
+                self.columns(name, entry, [(f, w) for f, w in files if f.is_file()])
         for extra in sorted(p.name for p in path.iterdir() if p.name not in listed):
             self.fail("file not listed in the manifest", str(path / extra))
 
@@ -109,6 +115,30 @@ class _Checker:
                               "<sha256>.parquet)", str(f))
                 elif f not in self.seen:
                     self.report.unreferenced.append(str(f))
+                    if self.deep and fileio.sha256_file(f) != f.stem:  # #29 M5
+                        self.fail("a shard no release lists does not hash to its name (a "
+                                  "release would have adopted it)", str(f), f.stem,
+                                  fileio.sha256_file(f))
+
+    def columns(self, name: str, entry: dict, files: list[tuple[Path, dict]]) -> None:
+        """The manifest's ``columns`` and shard rows against the shards' own footers."""
+        import pyarrow.parquet as pq
+
+        for fpath, want in files:
+            try:
+                md = pq.read_metadata(fpath)
+            except Exception as exc:  # pyarrow raises various types
+                self.fail(f"table {name}: shard unreadable ({type(exc).__name__})",
+                          str(fpath))
+                continue
+            names = [c for c in md.schema.to_arrow_schema().names]
+            if entry.get("columns") is not None and names != list(entry["columns"]):
+                self.fail(f"table {name}: manifest columns differ from the shard's",
+                          str(fpath), ", ".join(map(str, entry["columns"]))[:200],
+                          ", ".join(names)[:200])
+            if md.num_rows != want["rows"]:
+                self.fail(f"table {name}: manifest rows differ from the shard's", str(fpath),
+                          want["rows"], md.num_rows)
 
 
 def verify(root=None, deep: bool = True) -> VerifyReport:

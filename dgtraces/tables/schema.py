@@ -22,8 +22,11 @@ PRECISIONS = ("fp32", "amp", "fp16", "bf16")
 POLICIES = POLICY_NAMES + (FRAMEWORK_DEFAULT,)  # declared in predict.policy_registry
 KERNEL_OPS = ("conv", "gemm")
 COLLECTIVES = ("allreduce", "broadcast", "allgather", "reduce_scatter", "reduce")
-ISO_UTC = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$"
-ID = r"^[A-Za-z0-9][A-Za-z0-9._:+-]*$"
+# \Z, not $ ($ matches before a final newline), and [0-9], not \d (any Unicode digit):
+# identifiers and timestamps match exactly (#29 M3); strict.py parses timestamps too
+ISO_UTC = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?"
+           r"(Z|[+-][0-9]{2}:[0-9]{2})\Z")
+ID = r"^[A-Za-z0-9][A-Za-z0-9._:+-]*\Z"
 
 
 def F(description: str, unit: str | None = None, **kw):
@@ -76,7 +79,7 @@ class Runs(_Base):
 
     run_id: Series[str] = F("unique run id", unique=True, str_matches=ID)
     model: Series[str] = F("model name", isin=MODELS)
-    device: Series[str] = F("device key (see devices table)", str_length={"min_value": 1})
+    device: Series[str] = F("device key (see devices table)", str_matches=ID)
     device_kind: Series[str] = F("cpu or gpu", isin=("cpu", "gpu"))
     host: Series[str] = F("CPU/GPU model string as reported", nullable=True)
     framework: Series[str] = F("framework and version", str_length={"min_value": 1})
@@ -136,7 +139,7 @@ class Iterations(_Base):
 
     iter_id: Series[str] = F("unique row id", unique=True, str_matches=ID)
     model: Series[str] = F("model name", isin=MODELS)
-    device: Series[str] = F("device key", str_length={"min_value": 1})
+    device: Series[str] = F("device key", str_matches=ID)
     framework: Series[str] = F("framework and version", str_length={"min_value": 1})
     precision: Series[str] = F("numeric precision", isin=PRECISIONS)
     phase: Series[str] = F("train or inference", isin=("train", "inference"))

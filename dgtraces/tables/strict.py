@@ -6,7 +6,9 @@ guess, so every boolean column accepts only ``true``/``false``/``1``/``0`` (any 
 surrounding spaces ignored), real booleans and the numbers 0 and 1; every integer column
 accepts only whole numbers (ints, floats with no fractional part such as a CSV column with
 gaps produces, and digit strings), never booleans. Anything else is one SCHEMA failure for
-that cell; the cell is then set to null so no later check reports it a second time.
+that cell; the cell is then set to null so no later check reports it a second time. A
+missing value in a non-nullable boolean column is a SCHEMA failure here, before coercion
+(``astype(bool)`` would make it True, or False; issue #29 M1).
 
 The same pass refuses, per cell: a NUL character in any text (SCHEMA); a ``*_json`` column
 value that is not JSON (SCHEMA; ``NaN``/``Infinity`` are not JSON); and a non-finite number
@@ -27,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 BOOL_WORDS = {"true": True, "false": False, "1": True, "0": False}
-_INT_TEXT = re.compile(r"[+-]?\d+(\.0*)?")
+_INT_TEXT = re.compile(r"[+-]?[0-9]+(\.0*)?")  # ASCII digits only: int("٣٢") is 32 (#29)
 _MISSING = object()
 
 
@@ -85,6 +87,8 @@ def _kinds(table: str) -> dict[str, str]:
             out[name] = "float"
         elif name.endswith("_json"):
             out[name] = "json"
+        elif name == "timestamp_utc":
+            out[name] = "timestamp"
         else:
             out[name] = "str"
     return out
@@ -92,11 +96,34 @@ def _kinds(table: str) -> dict[str, str]:
 
 def text_columns(table: str) -> list[str]:
     """The table's text columns (kind "str" or "json")."""
-    return [c for c, kind in _kinds(table).items() if kind in ("str", "json")]
+    return [c for c, kind in _kinds(table).items() if kind in ("str", "json", "timestamp")]
 
 
 def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
+
+
+def _valid_time(text: str) -> bool:
+    """``text`` is a real date and time in the schema's form (month 99 is not; #29)."""
+    import datetime
+
+    from .schema import ISO_UTC
+
+    if not re.match(ISO_UTC, text):
+        return True  # the schema's pattern check reports it (once)
+    try:
+        datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _finite(text: str) -> float:
+    """A JSON number, finite (``1e999`` would be inf; #29)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is not a finite number")
+    return value
 
 
 def _text_problem(kind: str, v: object) -> tuple[str, str, str] | None:
@@ -107,9 +134,13 @@ def _text_problem(kind: str, v: object) -> tuple[str, str, str] | None:
         return "SCHEMA", "text contains a NUL character", "text without NUL"
     if kind == "float" and isinstance(v, str) and v.strip().lower() in NON_FINITE:
         return "PLAUSIBILITY", "value must be a finite number", "finite (empty = missing)"
+    if kind == "float" and isinstance(v, str) and not v.isascii():  # float("３２") is 32.0
+        return "SCHEMA", "not a number in ASCII digits", "e.g. 12.5 (ASCII digits)"
+    if kind == "timestamp" and isinstance(v, str) and not _valid_time(v):
+        return "SCHEMA", "not a valid ISO 8601 UTC timestamp", "e.g. 2024-05-01T12:00:00Z"
     if kind == "json" and isinstance(v, str):
         try:
-            json.loads(v, parse_constant=_reject_constant)
+            json.loads(v, parse_constant=_reject_constant, parse_float=_finite)
         except (ValueError, RecursionError):
             return "SCHEMA", "not valid JSON", "JSON text"
     return None
@@ -121,7 +152,7 @@ def _text_cells(table: str, df: "pd.DataFrame", kinds: dict[str, str], file: str
     failures: list[Failure] = []
     out = df
     for column, kind in kinds.items():
-        if kind not in ("float", "json", "str") or column not in df.columns or not (
+        if kind not in ("float", "json", "str", "timestamp") or column not in df.columns or not (
                 df[column].dtype == object or str(df[column].dtype).startswith("str")):
             continue
         values = df[column].to_numpy(dtype=object)
@@ -149,13 +180,21 @@ def strict_cells(table: str, df: "pd.DataFrame", file: str | None = None
     import numpy as np
     import pandas as pd
 
+    from .schema import TABLES
+
     kinds = _kinds(table)
+    required = {n for n, c in TABLES[table].to_schema().columns.items() if not c.nullable}
     df, failures = _text_cells(table, df, kinds, file)
     out = df
     for column, kind in kinds.items():
         if column not in df.columns or kind not in ("bool", "int"):
             continue
         series = df[column]
+        if kind == "bool" and column in required:  # coercion would fill a null (#29 M1)
+            failures += [Failure("SCHEMA", f"{table}: missing value in a non-nullable "
+                                 "column", file=file, row=int(r), column=column,
+                                 expected="true | false", found="missing")
+                         for r in np.flatnonzero(series.isna().to_numpy())]
         if kind == "int" and pd.api.types.is_integer_dtype(series.dtype):
             continue  # already whole numbers (bool dtypes are not integer dtypes)
         if kind == "bool" and pd.api.types.is_bool_dtype(series.dtype):

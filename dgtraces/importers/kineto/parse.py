@@ -46,7 +46,9 @@ def load_trace(path) -> tuple[list[Event], dict, str]:
     path = Path(path)
     if not path.is_file():
         raise DgtracesError(f"{path}: no such file", code=Code.NOT_FOUND)
-    data = path.read_bytes()
+    from dgtraces.importers.base import read_input
+
+    data = read_input(path)  # size-checked before reading (#29)
     digest = hashlib.sha256(data).hexdigest()
     try:
         if data[:2] == b"\x1f\x8b":
@@ -63,7 +65,7 @@ def load_trace(path) -> tuple[list[Event], dict, str]:
         if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e and "dur" in e:
             try:
                 ts, dur = float(e["ts"]), float(e["dur"])
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # 10**400 overflows (#29)
                 ts = dur = float("nan")
             if not (math.isfinite(ts) and math.isfinite(dur) and dur >= 0):
                 raise DgtracesError(f"{path}: event {i} ({str(e.get('name'))[:60]!r}) has no "
