@@ -123,8 +123,12 @@ def compare(name: str, data: Path, n: int, warm_cache: Path) -> dict[str, float]
         if label != "bare":
             ratios[label] = w / bw
     verdict = "PASS" if ratios["warm cache"] <= TARGETS[name] else "MISS"
-    print(f"  target (warm cache) wall ratio <= {TARGETS[name]}: {verdict}")
+    print(f"  target (warm cache) wall ratio <= {TARGETS[name]}: {verdict}", flush=True)
     return ratios
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main() -> None:
@@ -139,7 +143,7 @@ def main() -> None:
     data = (args.data or data_root()).resolve()
     print(f"dgtraces from {Path(dgtraces.__file__).parent}; data {data}; "
           f"ours: {' '.join(dgtraces_cmd())}")
-    print("load average before: %.2f %.2f %.2f" % os.getloadavg())
+    print(f"load average before: {load()}", flush=True)
     warm = Path(tempfile.mkdtemp(prefix="dgtraces-warm-cache-"))
     try:
         for name in ("predict", "sql"):
@@ -147,7 +151,7 @@ def main() -> None:
                 compare(name, data, args.n, warm)
     finally:
         shutil.rmtree(warm, ignore_errors=True)
-    print("load average after:  %.2f %.2f %.2f" % os.getloadavg())
+    print(f"load average after:  {load()}")
 
 
 if __name__ == "__main__":

@@ -97,8 +97,20 @@ class Release:
         return ds.dataset([str(p) for p in files], schema=schema, format="parquet")
 
     def table(self, table: str, columns: list[str] | None = None) -> pd.DataFrame:
-        """One table as a DataFrame (its shards in order; ``columns``: only those)."""
-        return self.dataset(table).to_table(columns=columns).to_pandas()
+        """One table as a DataFrame (its shards in order; ``columns``: only those), checked
+        first. Shards are read one by one with ``pyarrow.parquet`` when they share one schema
+        (as every release writes them): importing ``pyarrow.dataset`` costs more than reading
+        a small table, and a CLI call pays it cold. Other shard lists go through
+        :meth:`dataset`, which unifies them with the first shard's schema."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        files = self.files(table, verify=True)
+        parts = [pq.ParquetFile(f).read(columns=columns) for f in files]
+        if not parts or any(not t.schema.equals(parts[0].schema, check_metadata=False)
+                            for t in parts[1:]):
+            return self.dataset(table).to_table(columns=columns).to_pandas()
+        return pa.concat_tables(parts).to_pandas()
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table of the release as DataFrames."""
