@@ -30,14 +30,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from sql_cold import timed  # the benchmarks' one timer of a fresh process (beside this file)
 
 PREDICT = ["predict", "--model", "resnet50", "--device", "v100", "--batch-size", "64",
            "--workers", "8", "--gpus-per-node", "4", "--intra", "nvlink2", "--inter", "10gbe"]
@@ -48,19 +47,6 @@ TARGETS = {"predict": 1.6, "sql": 1.3}
 def dgtraces_cmd() -> list[str]:
     exe = Path(sys.executable).with_name("dgtraces")
     return [str(exe)] if exe.is_file() else [sys.executable, "-m", "dgtraces"]
-
-
-def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """(wall s, child cpu s, stdout) of one run; exits on a failed run."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if out.returncode != 0:
-        raise SystemExit(f"failed ({out.returncode}): {cmd}\n{out.stderr[-2000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, out.stdout
 
 
 def layers_shards(data: Path) -> tuple[list[str], int]:
