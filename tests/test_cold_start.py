@@ -81,3 +81,26 @@ def test_links_read_without_pandera_equal_the_validated_table(use_store):
         assert links[r["link"]] == Link(r["link"], pytest.approx(r["alpha_us"], rel=1e-12),
                                         pytest.approx(r["bandwidth_gb_s"], rel=1e-12),
                                         r["provenance"], r["source"])
+
+
+def test_release_tables_read_without_pyarrow_dataset_equal_the_dataset():
+    """``Release.table`` reads shards with pyarrow.parquet; the frames are the dataset's,
+    for every table and for column subsets in any order; unknown or repeated columns go
+    through the dataset (its error, its duplicate columns)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    from dgtraces.store.release import Release
+
+    rel = Release.open()
+    assert max(len(rel.files(t)) for t in rel.table_names) >= 2  # several shards are joined
+    for name in rel.table_names:
+        names = list(rel.entries[name]["columns"])
+        for columns in (None, names[:2][::-1], names[-1:]):
+            pd.testing.assert_frame_equal(
+                rel.table(name, columns),
+                rel.dataset(name).to_table(columns=columns).to_pandas(), check_exact=True)
+    cols = list(rel.table("runs").columns)
+    assert list(rel.table("runs", [cols[0], cols[0]]).columns) == [cols[0], cols[0]]
+    with pytest.raises(pa.ArrowInvalid):
+        rel.table("runs", ["no_such_column"])
