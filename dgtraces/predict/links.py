@@ -78,7 +78,20 @@ def links_frame(release: str | None = "latest", *, use_store: bool = True) -> "p
     mode keeps the shipped preliminary values). Validated against ``schema.Links``."""
     import pandas as pd
 
-    from dgtraces.tables.checks import read_file, validate_frame
+    from dgtraces.tables.checks import validate_frame
+
+    return validate_frame("links", pd.DataFrame(_links_rows(release, use_store)),
+                          file=str(LINKS_CSV))
+
+
+def _links_rows(release: str | None, use_store: bool) -> "pd.DataFrame":
+    """:func:`links_frame` before its schema validation: what the predictor reads on every
+    call. Nothing here needs pandera: ``links.csv`` ships with the package and the tests
+    validate it (``tests/test_predict.py``, and ``tests/test_cold_start.py`` checks that this
+    reading gives the validated links), and a ``comm_fits`` row was validated when its release
+    was written and is checked against the manifest when read; its inversion keeps
+    ``alpha_us >= 0`` and ``bandwidth_gb_s > 0``."""
+    from dgtraces.tables.checks import read_file
 
     df = read_file(LINKS_CSV)
     if use_store:
@@ -95,13 +108,12 @@ def links_frame(release: str | None = "latest", *, use_store: bool = True) -> "p
                 df.loc[i, "source"] = (f"comm_fits allreduce fit ({int(row['workers'])} workers, "
                                        f"{int(row['n_points'])} points, r2 {row['r2']:.3f}): "
                                        f"{row['source']}; inverted through the ring cost")
-    df = df.astype({"alpha_us": float, "bandwidth_gb_s": float})
-    return validate_frame("links", pd.DataFrame(df), file=str(LINKS_CSV))
+    return df.astype({"alpha_us": float, "bandwidth_gb_s": float})
 
 
 @lru_cache(maxsize=8)
 def _cached_links(release: str | None, use_store: bool, data_env: str | None) -> dict:
-    df = links_frame(release, use_store=use_store)
+    df = _links_rows(release, use_store)
     return {r["link"]: Link(r["link"], float(r["alpha_us"]), float(r["bandwidth_gb_s"]),
                             r["provenance"], r["source"]) for r in df.to_dict("records")}
 

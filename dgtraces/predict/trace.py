@@ -234,6 +234,13 @@ def find_run(model: str, device: str, batch_size: int, precision: str = "fp32",
     """Best stored run for a setup (measured > reconstructed > published, unflagged first);
     a run whose layer timings lack layers of its model is never picked (ask for it by run
     id). ``runs``/``timings`` are the preloaded tables of ``release``."""
+    return _find_run(model, device, batch_size, precision, release, runs, timings)[0]
+
+
+def _find_run(model, device, batch_size, precision, release, runs, timings
+              ) -> "tuple[str | None, pd.DataFrame | None, pd.DataFrame | None]":
+    """:func:`find_run`, and the ``runs``/``timings`` it was given or read (None if not), so
+    that :func:`resolve` reads each table of the release once."""
     from dgtraces.store import release as release_mod
     from dgtraces.tables.coverage import incomplete_runs
 
@@ -241,20 +248,20 @@ def find_run(model: str, device: str, batch_size: int, precision: str = "fp32",
         try:
             runs = release_mod.read_table("runs", release)
         except StoreError:
-            return None
+            return None, None, timings
     m = runs[(runs["model"] == model) & (runs["device"] == device)
              & (runs["batch_size"] == batch_size) & (runs["precision"] == precision)]
     if m.empty:
-        return None
+        return None, runs, timings
     if timings is None:
         timings = release_mod.read_table("layer_timings", release)
     m = m[~m["run_id"].astype(str).isin(set(incomplete_runs(
         m, timings[timings["run_id"].isin(set(m["run_id"]))])))]
     if m.empty:
-        return None
+        return None, runs, timings
     rank = m["provenance"].map({p: i for i, p in enumerate(PREFERENCE)}).fillna(9)
     m = m.assign(_rank=rank, _flag=m["flagged"].astype(bool))
-    return str(m.sort_values(["_flag", "_rank", "run_id"]).iloc[0]["run_id"])
+    return str(m.sort_values(["_flag", "_rank", "run_id"]).iloc[0]["run_id"]), runs, timings
 
 
 def resolve(model: str | None, device: str | None, batch_size: int | None, *,
@@ -288,8 +295,8 @@ def _resolve(model, device, batch_size, precision, run_id, release, whole, runs,
             if value is None:
                 raise bad(name, "needed unless a run id is given", "a value", None)
         model, device = _spelled(model, device, release, runs)
-        run_id = find_run(model, device, batch_size, precision, release, runs=runs,
-                          timings=timings)
+        run_id, runs, timings = _find_run(model, device, batch_size, precision, release,
+                                          runs, timings)
     if run_id is not None:
         return from_run(run_id, release, runs=runs, timings=timings, whole=whole)
     from .devices import no_run_at_batch, shape_trace

@@ -19,6 +19,7 @@ from dgtraces.store import manifest as mf
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
+    import pyarrow as pa
     import pyarrow.dataset as pads
 
 
@@ -97,12 +98,40 @@ class Release:
         return ds.dataset([str(p) for p in files], schema=schema, format="parquet")
 
     def table(self, table: str, columns: list[str] | None = None) -> pd.DataFrame:
-        """One table as a DataFrame (its shards in order; ``columns``: only those)."""
-        return self.dataset(table).to_table(columns=columns).to_pandas()
+        """One table as a DataFrame (its shards in order; ``columns``: only those), checked
+        first. Read with ``pyarrow.parquet`` shard by shard (:func:`_read_shards`): importing
+        ``pyarrow.dataset`` costs more than reading a small table, and a CLI call pays it
+        cold; what that reader does not cover goes through :meth:`dataset`, as before."""
+        files = self.files(table, verify=True)
+        read = _read_shards(files, columns)
+        if read is None:
+            read = self.dataset(table).to_table(columns=columns)
+        return read.to_pandas()
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table of the release as DataFrames."""
         return {name: self.table(name) for name in self.table_names}
+
+
+def _read_shards(files: list[Path], columns: list[str] | None) -> pa.Table | None:
+    """The shards concatenated, when they share one schema (as every release writes them)
+    and ``columns`` is None or distinct names of it: then equal to the dataset's table.
+    Else None (the dataset unifies schemas and reports unknown or repeated columns)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not files or (columns is not None and (not columns or len(set(columns)) < len(columns))):
+        return None
+    schemas: list[pa.Schema] = []
+    parts: list[pa.Table] = []
+    for f in files:
+        with pq.ParquetFile(f) as pf:
+            schemas.append(pf.schema_arrow)
+            if not schemas[-1].equals(schemas[0], check_metadata=False) or \
+                    (columns is not None and not set(columns) <= set(schemas[-1].names)):
+                return None
+            parts.append(pf.read(columns=columns))
+    return pa.concat_tables(parts)
 
 
 # The function API: each call opens the release once (manifest read and checked once).

@@ -20,11 +20,17 @@ MEASURES = ("host", "threads", "cores", "fwd_ms", "bwd_ms", "update_ms", "iter_m
             "layer_sum_ratio", "flag_reason")
 
 
+# the runs table's columns in schema order, as plain data so that building a row loads no
+# pandera (cold start, issue #24); tests/test_cold_start.py holds it equal to the schema
+RUNS_COLUMNS = ("run_id", "model", "device", "device_kind", "host", "framework", "precision",
+                "batch_size", "threads", "cores", "provenance", "source", "collector_version",
+                "timestamp_utc", "fwd_ms", "bwd_ms", "update_ms", "iter_ms",
+                "layer_sum_ratio", "flagged", "flag_reason", "params_json", "notes")
+
+
 def runs_columns() -> list[str]:
     """The ``runs`` table's columns in schema order."""
-    from dgtraces.tables.schema import TABLES
-
-    return list(TABLES["runs"].to_schema().columns)
+    return list(RUNS_COLUMNS)
 
 
 def runs_row(*, run_id: str, model: str, device: str, device_kind: str, framework: str,

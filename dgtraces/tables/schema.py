@@ -14,12 +14,12 @@ import pandera.pandas as pa
 from pandera.typing import Series
 
 from dgtraces.models import KINDS, MODELS
-from dgtraces.predict.policy_registry import FRAMEWORK_DEFAULT, POLICY_NAMES
+from dgtraces.tables.vocab import FRAMEWORK_DEFAULT, POLICY_NAMES
 
 SCHEMA_VERSION = "1"
 PROVENANCE = ("measured", "reconstructed", "published")
 PRECISIONS = ("fp32", "amp", "fp16", "bf16")
-POLICIES = POLICY_NAMES + (FRAMEWORK_DEFAULT,)  # declared in predict.policy_registry
+POLICIES = POLICY_NAMES + (FRAMEWORK_DEFAULT,)  # declared in tables.vocab
 KERNEL_OPS = ("conv", "gemm")
 COLLECTIVES = ("allreduce", "broadcast", "allgather", "reduce_scatter", "reduce")
 # \Z, not $ ($ matches before a final newline), and [0-9], not \d (any Unicode digit):
