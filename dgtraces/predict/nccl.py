@@ -156,6 +156,19 @@ def fabric(name: str, field: str) -> Fabric:
     return known[target]
 
 
+UNUSED_NIC = Fabric("unused", "net", 0.0, "one node: no network is crossed")
+
+
+def nic(name: str, nodes: int) -> Fabric:
+    """The NIC of ``name``; on one node any inter preset (even a board) reads as unused."""
+    if nodes > 1:
+        return fabric(name, "inter")
+    try:
+        return fabric(name, "inter")
+    except DgtracesError:
+        return UNUSED_NIC
+
+
 @dataclass(frozen=True)
 class Topology:
     """``ranks`` GPUs on ``nodes`` nodes; the board, the NIC and the NICs per node."""
