@@ -150,7 +150,7 @@ def _predict(out: Path, version: str, files: dict[str, Path]) -> pd.DataFrame:
 
     trace = resolve(p.model, p.device, p.batch_size, release=version)
     choice = default_algorithm(trace.device, [p.intra], [p.inter],
-                               one_node=p.workers <= p.gpus_per_node, given=p.algorithm)
+                               [(p.workers, p.gpus_per_node)], given=p.algorithm)
     cluster = Cluster(p.workers, p.gpus_per_node, p.intra, p.inter, choice.algorithm,
                       release=version, algorithm_why=choice.why)
     rows = []

@@ -207,9 +207,8 @@ def algorithm_for(device, workers, gpus_per_node, intra, inter, algorithm, link_
     default of the device (``predict.algorithm_default``)."""
     from ..predict.algorithm_default import default_algorithm
 
-    one_node = workers <= max(1, gpus_per_node)
     overridden = (link_alpha_us, link_bandwidth_gb_s, link_fit) != (None, None, None)
-    return default_algorithm(device, [intra], [inter], one_node=one_node,
+    return default_algorithm(device, [intra], [inter], [(workers, gpus_per_node)],
                              overridden=overridden, given=algorithm)
 
 

@@ -183,9 +183,10 @@ def _configure(row: dict, calib: dict, framework: str | None = None) -> dict:
     if algo is NCCL_DEFAULT:
         from dgtraces.predict.algorithm_default import default_algorithm
 
-        choice = default_algorithm(device, [intra], [inter], one_node=gpus <= gpn)
+        choice = default_algorithm(device, [intra], [inter], [(gpus, gpn)])
         algo, algo_why = choice.algorithm, choice.why
-    return {"algorithm": algo, "algorithm_why": algo_why, "policy": policy, "bucket_bytes": bucket, "intra": intra,
+    return {"algorithm": algo, "algorithm_why": algo_why, "policy": policy,
+            "bucket_bytes": bucket, "intra": intra,
             "inter": inter, "servers": servers, "gpus_per_node": gpn, "rule": why,
             "calibrate_img_s": img_1, "profile": profile,
             "framework_profile": "none" if profile is None else profile.key,

@@ -21,36 +21,52 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 GPU_DEFAULT = "auto"
 OTHER_DEFAULT = "ring"
 GIVEN = "given (--algorithm)"
 
 
+class Basis(StrEnum):
+    """Why an algorithm was chosen."""
+
+    GIVEN = "given"  # --algorithm
+    GPU_DEFAULT = "gpu-default"  # auto: a GPU and links NCCL's model knows
+    GPU_FALLBACK = "gpu-fallback"  # ring: a GPU, but NCCL's model cannot cost these links
+    OTHER_DEFAULT = "other-default"  # ring: not a GPU of the registry (CPU workers)
+
+
 @dataclass(frozen=True)
 class AlgorithmChoice:
-    """The algorithm a command runs and why (``explicit``: the user gave it)."""
+    """The algorithm a command runs, the basis of the choice and a sentence saying why."""
 
     algorithm: str
     why: str
-    explicit: bool = False
+    basis: Basis = Basis.GIVEN
 
 
 def is_gpu(device: str | None) -> bool:
     """Whether ``device`` is a GPU of the device registry (datasheet rows)."""
     from dgtraces.predict.trace import gpu_devices
 
-    return device is not None and device in gpu_devices()
+    return device is not None and str(device).lower() in gpu_devices()
 
 
-def nccl_blocker(intra: Sequence[object], inter: Sequence[object], one_node: bool,
-                 overridden: bool) -> str | None:
-    """Why NCCL's model cannot cost these links (None when it can)."""
+def nccl_blocker(intra: Sequence[object], inter: Sequence[object],
+                 shapes: Sequence[tuple[int, int]], overridden: bool) -> str | None:
+    """Why NCCL's model cannot cost these links and (workers, GPUs per node) shapes (None
+    when it can)."""
     from dgtraces.errors import DgtracesError
     from dgtraces.predict.nccl import fabric
 
     if overridden:
         return "link overrides or a link fit are alpha-beta links, not NCCL presets"
+    uneven = [(w, g) for w, g in shapes if w > g and w % g]
+    if uneven:
+        return (f"{uneven[0][0]} workers do not fill nodes of {uneven[0][1]} GPUs (NCCL's "
+                "model needs equal nodes)")
+    one_node = all(w <= g for w, g in shapes)
     for side, names in (("intra", intra), ("inter", inter)):
         for name in names:
             if not isinstance(name, str):
@@ -65,17 +81,19 @@ def nccl_blocker(intra: Sequence[object], inter: Sequence[object], one_node: boo
 
 
 def default_algorithm(device: str | None, intra: Sequence[object], inter: Sequence[object],
-                      *, one_node: bool, overridden: bool = False,
+                      shapes: Sequence[tuple[int, int]], *, overridden: bool = False,
                       given: str | None = None) -> AlgorithmChoice:
-    """The algorithm for ``device`` on these links (see the module doc); ``given`` wins."""
+    """The algorithm for ``device`` on these links and ``(workers, gpus_per_node)`` shapes
+    (see the module doc); ``given`` wins."""
     if given is not None:
-        return AlgorithmChoice(given, GIVEN, True)
+        return AlgorithmChoice(given, GIVEN, Basis.GIVEN)
     if not is_gpu(device):
         return AlgorithmChoice(OTHER_DEFAULT, f"default for non-GPU devices ({device}): "
-                               "alpha-beta ring (gloo/MPI, not NCCL)")
-    blocker = nccl_blocker(intra, inter, one_node, overridden)
+                               "alpha-beta ring (gloo/MPI, not NCCL)", Basis.OTHER_DEFAULT)
+    blocker = nccl_blocker(intra, inter, shapes, overridden)
     if blocker is not None:
         return AlgorithmChoice(OTHER_DEFAULT, f"GPU device {device}, but {blocker}: "
-                               "alpha-beta ring")
+                               "alpha-beta ring", Basis.GPU_FALLBACK)
     return AlgorithmChoice(GPU_DEFAULT, f"default for GPU devices ({device}): NCCL's "
-                           "algorithm and protocol per message size (docs/collectives.md)")
+                           "algorithm and protocol per message size (docs/collectives.md)",
+                           Basis.GPU_DEFAULT)
