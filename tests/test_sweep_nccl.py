@@ -4,6 +4,7 @@ vectorised sweep costs NCCL rows per distinct configuration and equals the DAG."
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import replace
 
 import numpy as np
@@ -131,6 +132,9 @@ def test_cli_predict_defaults_to_auto_on_a_gpu_and_records_why():
     auto = _predict_json([])
     assert auto["cluster"]["algorithm"] == "auto"
     assert "nccl" in auto["cluster"] and auto["cluster"]["algorithm_why"]
+    words = shlex.split(auto["reproduce"])  # the resolved default is pinned
+    assert words[words.index("--algorithm") + 1] == "auto"
+    assert auto["inputs"]["algorithm"] == "auto"
     ring = _predict_json(["--algorithm", "ring"])
     assert ring["cluster"]["algorithm"] == "ring"
     assert ring["iter_ms"] != pytest.approx(auto["iter_ms"], rel=1e-9)

@@ -192,7 +192,8 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
     ctx = click.get_current_context()
     used = {"bucket_mib": bucket_mib, "link_bandwidth_gb_s": link_bandwidth_gb_s,
             "release": pred.dataset_release,  # deprecated spellings applied, release pinned
-            "device": device if device is None else pred.trace_device}  # V100 -> v100
+            "device": device if device is None else pred.trace_device,  # V100 -> v100
+            "algorithm": cluster.algorithm}  # the device's default, resolved
     pred = replace(pred, inputs=inputs(ctx, used))
     if as_json:
         click.echo(json.dumps({**pred.to_dict(), "reproduce": command_line(ctx, used)},
