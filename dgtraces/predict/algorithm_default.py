@@ -88,8 +88,9 @@ def default_algorithm(device: str | None, intra: Sequence[object], inter: Sequen
     if given is not None:
         return AlgorithmChoice(given, GIVEN, Basis.GIVEN)
     if not is_gpu(device):
-        return AlgorithmChoice(OTHER_DEFAULT, f"default for non-GPU devices ({device}): "
-                               "alpha-beta ring (gloo/MPI, not NCCL)", Basis.OTHER_DEFAULT)
+        return AlgorithmChoice(OTHER_DEFAULT, f"default for devices that are not GPUs of "
+                               f"the device registry ({device}; CPU workers run gloo/MPI, "
+                               "not NCCL): alpha-beta ring", Basis.OTHER_DEFAULT)
     blocker = nccl_blocker(intra, inter, shapes, overridden)
     if blocker is not None:
         return AlgorithmChoice(OTHER_DEFAULT, f"GPU device {device}, but {blocker}: "
