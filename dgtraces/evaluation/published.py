@@ -118,7 +118,8 @@ class PublishedValidation:
                                              "mean_signed_pct", "linear_mape_pct")}
         lines += ["per source:", self.by_source().to_string(index=False, formatters=fmt),
                   "per row:"]
-        cols = ["model", "device", "gpus", "framework_profile", "metric", "published",
+        cols = ["model", "device", "gpus", "algorithm", "framework_profile", "metric",
+                "published",
                 "predicted", "error_pct", "linear", "linear_error_pct", "dag_iter_ms",
                 "sync_ms", "input_ms", "input_term", "calibration"]
         part = self.rows[self.rows["role"] == "scored"][cols]
