@@ -89,6 +89,27 @@ def main() -> None:
     scenario(f"mgwfbp only: {len(cg['a_ms']):,} comm setups ({distinct:,} distinct costs), "
              f"all mgwfbp", trace, hard, args)
     adversarial(trace, args)
+    nccl(trace, args)
+
+
+def nccl(trace, args) -> None:
+    """NCCL's model (auto; issue #25): rows costed once per distinct configuration,
+    vectorised over message sizes (predict/fast_nccl.py); no speed target, measured."""
+    grid = Grid(workers=(1, 2, 4, 8, 16, 32, 64, 128), gpus_per_node=(1, 2, 4, 8),
+                intra=("pcie3", "nvlink2", "nvlink3"), inter=("10gbe", "ib-hdr", "100gbe-roce"),
+                algorithms=("auto",), policies=("naive", "wfbp", "bucketed", "mgwfbp"),
+                io_overlap=(False, True), traces={("resnet50", 64): trace})
+    out, times = timed(grid, args.repeat)
+    rows = out.sample(min(args.subset, len(out)), random_state=0).to_dict("records")
+    t0 = time.perf_counter()
+    worst = max(abs(reference_row(trace, r, grid) - r["iter_ms"]) / r["iter_ms"]
+                for r in rows)
+    per_ref = (time.perf_counter() - t0) / len(rows)
+    print(f"[auto (NCCL's model): {len(out):,} configurations, "
+          f"{len(out) // (len(grid.policies) * 2):,} comm setups]")
+    print(f"  vectorised sweep: best {min(times):.3f} s of {args.repeat}; reference "
+          f"{per_ref * 1e3:.3f} ms/config -> {per_ref * len(out):.1f} s for all (scaled); "
+          f"max relative difference {worst:.2e}")
 
 
 def adversarial(trace, args) -> None:

@@ -44,7 +44,8 @@ FROM layer_timings t JOIN runs r USING (run_id)
 WHERE t.comm_ms IS NOT NULL AND t.bwd_ms IS NOT NULL
 GROUP BY ALL ORDER BY r.run_id"""
 
-# The prediction: ResNet-50, batch 64 per GPU, 2 nodes x 4 V100 (PCIe) over 10 GbE, ring.
+# The prediction: ResNet-50, batch 64 per GPU, 2 nodes x 4 V100 (PCIe) over 10 GbE; the
+# algorithm is predict's default for the device (GPU: auto, NCCL's choice; algorithm_default).
 @dataclass(frozen=True)
 class PredictSetup:
     model: str = "resnet50"
@@ -54,7 +55,7 @@ class PredictSetup:
     gpus_per_node: int = 4
     intra: str = "pcie3"
     inter: str = "10gbe"
-    algorithm: str = "ring"
+    algorithm: str | None = None  # None: predict's default for the device
 
 
 PREDICT = PredictSetup()
@@ -146,15 +147,19 @@ def _predict(out: Path, version: str, files: dict[str, Path]) -> pd.DataFrame:
     from .predict.timeline import write_gantt
 
     p = PREDICT
+    from .predict.algorithm_default import default_algorithm
+
     trace = resolve(p.model, p.device, p.batch_size, release=version)
-    cluster = Cluster(p.workers, p.gpus_per_node, p.intra, p.inter, p.algorithm,
-                      release=version)
+    choice = default_algorithm(trace.device, [p.intra], [p.inter],
+                               [(p.workers, p.gpus_per_node)], given=p.algorithm)
+    cluster = Cluster(p.workers, p.gpus_per_node, p.intra, p.inter, choice.algorithm,
+                      release=version, algorithm_why=choice.why)
     rows = []
     for name in POLICIES:
         pred, sched = predict_trace(trace, cluster, Policy(name))
         gantt = out / f"gantt_resnet50_8xv100_{name}.png"
         files[f"gantt_{name}"] = write_gantt(gantt, sched, pred)
-        rows.append({"policy": name, "iter_ms": pred.iter_ms,
+        rows.append({"policy": name, "algorithm": cluster.algorithm, "iter_ms": pred.iter_ms,
                      "throughput_img_s": pred.throughput_img_s,
                      "efficiency": pred.efficiency,
                      "comm_exposed_ms": pred.breakdown["comm_exposed"],

@@ -99,3 +99,27 @@ def test_sql_piped_keeps_one_line_per_row():
     rows = [x for x in res.output.splitlines() if x.startswith("│ measured")]
     assert len(rows) == 5  # one line per row
     assert len(res.output.splitlines()) == 5 + 6  # + title, 3 header lines, 2 borders
+
+
+def test_gantt_legend_explains_the_dashed_line():
+    """Issue #28 point 10: the Gantt chart's dashed line (end of the modelled iteration) had
+    no legend entry."""
+    import matplotlib.pyplot as plt
+
+    from dgtraces.predict import Cluster, Policy
+    from dgtraces.predict.dag import predict_trace
+    from dgtraces.predict.timeline import gantt_figure
+    from dgtraces.predict.trace import Trace
+
+    trace = Trace("toy", 8, ("a", "b"), (1.0, 2.0), (2.0, 3.0), (4 << 20, 8 << 20))
+    pred, sched = predict_trace(trace, Cluster(2, 2, "pcie3", "10gbe"), Policy("wfbp"))
+    fig = gantt_figure(sched, pred)
+    ax = fig.axes[0]
+    dashed = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+    assert len(dashed) == 1
+    assert dashed[0].get_xdata()[0] == pytest.approx(sched.iter_ms)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert dashed[0].get_label() in labels
+    assert dashed[0].get_label().startswith("iteration end")
+    assert {"fwd", "bwd", "comm"} <= set(labels)
+    plt.close(fig)

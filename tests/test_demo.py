@@ -49,6 +49,7 @@ def test_demo_prediction_and_files(demo):
     pred = res.predictions.set_index("policy")
     assert list(pred.index) == list(POLICIES)
     assert (pred.provenance == "modelled").all()
+    assert (pred.algorithm == "auto").all()  # predict's default for a GPU (issue #25)
     # mgwfbp is never worse than wfbp (the DP includes wfbp's layer-wise plan)
     assert pred.loc["mgwfbp", "iter_ms"] <= pred.loc["wfbp", "iter_ms"] + 1e-9
     assert res.validation["measured"]["rows"] > 0

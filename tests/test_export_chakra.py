@@ -126,6 +126,15 @@ def test_cli_writes_one_file_per_worker(monkeypatch, tmp_path):
     assert res.exit_code == 0, res.output
     assert sorted(p.name for p in (tmp_path / "et").iterdir()) == [
         "r50.0.et", "r50.1.et", "r50.2.et"]
+    meta, _ = read_et(tmp_path / "et" / "r50.0.et")
+    attrs = {a.name: a.string_val for a in meta.attr}
+    assert attrs["algorithm"] == "auto"  # predict's default for a GPU run (issue #25)
+    ring = CliRunner().invoke(main, ["export-chakra", "--run-id", REC, "--release", RELEASE,
+                                     "--workers", "3", "--algorithm", "ring",
+                                     "--out", str(tmp_path / "ring" / "r50")])
+    assert ring.exit_code == 0, ring.output
+    meta, _ = read_et(tmp_path / "ring" / "r50.0.et")
+    assert {a.name: a.string_val for a in meta.attr}["algorithm"] == "ring"
     bad = CliRunner().invoke(main, ["export-chakra", "--run-id", REC, "--release", RELEASE,
                                     "--workers", "0", "--out", str(tmp_path / "z")])
     assert bad.exit_code != 0 and bad.exception.code == "BAD_INPUT"

@@ -183,3 +183,17 @@ def test_linear_scaling_baseline_beside_the_predictor(published):
     assert h["linear_rows"] == int(s["linear_ape_pct"].notna().sum())
     assert "linear-scaling baseline" in published.report()
     assert f"for {h['pred_linear_rows']} of {h['rows']} rows" in published.report()
+
+
+def test_nccl_rows_take_the_gpu_default_and_others_their_aggregation(published):
+    """Issue #25 item 2: NCCL / Horovod rows run predict's GPU default (auto); the host
+    parameter server and Caffe-MPI's hierarchical NCCL + MPI keep their algorithm."""
+    rows = published.rows[published.rows["role"] != "skipped"]
+    by_update = {u: set(g["algorithm"]) for u, g in rows.groupby("update")}
+    for update, algos in by_update.items():
+        low = update.lower()
+        want = ("ps" if "parameter server" in low else "hierarchical"
+                if "hierarchical" in low else "auto")
+        assert algos == {want}, update
+    nccl = rows[rows["algorithm"] == "auto"]
+    assert len(nccl) == 13 and nccl["algorithm_why"].str.len().min() > 0

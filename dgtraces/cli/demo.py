@@ -68,7 +68,7 @@ def _print(res) -> None:
     echo(f"\n3. Modelled: {p.model} batch {p.batch_size} on {p.workers} "
          f"{p.device.upper()}s ({p.workers // p.gpus_per_node} nodes x "
          f"{p.gpus_per_node}, {p.intra} inside a node, {p.inter} between, "
-         f"{p.algorithm} all-reduce):")
+         f"{_algorithm(res.predictions)} all-reduce):")
     echo(_indent(_table(res.predictions.drop(columns=["provenance"]))))
     echo("\n4. Predictor validation (modelled vs measured/published iterations rows):")
     for prov, h in res.validation.items():
@@ -81,3 +81,9 @@ def _print(res) -> None:
 
 def _indent(text: str, prefix: str = "   ") -> str:
     return "\n".join(prefix + line for line in text.splitlines())
+
+
+def _algorithm(predictions) -> str:
+    """The all-reduce algorithm the demo's predictions used (predict's device default)."""
+    algos = sorted(set(predictions["algorithm"])) if len(predictions) else ["none"]
+    return ", ".join(algos)

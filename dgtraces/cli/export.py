@@ -6,7 +6,7 @@ import click
 
 from . import OutPath
 from .options import io_overlap_option, release_option
-from .predict import POLICIES, _bucket_bytes, _cluster_options, _gbps
+from .predict import POLICIES, _bucket_bytes, _cluster_options, _gbps, algorithm_for
 
 _raw = click.option("--raw-layer-times", is_flag=True,
                     help="Do not scale layer times to the run's whole-model medians.")
@@ -78,9 +78,11 @@ def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_t
         from ..predict.linkfit import link_from_fit
 
         intra = inter = link_from_fit(link_fit, release)
-    cluster = Cluster(workers, gpus_per_node, intra, inter, algorithm, servers,
+    choice = algorithm_for(trace.device, workers, gpus_per_node, intra, inter, algorithm,
+                           link_alpha_us, link_bandwidth_gb_s, link_fit)
+    cluster = Cluster(workers, gpus_per_node, intra, inter, choice.algorithm, servers,
                       link_alpha_us, _gbps(link_bandwidth_gb_s), release or "latest", staging,
-                      staging_passes, shared_cpu, nics_per_node)
+                      staging_passes, shared_cpu, nics_per_node, choice.why)
     graph = build_et(trace, cluster, Policy(policy, io_overlap == "on",
                                             _bucket_bytes(bucket_mib)))
     paths = write_et(out, graph, workers)
@@ -88,4 +90,4 @@ def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_t
     click.echo(f"wrote {len(paths)} Chakra ET file(s) {paths[0]} ... ({len(graph.nodes)} nodes "
                f"each: {len(graph.nodes) - comm} compute, {comm} COMM_COLL all-reduce)")
     click.echo(f"modelled iteration {graph.iter_ms:.3f} ms; trace: {trace.provenance} "
-               f"({trace.run_id})")
+               f"({trace.run_id}); algorithm {cluster.algorithm} ({choice.why})")

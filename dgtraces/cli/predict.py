@@ -29,10 +29,12 @@ _h2d_link = click.option("--h2d-link", default="pcie3", show_default=True,
 def _cluster_options(f):
     for opt in reversed([
         click.option("--gpus-per-node", default=1, show_default=True, type=int),
-        click.option("--algorithm", default="ring", show_default=True,
+        click.option("--algorithm", default=None,
                      type=click.Choice(ALGOS + tuple(NCCL_ALGOS)),
                      help="auto: NCCL's algorithm and protocol per message size "
-                          "(docs/collectives.md); nccl-ring/nccl-tree: forced."),
+                          "(docs/collectives.md); nccl-ring/nccl-tree: forced. [default: "
+                          "auto for GPU devices when NCCL's model knows the links, else "
+                          "ring]"),
         click.option("--nics-per-node", default=1, show_default=True, type=int,
                      help="NICs (rails) per node, for auto/nccl-*."),
         click.option("--servers", default=1, show_default=True, type=int,
@@ -162,11 +164,13 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
         from ..predict.linkfit import link_from_fit
 
         intra = inter = link_from_fit(link_fit, release)
-    cluster = Cluster(workers, gpus_per_node, intra, inter, algorithm, servers,
+    choice = algorithm_for(trace.device, workers, gpus_per_node, intra, inter, algorithm,
+                           link_alpha_us, link_bandwidth_gb_s, link_fit)
+    cluster = Cluster(workers, gpus_per_node, intra, inter, choice.algorithm, servers,
                       link_alpha_us, _gbps(link_bandwidth_gb_s), release or "latest", staging,
                       staging_passes,
-                      shared_cpu, nics_per_node)
-    cluster, _ = apply_framework(profile, cluster, pol, given)
+                      shared_cpu, nics_per_node, choice.why)
+    cluster = framework_cluster(profile, cluster, pol, given)
     pred, sched = predict_trace(trace, cluster, pol)
     pred = apply_overheads(pred, trace, spec)
     if profile is not None:
@@ -188,13 +192,39 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
     ctx = click.get_current_context()
     used = {"bucket_mib": bucket_mib, "link_bandwidth_gb_s": link_bandwidth_gb_s,
             "release": pred.dataset_release,  # deprecated spellings applied, release pinned
-            "device": device if device is None else pred.trace_device}  # V100 -> v100
+            "device": device if device is None else pred.trace_device,  # V100 -> v100
+            "algorithm": cluster.algorithm}  # the device's default, resolved
     pred = replace(pred, inputs=inputs(ctx, used))
     if as_json:
         click.echo(json.dumps({**pred.to_dict(), "reproduce": command_line(ctx, used)},
                               indent=2, default=str))
         return
     _print_prediction(pred, timeline, gantt, kineto_dir, command_line(ctx, used))
+
+
+def algorithm_for(device, workers, gpus_per_node, intra, inter, algorithm, link_alpha_us,
+                  link_bandwidth_gb_s, link_fit):
+    """The algorithm of ``predict``/``export-chakra``: ``--algorithm`` when given, else the
+    default of the device (``predict.algorithm_default``)."""
+    from ..predict.algorithm_default import default_algorithm
+
+    overridden = (link_alpha_us, link_bandwidth_gb_s, link_fit) != (None, None, None)
+    return default_algorithm(device, [intra], [inter], [(workers, gpus_per_node)],
+                             overridden=overridden, given=algorithm)
+
+
+def framework_cluster(profile, cluster, pol, given):
+    """The cluster after a framework profile (a host-CPU parameter server sets ``ps`` unless
+    --algorithm was given), its ``algorithm_why`` saying so."""
+    from dataclasses import replace
+
+    from ..predict.frameworks import apply_framework
+
+    out, _ = apply_framework(profile, cluster, pol, given)
+    if out.algorithm != cluster.algorithm:
+        out = replace(out, algorithm_why=f"framework profile {profile.key}: parameter "
+                                         "server on the host CPU")
+    return out
 
 
 def _print_prediction(pred, timeline, gantt, kineto_dir=None, command: str = "") -> None:
@@ -212,6 +242,8 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None, command: str = "")
                f"{pred.dataset_digest or 'none'}); BibTeX: `dgtraces cite --release "
                f"{pred.dataset_release}`")
     click.echo(f"reproduce: {command}")
+    click.echo(f"algorithm: {pred.cluster['algorithm']} "
+               f"({pred.cluster.get('algorithm_why') or 'given'})")
     nccl = pred.cluster.get("nccl")
     for side in ("intra", "inter"):
         link = pred.cluster[side]

@@ -8,6 +8,7 @@ import json
 import click
 
 from ..predict.comm import ALGORITHMS as ALGOS  # the collective registry
+from ..predict.nccl import MODEL_NAMES  # NCCL's tuning model (auto, nccl-*)
 from ..predict.policy_registry import POLICY_NAMES as POLICIES  # the policy registry
 from . import OutPath, model_list
 from .options import (
@@ -20,6 +21,8 @@ from .options import (
     release_option,
 )
 from .predict import _bucket_bytes, _gbps, _h2d_link, _split, _suffix
+
+NCCL_ALGOS = tuple(MODEL_NAMES)
 
 
 def _ints(text: str, option: str) -> tuple[int, ...]:
@@ -62,8 +65,12 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
 @click.option("--gpus-per-node", "gpn", default="1", show_default=True, help="Comma list.")
 @click.option("--intra", default="pcie3", show_default=True, help="Comma list of presets.")
 @click.option("--inter", default="10gbe", show_default=True, help="Comma list of presets.")
-@click.option("--algorithms", default="ring", show_default=True,
-              help="Comma list of collective algorithms: " + ", ".join(ALGOS) + ".")
+@click.option("--algorithms", default=None,
+              help="Comma list of collective algorithms: " + ", ".join(ALGOS + NCCL_ALGOS)
+                   + ". [default: auto for GPU devices when NCCL's model knows the links, "
+                     "else ring]")
+@click.option("--nics-per-node", default=1, show_default=True, type=int,
+              help="NICs (rails) per node, for auto/nccl-*.")
 @click.option("--policies", default=",".join(POLICIES), show_default=True,
               help="Comma list of policies: " + ", ".join(POLICIES) + ".")
 @io_overlap_option(("off", "on", "both"))
@@ -89,8 +96,8 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
 @overheads_options
 @click.option("--out", type=OutPath(dir_okay=False), default=None,
               help="Write all rows to .parquet or .csv.")
-def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, policies,
-          io_overlap, servers, bucket_mib, link_alpha_us, link_bandwidth_gb_s, release,
+def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, nics_per_node,
+          policies, io_overlap, servers, bucket_mib, link_alpha_us, link_bandwidth_gb_s, release,
           h2d_link, staging,
           staging_passes, shared_cpu, calibrate_img_s, framework, overheads, iteration_cv,
           host_decode_img_s, out) -> None:
@@ -121,11 +128,22 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
             shared_cpu = True
         if "algorithm" not in given and profile.ps_placement == "host-cpu":
             algorithms = "ps"
+    workers_list, gpn_list = _ints(workers_, "--workers"), _ints(gpn, "--gpus-per-node")
+    why = None
+    if algorithms is None:  # the device's default (predict.algorithm_default)
+        from itertools import product
+
+        from ..predict.algorithm_default import default_algorithm
+
+        choice = default_algorithm(device, _split(intra), _split(inter),
+                                   list(product(workers_list, gpn_list)),
+                                   overridden=(link_alpha_us, link_bandwidth_gb_s) != (None,
+                                                                                       None))
+        algorithms, why = choice.algorithm, choice.why
 
     grid = Grid(models=models, batch_sizes=_ints(batch_sizes, "--batch-sizes"),
-                workers=_ints(workers_, "--workers"),
-                gpus_per_node=_ints(gpn, "--gpus-per-node"), intra=_split(intra),
-                inter=_split(inter),
+                workers=workers_list, gpus_per_node=gpn_list, intra=_split(intra),
+                inter=_split(inter), nics_per_node=nics_per_node,
                 algorithms=_split(algorithms), policies=_split(policies),
                 io_overlap={"off": (False,), "on": (True,), "both": (False, True)}[io_overlap],
                 bucket_bytes=_bucket_bytes(bucket_mib), first_bucket_bytes=first,
@@ -144,6 +162,8 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
                   "bytes per configuration): split the sweep", f"<= {max_sweep():,}",
                   grid.size())
     console.print(f"{grid.size():,} configurations")
+    if why is not None:
+        console.print(f"algorithm: {algorithms} ({why})")
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("sweep", total=grid.size())
         df = run_sweep(grid, _sweep_loader(device, release, h2d_link, calibrate_img_s, grid),

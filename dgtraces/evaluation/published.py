@@ -5,7 +5,9 @@ benchmarks, Caffe-MPI READMEs; each row keeps its ``source``) and predicts every
 
 How a row becomes a configuration (declared here, never fitted to the rows):
 
-* aggregation (``update`` column) -> algorithm and policy by :data:`UPDATE_RULES`;
+* aggregation (``update`` column) -> algorithm and policy by :data:`UPDATE_RULES`; an NCCL
+  aggregation (algorithm :data:`NCCL_DEFAULT`) takes ``predict``'s default for the device
+  (``predict.algorithm_default``: ``auto``, NCCL's own choice, for GPUs; issue #25);
 * ``intra`` / ``inter`` columns: their first word when it is a links preset; an unstated
   intra link is the device's board link (:data:`BOARD_LINK`), InfiniBand of unstated rate is
   ``ib-fdr`` (:data:`UNSTATED_IB`: the 56 Gb/s generation of 2016-2017 clusters);
@@ -41,19 +43,20 @@ if TYPE_CHECKING:  # pragma: no cover
 
 FILE = "scaling_published.csv"
 HOROVOD_FUSION_BYTES = 64 * 1024 * 1024  # Horovod docs: HOROVOD_FUSION_THRESHOLD default 64 MB
+NCCL_DEFAULT = None  # an NCCL all-reduce: predict's default for the device (auto on GPUs)
 # (substring of the update column, algorithm, policy, bucket bytes, why)
 UPDATE_RULES = (
     ("parameter server on the host CPU", "ps", "wfbp", None,
      ("push/pull over each GPU's PCIe link to host memory; host ingress = one x16 uplink "
       "per two GPUs (PCIe switch per GPU pair, NVIDIA DGX-1 system architecture "
       "whitepaper)")),
-    ("horovod", "ring", "bucketed", HOROVOD_FUSION_BYTES,
-     "NCCL ring all-reduce with Horovod tensor fusion (64 MiB default threshold)"),
+    ("horovod", NCCL_DEFAULT, "bucketed", HOROVOD_FUSION_BYTES,
+     "NCCL all-reduce with Horovod tensor fusion (64 MiB default threshold)"),
     ("hierarchical", "hierarchical", "wfbp", None,
      ("NCCL reduce-scatter/all-gather inside nodes, MPI ring between nodes "
       "(Caffe-MPI 2.0)")),
-    ("nccl all-reduce", "ring", "wfbp", None,
-     "NCCL ring all-reduce of each gradient when ready (TF graph dataflow)"),
+    ("nccl all-reduce", NCCL_DEFAULT, "wfbp", None,
+     "NCCL all-reduce of each gradient when ready (TF graph dataflow)"),
 )
 BOARD_LINK = {"p100": "nvlink1", "v100": "nvlink2", "a100": "nvlink3", "h100": "nvlink4"}
 UNSTATED_IB = "ib-fdr"
@@ -115,7 +118,8 @@ class PublishedValidation:
                                              "mean_signed_pct", "linear_mape_pct")}
         lines += ["per source:", self.by_source().to_string(index=False, formatters=fmt),
                   "per row:"]
-        cols = ["model", "device", "gpus", "framework_profile", "metric", "published",
+        cols = ["model", "device", "gpus", "algorithm", "framework_profile", "metric",
+                "published",
                 "predicted", "error_pct", "linear", "linear_error_pct", "dag_iter_ms",
                 "sync_ms", "input_ms", "input_term", "calibration"]
         part = self.rows[self.rows["role"] == "scored"][cols]
@@ -176,7 +180,14 @@ def _configure(row: dict, calib: dict, framework: str | None = None) -> dict:
         intra = inter = HOST_LINK
         servers = max(1, math.ceil(gpus / 2))
     img_1 = calib.get((row["source"], row["framework"], row["update"]))
-    return {"algorithm": algo, "policy": policy, "bucket_bytes": bucket, "intra": intra,
+    algo_why = "the row's aggregation"
+    if algo is NCCL_DEFAULT:
+        from dgtraces.predict.algorithm_default import default_algorithm
+
+        choice = default_algorithm(device, [intra], [inter], [(gpus, gpn)])
+        algo, algo_why = choice.algorithm, choice.why
+    return {"algorithm": algo, "algorithm_why": algo_why, "policy": policy,
+            "bucket_bytes": bucket, "intra": intra,
             "inter": inter, "servers": servers, "gpus_per_node": gpn, "rule": why,
             "calibrate_img_s": img_1, "profile": profile,
             "framework_profile": "none" if profile is None else profile.key,
@@ -194,8 +205,9 @@ def _predict(row: dict, cfg: dict, release: str | None, overheads=None) -> dict:
                     h2d_link=None if synthetic else "pcie3", shape_only=True)
     policy = Policy(cfg["policy"], False, cfg["bucket_bytes"] or DEFAULT_BUCKET_BYTES)
     cluster = Cluster(int(row["gpus"]), cfg["gpus_per_node"], cfg["intra"], cfg["inter"],
-                      cfg["algorithm"], cfg["servers"], release=release or "latest")
-    # the row's aggregation fixes the algorithm (ps, hierarchical, ring)
+                      cfg["algorithm"], cfg["servers"], release=release or "latest",
+                      algorithm_why=cfg["algorithm_why"])
+    # the row's aggregation fixes the algorithm (ps, hierarchical, NCCL's default)
     cluster, policy = apply_framework(cfg["profile"], cluster, policy,
                                       explicit=frozenset({"algorithm"}))
     if cfg["calibrate_img_s"] is not None:

@@ -51,6 +51,7 @@ class Cluster:
     staging_passes: int = 2
     shared_cpu: bool = False
     nics_per_node: int = 1
+    algorithm_why: str = field(default="", compare=False)  # why this algorithm (defaults)
 
     def __post_init__(self) -> None:
         for name in ("workers", "gpus_per_node", "servers", "staging_passes", "nics_per_node"):
@@ -112,7 +113,9 @@ class Cluster:
         intra, inter = self.links()
         stage = self.staging_link()
         return {"workers": self.workers, "gpus_per_node": self.gpus_per_node,
-                "nodes": self.nodes, "algorithm": self.algorithm, "servers": self.servers,
+                "nodes": self.nodes, "algorithm": self.algorithm,
+                **({"algorithm_why": self.algorithm_why} if self.algorithm_why else {}),
+                "servers": self.servers,
                 "intra": _link_dict(intra), "inter": _link_dict(inter),
                 "staging": None if stage is None else dict(_link_dict(stage),
                                                             passes=self.staging_passes),
@@ -121,13 +124,13 @@ class Cluster:
 
     def _nccl_describe(self) -> dict:
         """The fabrics NCCL's model used (they differ from the alpha-beta presets)."""
-        from .nccl import NCCL_VERSION, fabric
+        from .nccl import NCCL_VERSION, fabric, nic
 
         return {"model": f"NCCL {NCCL_VERSION} tuning model (docs/collectives.md)",
                 **{side: {"link": f.name, "class": f.hw, "bandwidth_gb_s": f.bandwidth_gb_s,
                           "source": f.source}
                    for side, f in (("intra", fabric(str(self.intra), "intra")),
-                                   ("inter", fabric(str(self.inter), "inter")))}}
+                                   ("inter", nic(str(self.inter), self.nodes)))}}
 
 
 def _link_dict(link: Link) -> dict:

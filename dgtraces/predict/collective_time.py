@@ -26,6 +26,7 @@ from dgtraces.predict.nccl import (
     choose,
     fabric,
     kind,
+    nic,
 )
 
 NCCL_ALGORITHMS = MODEL_NAMES
@@ -186,7 +187,7 @@ def nccl_allreduce_cost(algorithm: str, workers: int, gpus_per_node: int, intra:
                         inter: str, nics_per_node: int) -> NcclCost:
     """The DAG's cost of one gradient all-reduce under NCCL's model (presets by name)."""
     nodes = check_cluster(workers, gpus_per_node, nics_per_node)
-    t = Topology(workers, nodes, fabric(intra, "intra"), fabric(inter, "inter"), nics_per_node)
+    t = Topology(workers, nodes, fabric(intra, "intra"), nic(inter, nodes), nics_per_node)
     link = t.intra.name if nodes == 1 else f"{t.intra.name}+{nics_per_node}x{t.nic.name}"
     phases = (Phase("nccl", link, 0.0, 0.0),) if workers > 1 else ()
     return NcclCost(algorithm, phases, t, NCCL_ALGORITHMS[algorithm])

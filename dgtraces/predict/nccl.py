@@ -156,6 +156,19 @@ def fabric(name: str, field: str) -> Fabric:
     return known[target]
 
 
+UNUSED_NIC = Fabric("unused", "net", 0.0, "one node: no network is crossed")
+
+
+def nic(name: str, nodes: int) -> Fabric:
+    """The NIC of ``name``; on one node any inter preset (even a board) reads as unused."""
+    if nodes > 1:
+        return fabric(name, "inter")
+    try:
+        return fabric(name, "inter")
+    except DgtracesError:
+        return UNUSED_NIC
+
+
 @dataclass(frozen=True)
 class Topology:
     """``ranks`` GPUs on ``nodes`` nodes; the board, the NIC and the NICs per node."""
@@ -247,6 +260,33 @@ def time_us(k: Kind, t: Topology, nbytes: float, a: str, p: str) -> float:
             and nbytes >= t.ranks / 16.0 * 65536):
         lat *= 1.9  # NCCL's "plateau effect of ring"
     return lat + nbytes / (1000.0 * bw)
+
+
+def allreduce_ms(t: Topology, nbytes, algorithm: str = "auto"):
+    """Vectorised :func:`choose` for all-reduce: NCCL's least time (ms) of each size in the
+    array ``nbytes`` (0 for sizes <= 0 or one rank). The same candidates and the same
+    size-dependent rules as :func:`time_us` (tree correction, ring plateau), applied to an
+    array; the sweep uses it (fast path == DAG path, tested)."""
+    import numpy as np
+
+    k = KINDS["allreduce"]
+    n = np.asarray(nbytes, float)
+    if t.ranks <= 1:
+        return np.zeros(n.shape)
+    safe = np.maximum(n, 128.0)
+    log_size = np.where(n >= 128, np.floor(np.log2(safe / 64)), 0).astype(np.int64)
+    best = np.full(n.shape, np.inf)
+    for a, p in candidates(k, t, algorithm):
+        bw = np.full(n.shape, _bandwidth(k, t, a, p))
+        lat = np.full(n.shape, _latency(k, t, a, p))
+        if a == "tree":
+            table = np.asarray(TREE_CORRECTION[p])
+            inside = log_size < len(table)
+            bw = np.where(inside, bw * table[np.minimum(log_size, len(table) - 1)], bw)
+        if a == "ring" and p == "Simple" and t.nodes > 1:
+            lat = np.where(n >= t.ranks / 16.0 * 65536, lat * 1.9, lat)
+        best = np.minimum(best, lat + n / (1000.0 * bw))
+    return np.where(n > 0, best / 1000.0, 0.0)
 
 
 def _alltoall_us(t: Topology, nbytes: float) -> float:

@@ -2,6 +2,8 @@
 
 The comm grid (workers x gpus per node x intra x inter x algorithm) is costed as arrays once;
 then each (model, batch size) trace, policy and io-overlap choice is one vectorised pass.
+Rows of NCCL's model (``auto``, ``nccl-ring``, ``nccl-tree``: not affine in size) are costed
+by :mod:`.fast_nccl`, once per distinct configuration, vectorised over message sizes.
 Rows are modelled numbers: ``provenance`` is ``modelled`` and each row names its trace.
 """
 
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..values import whole_number
-from .cluster import DEFAULT_BUCKET_BYTES, POLICY_NAMES, Cluster, Policy, bad
+from .cluster import DEFAULT_BUCKET_BYTES, NCCL_NAMES, POLICY_NAMES, Cluster, Policy, bad
 from .comm import ALGORITHMS, collective_ab
 from .fast import comm_end, finish, prepare
 from .links import get_link
@@ -51,6 +53,7 @@ class Grid:
     staging_passes: int = 2
     shared_cpu: bool = False
     release: str | None = "latest"  # whose comm_fits give the measured links (loopback-gloo)
+    nics_per_node: int = 1  # NICs (rails) per node, for NCCL's model (auto, nccl-*)
     traces: dict = field(default_factory=dict)
 
     def policy(self, name: str, io_overlap: bool = False) -> Policy:
@@ -76,15 +79,18 @@ def _check(grid: Grid) -> None:
         Cluster(w, g)  # raises BAD_INPUT naming workers / gpus_per_node
     for b in grid.batch_sizes:
         whole_number("batch_size", b)
+    known = ALGORITHMS + NCCL_NAMES
     for a in grid.algorithms:
-        if a not in ALGORITHMS:
-            raise bad("algorithm", "unknown collective algorithm", " | ".join(ALGORITHMS), a)
+        if a not in known:
+            raise bad("algorithm", "unknown collective algorithm", " | ".join(known), a)
+        Cluster(1, algorithm=a, alpha_us=grid.alpha_us, gbps=grid.gbps,
+                nics_per_node=grid.nics_per_node)  # NCCL's model refuses link overrides
     for p in grid.policies:
         grid.policy(p)
     Cluster(1, servers=grid.servers, staging_passes=grid.staging_passes)
 
 
-def comm_grid(grid: Grid) -> dict[str, np.ndarray]:
+def comm_grid(grid: Grid) -> dict[str, Any]:
     """Column arrays of the comm grid plus its collective cost (A ms, B ms/byte)."""
     kw: dict[str, Any] = dict(alpha_us=grid.alpha_us, gbps=grid.gbps, release=grid.release)
     intra = {n: get_link(n, field="intra", **kw) for n in grid.intra}
@@ -92,21 +98,52 @@ def comm_grid(grid: Grid) -> dict[str, np.ndarray]:
     combos = list(product(grid.workers, grid.gpus_per_node, grid.intra, grid.inter,
                           grid.algorithms))
     w, g, li, le, al = (np.array(col) for col in zip(*combos, strict=True))
-    a, b = collective_ab(al, w, g, [intra[x].alpha_ms for x in li],
-                         [intra[x].beta_ms_per_byte for x in li],
-                         [inter[x].alpha_ms for x in le],
-                         [inter[x].beta_ms_per_byte for x in le], grid.servers)
+    nccl = np.isin(al, NCCL_NAMES)
+    a, b = np.full(len(w), np.nan), np.full(len(w), np.nan)  # NaN: NCCL rows (fast_nccl)
+    ab = ~nccl
+    if ab.any():
+        a[ab], b[ab] = collective_ab(al[ab], w[ab], g[ab],
+                                     [intra[x].alpha_ms for x in li[ab]],
+                                     [intra[x].beta_ms_per_byte for x in li[ab]],
+                                     [inter[x].alpha_ms for x in le[ab]],
+                                     [inter[x].beta_ms_per_byte for x in le[ab]],
+                                     grid.servers)
+    stage_ab = (0.0, 0.0)
     if grid.staging is not None:
         stage = get_link(grid.staging, field="staging", release=grid.release)
+        stage_ab = (grid.staging_passes * stage.alpha_ms,
+                    grid.staging_passes * stage.beta_ms_per_byte)
         comm = w > 1
-        a = a + np.where(comm, grid.staging_passes * stage.alpha_ms, 0.0)
-        b = b + np.where(comm, grid.staging_passes * stage.beta_ms_per_byte, 0.0)
+        a = a + np.where(comm, stage_ab[0], 0.0)
+        b = b + np.where(comm, stage_ab[1], 0.0)
     figures = {f"{side}_{k}": np.array([getattr(links[x], k) for x in names])
                for side, links, names in (("intra", intra, li), ("inter", inter, le))
                for k in ("alpha_us", "bandwidth_gb_s")}
+    labels: dict[str, Any] = {"intra_source": _labels(li, intra),
+                              "inter_source": _labels(le, inter)}
+    if nccl.any():
+        _nccl_figures(figures, labels, nccl, w, g, li, le)
     return {"workers": w.astype(np.int64), "gpus_per_node": g.astype(np.int64), "intra": li,
-            "inter": le, "algorithm": al, "a_ms": a, "b_ms_per_byte": b, **figures,
-            "intra_source": _labels(li, intra), "inter_source": _labels(le, inter)}
+            "inter": le, "algorithm": al, "a_ms": a, "b_ms_per_byte": b, **figures, **labels,
+            "nccl": nccl, "staging_ab": stage_ab}
+
+
+def _nccl_figures(figures: dict, labels: dict, nccl, w, g, li, le) -> None:
+    """NCCL rows show what NCCL's model used: the fabric's bandwidth and source (latency is
+    per algorithm and protocol: NaN here)."""
+    import pandas as pd
+
+    from .nccl import NCCL_VERSION, fabric, nic
+
+    for side, names in (("intra", li), ("inter", le)):
+        used = [fabric(x, "intra") if side == "intra" else
+                nic(x, -(-int(p) // int(q))) for x, p, q in zip(names, w, g, strict=True)]
+        figures[f"{side}_alpha_us"] = np.where(nccl, np.nan, figures[f"{side}_alpha_us"])
+        figures[f"{side}_bandwidth_gb_s"] = np.where(
+            nccl, [f.bandwidth_gb_s for f in used], figures[f"{side}_bandwidth_gb_s"])
+        text = np.asarray(labels[f"{side}_source"], dtype=object)
+        text = np.where(nccl, [f"NCCL {NCCL_VERSION} model: {f.source}" for f in used], text)
+        labels[f"{side}_source"] = pd.Categorical(text)
 
 
 def _labels(names: np.ndarray, links: dict) -> "pd.Categorical[str]":
@@ -137,12 +174,30 @@ def run_sweep(grid: Grid, trace_loader: Callable[[str, int], Trace] | None = Non
         prep = prepare(trace)
         for pname in grid.policies:
             policy = grid.policy(pname)
-            rel_end = comm_end(prep, policy, cg["a_ms"], cg["b_ms_per_byte"], grid.shared_cpu)
+            rel_end = _comm_ends(grid, cg, prep, policy)
             rel_single = comm_end(prep, policy, np.zeros(1), np.zeros(1), grid.shared_cpu)
             frames.extend(_rows(grid, cg, trace, prep, pname, rel_end, rel_single))
             if progress:
                 progress(n * len(grid.io_overlap))
     return pd.concat(frames, ignore_index=True)
+
+
+def _comm_ends(grid: Grid, cg: dict, prep, policy: Policy) -> np.ndarray:
+    """Relative comm finish of every row: affine rows by :func:`.fast.comm_end`, NCCL rows
+    by :func:`.fast_nccl.comm_ends`."""
+    from .fast_nccl import comm_ends
+
+    nccl = cg["nccl"]
+    out = np.empty(len(nccl))
+    if (~nccl).any():
+        out[~nccl] = comm_end(prep, policy, cg["a_ms"][~nccl], cg["b_ms_per_byte"][~nccl],
+                              grid.shared_cpu)
+    if nccl.any():
+        keys = list(zip(*(cg[k][nccl] for k in ("workers", "gpus_per_node", "intra", "inter",
+                                                 "algorithm")), strict=True))
+        out[nccl] = comm_ends(prep, policy, keys, grid.shared_cpu, grid.nics_per_node,
+                              cg["staging_ab"])
+    return out
 
 
 def _rows(grid, cg, trace, prep, pname, rel_end, rel_single):
@@ -180,7 +235,7 @@ def reference_row(trace: Trace, row: dict, grid: Grid) -> float:
     cluster = Cluster(int(row["workers"]), int(row["gpus_per_node"]), row["intra"],
                       row["inter"], row["algorithm"], grid.servers, grid.alpha_us, grid.gbps,
                       grid.release, staging=grid.staging, staging_passes=grid.staging_passes,
-                      shared_cpu=grid.shared_cpu)
+                      shared_cpu=grid.shared_cpu, nics_per_node=grid.nics_per_node)
     policy = grid.policy(row["policy"], bool(row["io_overlap"]))
     return simulate(trace, cluster, policy).iter_ms
 

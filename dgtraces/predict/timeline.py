@@ -117,7 +117,20 @@ def _links(pred: Prediction) -> str:
 
 def write_gantt(path: str | Path, sched: Schedule, pred: Prediction,
                 max_workers: int = 2) -> Path:
-    """A PNG Gantt chart of one iteration: compute/io rows per worker, one row per link."""
+    """A PNG Gantt chart of one iteration (:func:`gantt_figure`) written to ``path``."""
+    import matplotlib.pyplot as plt
+
+    fig = gantt_figure(sched, pred, max_workers)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())
+    return Path(path)
+
+
+def gantt_figure(sched: Schedule, pred: Prediction, max_workers: int = 2):
+    """The Gantt chart's matplotlib Figure: compute/io rows per worker, one row per link; a
+    dashed line marks the end of the modelled iteration (named in the legend)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -143,7 +156,8 @@ def write_gantt(path: str | Path, sched: Schedule, pred: Prediction,
     ax.invert_yaxis()
     ax.set_xlim(0, sched.iter_ms * 1.01)
     ax.set_xlabel("time within one iteration (ms)")
-    ax.axvline(sched.iter_ms, color="black", linestyle="--", linewidth=1)
+    end = ax.axvline(sched.iter_ms, color="black", linestyle="--", linewidth=1,
+                     label=f"iteration end ({sched.iter_ms:.1f} ms)")
     extra = f", {pred.workers - max_workers} more identical workers" \
         if pred.workers > max_workers else ""
     ax.set_title(f"modelled: {pred.model} batch {pred.batch_size} on {pred.workers} x "
@@ -154,12 +168,8 @@ def write_gantt(path: str | Path, sched: Schedule, pred: Prediction,
                  + ("; collective shares the compute cores" if pred.cluster["shared_cpu"]
                     else ""), fontsize=10, wrap=True)
     kinds = [k for k in COLORS if any(b[2] == k for _, bars in rows for b in bars)]
-    ax.legend(handles=[Patch(color=COLORS[k], label=k) for k in kinds], loc="center left",
-              bbox_to_anchor=(1.0, 0.5), frameon=False)
+    ax.legend(handles=[Patch(color=COLORS[k], label=k) for k in kinds] + [end],
+              loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
-    return Path(path)
+    return fig

@@ -105,6 +105,7 @@ def build_et(trace: Trace, cluster: Cluster, policy: Policy) -> EtGraph:
         "schema": SCHEMA, "generator": f"dgtraces {__version__}", "provenance": "modelled",
         "method": pred.method, "model": pred.model, "batch_size": pred.batch_size,
         "workers": pred.workers, "policy": pred.policy, "algorithm": cluster.algorithm,
+        "algorithm_why": cluster.algorithm_why or "given",
         "iter_ms": float(pred.iter_ms), "trace_provenance": trace.provenance,
         "trace_source": trace.source, "trace_run_id": trace.run_id or "",
         "trace_device": trace.device or "", "time_unit": "microseconds (duration_micros)",
