@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dgtraces.errors import Code
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
@@ -110,7 +112,7 @@ def run_demo(out_dir: str | Path = "dgtraces-demo", release: str | None = None,
         from .errors import StoreError
 
         raise StoreError(f"release {version} lacks table(s) {', '.join(missing)} that the "
-                         "demo queries; use --release 0.3.0 or later", code="NOT_FOUND")
+                         "demo queries; use --release 0.3.0 or later", code=Code.NOT_FOUND)
     files: dict[str, Path] = {}
     con = connect(version)
     try:

@@ -177,6 +177,15 @@ class BadFileError(ValidationError):
 
     code = Code.BAD_FILE
 
+    @classmethod
+    def at(cls, name: str, message: str, expected: object = None,
+           found: object = None) -> BadFileError:
+        """BAD_FILE located in file ``name``, saying what was expected and what was found."""
+        return cls(f"{name}: {message}",
+                   failures=[Failure(Code.BAD_FILE, message, file=name,
+                                     expected=None if expected is None else str(expected),
+                                     found=None if found is None else str(found))])
+
 
 class MissingFileError(ValidationError):
     """An input file named by the caller does not exist."""
@@ -215,7 +224,7 @@ class UnknownModelError(DgtracesError):
     def __init__(self, name: str, known: Sequence[str]) -> None:
         super().__init__(f"unknown model {name!r}{did_you_mean(name, known)}; known models: "
                          f"{', '.join(known)}",
-                         failures=[Failure("UNKNOWN_MODEL", "unknown model", column="model",
+                         failures=[Failure(Code.UNKNOWN_MODEL, "unknown model", column="model",
                                            expected=" | ".join(known), found=repr(name))])
 
 

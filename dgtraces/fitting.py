@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Literal
 
-from .errors import DgtracesError
+from .errors import Code, DgtracesError
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -31,7 +31,7 @@ def stats(samples_ms: Sequence[float]) -> tuple[float, float, float, int]:
 
     arr = np.asarray(samples_ms, dtype=float)
     if arr.size == 0:
-        raise DgtracesError("no timing samples", code="COLLECT")
+        raise DgtracesError("no timing samples", code=Code.COLLECT)
     med, p10, p90 = np.percentile(arr, [50, 10, 90])
     return float(med), float(p10), float(p90), int(arr.size)
 
@@ -83,19 +83,19 @@ def fit_alpha_beta(sizes_bytes: Sequence[float] | np.ndarray,
     y = np.asarray(times_us, dtype=float)
     if x.size < 2 or x.size != y.size:
         raise DgtracesError("need at least 2 (size, time) points to fit alpha-beta",
-                            code="BAD_INPUT")
+                            code=Code.BAD_INPUT)
     if not (np.isfinite(x).all() and np.isfinite(y).all()) or (y <= 0).any():
         raise DgtracesError("times must be finite and positive to fit alpha-beta",
-                            code="BAD_INPUT")
+                            code=Code.BAD_INPUT)
     if isinstance(weights, str):
         if weights not in ("relative", "uniform"):
             raise DgtracesError(f"weights must be relative, uniform or one per point, got "
-                                f"{weights!r}", code="BAD_INPUT")
+                                f"{weights!r}", code=Code.BAD_INPUT)
         w = 1.0 / y if weights == "relative" else np.ones_like(y)
     else:
         w = np.asarray(weights, dtype=float)
         if w.shape != y.shape or not np.isfinite(w).all() or (w <= 0).any():
-            raise DgtracesError("weights must be positive, one per point", code="BAD_INPUT")
+            raise DgtracesError("weights must be positive, one per point", code=Code.BAD_INPUT)
     ww = w * w  # residuals are scaled by w (as numpy.polyfit's w)
     mx, my = (ww @ x) / ww.sum(), (ww @ y) / ww.sum()
     sxx = float(ww @ ((x - mx) ** 2))

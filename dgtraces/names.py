@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from dgtraces.errors import DgtracesError, Failure, did_you_mean
+from dgtraces.errors import Code, DgtracesError, Failure, did_you_mean
 
 MAX_LISTED = 40  # names listed in one message; the rest are counted
 
@@ -29,7 +29,7 @@ def listing(known: Iterable[str], limit: int = MAX_LISTED) -> str:
     return head + (f", ... ({len(names) - limit} more)" if len(names) > limit else "")
 
 
-def match(value: str, known: Iterable[str], *, what: str, code: str = "BAD_INPUT",
+def match(value: str, known: Iterable[str], *, what: str, code: str = Code.BAD_INPUT,
           column: str | None = None) -> str:
     """The known name ``value`` means (:func:`canonical`), or a DgtracesError with ``code``
     whose failure lists the known names once and suggests the closest."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from numbers import Integral
 from typing import Any
 
-from .errors import DgtracesError, Failure
+from .errors import Code, DgtracesError, Failure
 
 LARGEST = 2 ** 62
 
@@ -34,8 +34,8 @@ def whole_number(name: str, value: Any, *, least: int = 1, most: int = LARGEST,
     if not ok:
         span = f">= {least}" if most == LARGEST else f"in [{least}, {most}]"
         raise DgtracesError(f"{name} must be a whole number {span}, got {value!r}",
-                            code="BAD_INPUT",
-                            failures=[Failure("BAD_INPUT", f"must be a whole number {span}",
+                            code=Code.BAD_INPUT,
+                            failures=[Failure(Code.BAD_INPUT, f"must be a whole number {span}",
                                               column=name, expected=span,
                                               found=repr(value)[:80])])
     return int(number)
@@ -49,3 +49,11 @@ def positive_int(name: str, value: Any, *, text_ok: bool = False) -> int:
 def nonneg_int(name: str, value: Any) -> int:
     """A whole number >= 0 (warm-up iterations...)."""
     return whole_number(name, value, least=0)
+
+
+def bad_value(field_name: str, message: str, expected: str, found,
+              code: Code = Code.BAD_INPUT) -> DgtracesError:
+    """A typed error naming the offending field (``code`` default BAD_INPUT)."""
+    return DgtracesError(f"{field_name}: {message}", code=code,
+                         failures=[Failure(code, message, column=field_name,
+                                           expected=expected, found=repr(found))])

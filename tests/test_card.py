@@ -10,8 +10,8 @@ from dgtraces import publish
 from dgtraces.cli import main
 from dgtraces.publish import card as cards
 from dgtraces.publish import croissant
+from dgtraces.store import duck, release
 from dgtraces.store import manifest as store
-from dgtraces.store import release
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -35,7 +35,7 @@ def test_provenance_stats_scan_each_shard_once(mini_release_root, monkeypatch):
     """Per-shard groups are cached by sha256: a second process (memo cleared) scans
     nothing, and a damaged cache file only costs a rescan."""
     from dgtraces.publish import card_stats
-    from dgtraces.store import integrity, shards
+    from dgtraces.store import integrity
 
     monkeypatch.setattr(card_stats, "_MEMO", {})  # as in a fresh process
     first = cards.provenance_stats(root=mini_release_root)
@@ -49,7 +49,7 @@ def test_provenance_stats_scan_each_shard_once(mini_release_root, monkeypatch):
     def no_scan():
         raise AssertionError("a cached shard was scanned again")
 
-    monkeypatch.setattr(shards, "_duck", no_scan)
+    monkeypatch.setattr(duck, "connect", no_scan)
     assert cards.provenance_stats(root=mini_release_root) == first
     monkeypatch.undo()
     monkeypatch.setattr(card_stats, "_MEMO", {})

@@ -216,10 +216,11 @@ def test_cli_errors_exit_1_with_code(release):
                  ["sweep", "--models", "alexnet", "--device", "cpu-test", "--workers", "1,,2"]):
         res = runner.invoke(main, args)
         assert res.exception.code == "BAD_INPUT", args
-    from dgtraces.cli.sweep import _ints, _split
+    from dgtraces.cli.predict import split_option
+    from dgtraces.cli.sweep import _ints
 
     assert _ints("1-4,2", "--workers") == (1, 2, 3, 4)
-    assert _split("alexnet,resnet50,alexnet") == ("alexnet", "resnet50")
+    assert split_option("alexnet,resnet50,alexnet") == ("alexnet", "resnet50")
 
 
 def test_cli_sweep_and_validate(release, tmp_path):

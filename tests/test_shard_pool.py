@@ -82,7 +82,7 @@ def _rewrite(root, version, edit):
     mpath = root / "releases" / f"v{version}" / store.MANIFEST
     manifest = json.loads(mpath.read_text())
     edit(manifest)
-    manifest["digest"] = store._digest(manifest)
+    manifest["digest"] = store.manifest_digest(manifest)
     mpath.write_text(json.dumps(manifest, indent=2, sort_keys=True))
     integrity.forget()
 

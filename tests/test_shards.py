@@ -138,14 +138,14 @@ def _write_legacy(root, version, frames, parent=None):
     tables = {}
     for name, df in sorted(frames.items()):
         path = folder / f"{name}.parquet"
-        store._write_parquet(df, path)
+        store.write_parquet(df, path)
         tables[name] = {"file": path.name, "bytes": path.stat().st_size,
                         "sha256": fileio.sha256_file(path), "rows": len(df),
                         "columns": list(df.columns)}
     manifest = {"dataset": "dgtraces", "version": version, "schema_version": "1",
                 "created_utc": "2026-01-01T00:00:00Z", "parent": parent, "notes": "old",
                 "tables": tables}
-    manifest["digest"] = store._digest(manifest)
+    manifest["digest"] = store.manifest_digest(manifest)
     (folder / "manifest.json").write_text(json.dumps(manifest))
 
 

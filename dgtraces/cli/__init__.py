@@ -12,6 +12,8 @@ import sys
 
 import click
 
+from dgtraces.errors import Code
+
 from .._version import __version__
 
 
@@ -172,7 +174,7 @@ def run() -> None:
         sys.exit(1)
     except OSError as exc:  # an output path that cannot be written, a vanished input, ...
         where = f"{exc.filename}: " if exc.filename else ""
-        click.echo(DgtracesError(f"{where}{exc.strerror or exc}", code="IO_ERROR").report(),
+        click.echo(DgtracesError(f"{where}{exc.strerror or exc}", code=Code.IO_ERROR).report(),
                    err=True)
         sys.exit(1)
     except (click.exceptions.Abort, KeyboardInterrupt):

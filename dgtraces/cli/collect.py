@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from dgtraces.errors import Code
+
 from ..predict.policy_registry import COLLECTED_POLICIES
 from . import OutPath, model_option
 from .options import deprecated_alias, split_list
@@ -46,7 +48,7 @@ def _aux_only_with_aux(model: str, aux: bool) -> None:
         from ..errors import DgtracesError
 
         raise DgtracesError(f"--aux applies to models with auxiliary classifiers only, not "
-                            f"{model}", code="BAD_INPUT")
+                            f"{model}", code=Code.BAD_INPUT)
 
 
 def _eager_device(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -250,7 +252,7 @@ def ssgd(model, workers, threads_per_worker, policies, backend, bucket_mib, iter
 
 def _policies(text) -> tuple[str, ...]:
     """--policies as a tuple of collected policy names (UNKNOWN values: BAD_INPUT)."""
-    from ..predict.cluster import bad
+    from dgtraces.values import bad_value as bad
 
     names = split_list(text)
     for name in names:

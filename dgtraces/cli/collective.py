@@ -101,7 +101,7 @@ def validate_comm(logs, workers, gpus_per_node, intra, inter, nics_per_node, col
 
     given = None
     if logs:
-        from ..predict.cluster import bad
+        from dgtraces.values import bad_value as bad
 
         if intra is None:
             raise bad("intra", "a log does not name its board; give --intra", "a preset",

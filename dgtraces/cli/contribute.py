@@ -7,6 +7,7 @@ from contextlib import contextmanager
 
 import click
 
+from dgtraces.errors import Code
 from dgtraces.io.terminal_text import inert
 
 from . import OutPath, model_list
@@ -52,7 +53,7 @@ def contribute(path, template_dir, dry_run, lock_timeout) -> None:
         return
     if not path:
         raise DgtracesError("give PATH (a folder or .zip) or --template DIR",
-                            code="BAD_INPUT")
+                            code=Code.BAD_INPUT)
     from ..contribute import contribute as run
 
     with _status(f"validating {path}") as status:

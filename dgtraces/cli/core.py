@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from dgtraces.errors import Code
 from dgtraces.store import verify as verify_mod
 
 from . import OutPath
@@ -95,7 +96,7 @@ def schemas(out, check) -> None:
             from ..errors import DgtracesError
 
             raise DgtracesError(f"{out}: no schemas folder here (run from the repository root "
-                                "or pass --out)", code="NOT_FOUND")
+                                "or pass --out)", code=Code.NOT_FOUND)
         diff = stale(out)
         if diff:
             click.echo("stale: " + ", ".join(diff), err=True)

@@ -6,7 +6,7 @@ import click
 
 from . import OutPath
 from .options import io_overlap_option, release_option
-from .predict import POLICIES, _bucket_bytes, _cluster_options, _gbps, algorithm_for
+from .predict import POLICIES, algorithm_for, bucket_bytes_option, cluster_options, gbps_option
 
 _raw = click.option("--raw-layer-times", is_flag=True,
                     help="Do not scale layer times to the run's whole-model medians.")
@@ -60,7 +60,7 @@ def export_astra_sim(run_id, workers, parallelism, clock_ghz, update, release,
               help="Gradient aggregation policy (sets the COMM_COLL nodes).")
 @io_overlap_option()
 @_raw
-@_cluster_options
+@cluster_options
 @click.option("--out", type=OutPath(dir_okay=False), required=True,
               help="Path prefix: writes <out>.0.et ... <out>.<workers-1>.et.")
 def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_times,
@@ -81,10 +81,10 @@ def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_t
     choice = algorithm_for(trace.device, workers, gpus_per_node, intra, inter, algorithm,
                            link_alpha_us, link_bandwidth_gb_s, link_fit)
     cluster = Cluster(workers, gpus_per_node, intra, inter, choice.algorithm, servers,
-                      link_alpha_us, _gbps(link_bandwidth_gb_s), release or "latest", staging,
+                      link_alpha_us, gbps_option(link_bandwidth_gb_s), release or "latest", staging,
                       staging_passes, shared_cpu, nics_per_node, choice.why)
     graph = build_et(trace, cluster, Policy(policy, io_overlap == "on",
-                                            _bucket_bytes(bucket_mib)))
+                                            bucket_bytes_option(bucket_mib)))
     paths = write_et(out, graph, workers)
     comm = sum(1 for n in graph.nodes if n.name.startswith("comm/"))
     click.echo(f"wrote {len(paths)} Chakra ET file(s) {paths[0]} ... ({len(graph.nodes)} nodes "

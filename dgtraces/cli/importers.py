@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import click
 
+from dgtraces.errors import Code
+
 from . import OutPath, model_option
 
 OUT = click.option("--out", required=True, type=OutPath(file_okay=False),
@@ -28,7 +30,7 @@ def _write(frames: dict, out: str, force: bool) -> None:
         key = [c for c in KEYS.get(name, ()) if c in df.columns]
         if key and df.duplicated(subset=key).any():
             raise DgtracesError(f"{name}: the inputs repeat rows (same {', '.join(key)}); give "
-                                "each log once", code="DUPLICATE")
+                                "each log once", code=Code.DUPLICATE)
     # the importers validated their frames already (each table alone: a layer_timings
     # import may reference runs of another file)
     paths = write_tables(out, frames, fmt="csv", validate=False, into_existing=True,

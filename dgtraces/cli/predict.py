@@ -7,6 +7,8 @@ import json
 
 import click
 
+from dgtraces.errors import Code
+
 from ..predict.comm import ALGORITHMS as ALGOS  # the collective registry
 from ..predict.nccl import MODEL_NAMES as NCCL_ALGOS  # NCCL's tuning model (auto)
 from ..predict.policy_registry import POLICY_NAMES as POLICIES  # the policy registry
@@ -22,11 +24,11 @@ from .options import (
     split_list,
 )
 
-_h2d_link = click.option("--h2d-link", default="pcie3", show_default=True,
+h2d_link_option = click.option("--h2d-link", default="pcie3", show_default=True,
                          help="Host link of the modelled input copy of GPU traces.")
 
 
-def _cluster_options(f):
+def cluster_options(f):
     for opt in reversed([
         click.option("--gpus-per-node", default=1, show_default=True, type=int),
         click.option("--algorithm", default=None,
@@ -83,12 +85,12 @@ def _cluster_options(f):
 @click.option("--h2d-ms", type=float, default=None,
               help="Host-to-device copy per batch (GPU default: fp32 input batch over "
                    "--h2d-link).")
-@_h2d_link
+@h2d_link_option
 @click.option("--calibrate-img-s", type=float, default=None,
               help="Scale compute so that 1 worker runs at this many img/s.")
 @click.option("--raw-layer-times", is_flag=True,
               help="Do not scale layer times to the run's whole-model medians.")
-@_cluster_options
+@cluster_options
 @framework_option()
 @overheads_options
 @click.option("--timeline", type=OutPath(dir_okay=False), default=None,
@@ -117,8 +119,9 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
     """
     from dataclasses import replace
 
+    from dgtraces.values import bad_value as bad
+
     from ..predict import Cluster, Policy, calibrate, predict_trace, resolve
-    from ..predict.cluster import bad
     from ..predict.frameworks import apply_framework, get_framework
     from ..predict.overheads import Overheads, apply_overheads
 
@@ -129,9 +132,9 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
     if servers != 1 and algorithm != "ps":
         raise bad("servers", "parameter servers need --algorithm ps", "1 without ps", servers)
     if timeline:
-        _suffix(timeline, "--timeline", (".json",))
+        check_suffix(timeline, "--timeline", (".json",))
     if gantt:
-        _suffix(gantt, "--gantt", (".png",))
+        check_suffix(gantt, "--gantt", (".png",))
     if run_id is None:
         for name, value in (("model", model), ("device", device), ("batch_size", batch_size)):
             if value is None:
@@ -147,13 +150,13 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
                     h2d_link=h2d_link if h2d_ms is None else None,
                     shape_only=calibrate_img_s is not None)
     if io_ms is not None or h2d_ms is not None:
-        from ..predict.trace import _nonneg
+        from dgtraces.predict.tracedef import nonneg
 
-        trace = replace(trace, io_ms=trace.io_ms if io_ms is None else _nonneg(
+        trace = replace(trace, io_ms=trace.io_ms if io_ms is None else nonneg(
                             "io_ms", _given("--io-ms", io_ms)),
-                        h2d_ms=trace.h2d_ms if h2d_ms is None else _nonneg(
+                        h2d_ms=trace.h2d_ms if h2d_ms is None else nonneg(
                             "h2d_ms", _given("--h2d-ms", h2d_ms)))
-    pol = Policy(policy, io_overlap == "on", _bucket_bytes(bucket_mib))
+    pol = Policy(policy, io_overlap == "on", bucket_bytes_option(bucket_mib))
     given = explicit(click.get_current_context(), {"policy": "policy",
                                                    "bucket_mib": "bucket_bytes",
                                                    "algorithm": "algorithm"})
@@ -167,7 +170,7 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
     choice = algorithm_for(trace.device, workers, gpus_per_node, intra, inter, algorithm,
                            link_alpha_us, link_bandwidth_gb_s, link_fit)
     cluster = Cluster(workers, gpus_per_node, intra, inter, choice.algorithm, servers,
-                      link_alpha_us, _gbps(link_bandwidth_gb_s), release or "latest", staging,
+                      link_alpha_us, gbps_option(link_bandwidth_gb_s), release or "latest", staging,
                       staging_passes,
                       shared_cpu, nics_per_node, choice.why)
     cluster = framework_cluster(profile, cluster, pol, given)
@@ -274,17 +277,17 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None, command: str = "")
             click.echo(f"wrote {what} {path}")
 
 
-_split = split_list
+split_option = split_list
 
 
-def _gbps(bandwidth_gb_s: float | None) -> float | None:
+def gbps_option(bandwidth_gb_s: float | None) -> float | None:
     """--link-bandwidth-gb-s (GB/s) as the library's ``gbps`` (Gb/s)."""
     return None if bandwidth_gb_s is None else bandwidth_gb_s * 8.0
 
 
-def _bucket_bytes(bucket_mib: float) -> int:
+def bucket_bytes_option(bucket_mib: float) -> int:
     """--bucket-mib as bytes: a finite number of MiB > 0 (BAD_INPUT otherwise)."""
-    from ..predict.cluster import bad
+    from dgtraces.values import bad_value as bad
 
     if not 0 < bucket_mib < 1 << 20:  # also NaN; 1 TiB buckets at most
         raise bad("bucket_mib", "must be a finite number of MiB > 0", "> 0", bucket_mib)
@@ -293,15 +296,15 @@ def _bucket_bytes(bucket_mib: float) -> int:
 
 def _given(option: str, value: float) -> float:
     """A time given on the command line: a number, not NaN (which would read as 0)."""
-    from ..predict.cluster import bad
+    from dgtraces.values import bad_value as bad
 
     if value != value:
-        raise bad(option, "must be a number of ms", ">= 0", value, code="PLAUSIBILITY")
+        raise bad(option, "must be a number of ms", ">= 0", value, code=Code.PLAUSIBILITY)
     return value
 
 
-def _suffix(path: str, option: str, allowed: tuple[str, ...]) -> None:
-    from ..predict.cluster import bad
+def check_suffix(path: str, option: str, allowed: tuple[str, ...]) -> None:
+    from dgtraces.values import bad_value as bad
 
     if not path.lower().endswith(allowed):
         raise bad(option, "unsupported file type", " | ".join(allowed), path)

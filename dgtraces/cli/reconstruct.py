@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from dgtraces.errors import Code
+
 from . import OutPath, model_option
 from .options import release_option
 
@@ -66,7 +68,7 @@ def reconstruct(device, model, batch_size, precision, out, as_csv, report, relea
         return
     if device is None or model is None or batch_size is None:
         raise DgtracesError("--device, --model and --batch-size are required (or --report)",
-                            code="BAD_INPUT")
+                            code=Code.BAD_INPUT)
     from ..reconstruct import reconstruct_trace, runs_frame
 
     if out:

@@ -20,14 +20,14 @@ from .options import (
     overheads_options,
     release_option,
 )
-from .predict import _bucket_bytes, _gbps, _h2d_link, _split, _suffix
+from .predict import bucket_bytes_option, check_suffix, gbps_option, h2d_link_option, split_option
 
 NCCL_ALGOS = tuple(MODEL_NAMES)
 
 
 def _ints(text: str, option: str) -> tuple[int, ...]:
     """'1,2,4' or '1-64' or '2-64:2' -> ints; anything else is BAD_INPUT naming ``option``."""
-    from ..predict.cluster import bad
+    from dgtraces.values import bad_value as bad
 
     out = []
     parts = [x.strip() for x in str(text).split(",")]
@@ -85,7 +85,7 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
 @deprecated_alias("--link-gbps", "--link-bandwidth-gb-s", "link_bandwidth_gb_s", type=float,
                   convert=gbit_to_gbyte)
 @release_option("Release for traces and comm fits ('latest': the newest).")
-@_h2d_link
+@h2d_link_option
 @click.option("--staging", default=None, help="Link of the copies around each message.")
 @click.option("--staging-passes", default=2, show_default=True, type=int)
 @click.option("--shared-cpu", is_flag=True, help="Collective on the compute cores.")
@@ -135,27 +135,27 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
 
         from ..predict.algorithm_default import default_algorithm
 
-        choice = default_algorithm(device, _split(intra), _split(inter),
+        choice = default_algorithm(device, split_option(intra), split_option(inter),
                                    list(product(workers_list, gpn_list)),
                                    overridden=(link_alpha_us, link_bandwidth_gb_s) != (None,
                                                                                        None))
         algorithms, why = choice.algorithm, choice.why
 
     grid = Grid(models=models, batch_sizes=_ints(batch_sizes, "--batch-sizes"),
-                workers=workers_list, gpus_per_node=gpn_list, intra=_split(intra),
-                inter=_split(inter), nics_per_node=nics_per_node,
-                algorithms=_split(algorithms), policies=_split(policies),
+                workers=workers_list, gpus_per_node=gpn_list, intra=split_option(intra),
+                inter=split_option(inter), nics_per_node=nics_per_node,
+                algorithms=split_option(algorithms), policies=split_option(policies),
                 io_overlap={"off": (False,), "on": (True,), "both": (False, True)}[io_overlap],
-                bucket_bytes=_bucket_bytes(bucket_mib), first_bucket_bytes=first,
+                bucket_bytes=bucket_bytes_option(bucket_mib), first_bucket_bytes=first,
                 cycle_ms=cycle, servers=servers,
-                alpha_us=link_alpha_us, gbps=_gbps(link_bandwidth_gb_s), staging=staging,
+                alpha_us=link_alpha_us, gbps=gbps_option(link_bandwidth_gb_s), staging=staging,
                 staging_passes=staging_passes, shared_cpu=shared_cpu,
                 release=release or "latest")
     if out:
-        _suffix(out, "--out", (".parquet", ".csv"))
+        check_suffix(out, "--out", (".parquet", ".csv"))
     console = Console(stderr=True)
     if grid.size() > max_sweep():
-        from ..predict.cluster import bad
+        from dgtraces.values import bad_value as bad
 
         raise bad("sweep", f"{grid.size():,} configurations; the limit is {max_sweep():,} "
                   f"(about {SWEEP_MEMORY_MIB} MiB at the measured {SWEEP_BYTES_PER_CONFIG} "
@@ -197,8 +197,9 @@ def max_sweep() -> int:
 
 def _sweep_loader(device, release, h2d_link, calibrate_img_s, grid):
     """Trace loader of ``sweep``: ``resolve`` as ``predict`` does, calibrated when asked."""
+    from dgtraces.values import bad_value as bad
+
     from ..predict import Policy, calibrate, resolve
-    from ..predict.cluster import bad
 
     if calibrate_img_s is not None and (len(grid.models) > 1 or len(grid.batch_sizes) > 1):
         raise bad("calibrate_img_s", "one 1-worker throughput fits one model and one batch "
@@ -272,9 +273,9 @@ def validate_predictor(release, published, plot, out, as_json, framework, overhe
         click.echo(ev.to_markdown())
         return
     if out:
-        _suffix(out, "--out", (".parquet", ".csv"))
+        check_suffix(out, "--out", (".parquet", ".csv"))
     if plot:
-        _suffix(plot, "--plot", (".png",))
+        check_suffix(plot, "--plot", (".png",))
     res = validate(release, spec)
     pub = None
     if published:

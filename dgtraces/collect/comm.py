@@ -18,7 +18,7 @@ import re
 from typing import TYPE_CHECKING
 
 from .. import fitting
-from ..errors import DgtracesError
+from ..errors import Code, DgtracesError
 from . import env, procs
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,22 +34,22 @@ def parse_size(text: str) -> int:
     """'4B', '64MiB', '1K' -> bytes (binary units; a multiple of 4 = whole fp32 elements)."""
     m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", str(text))
     if not m or m[2].upper() not in UNITS:
-        raise DgtracesError(f"bad size {text!r}; use e.g. 4B, 256KiB, 64MiB", code="BAD_INPUT")
+        raise DgtracesError(f"bad size {text!r}; use e.g. 4B, 256KiB, 64MiB", code=Code.BAD_INPUT)
     value = int(m[1]) * UNITS[m[2].upper()]
     if value < 4 or value % 4:
         raise DgtracesError(f"size {text!r} must be a positive multiple of 4 bytes",
-                            code="BAD_INPUT")
+                            code=Code.BAD_INPUT)
     return value
 
 
 def parse_sizes(text: str, factor: int = 4) -> list[int]:
     """'4B..64MiB' (geometric, x ``factor``) or a comma list '4B,1MiB'."""
     if factor < 2:
-        raise DgtracesError("size factor must be >= 2", code="BAD_INPUT")
+        raise DgtracesError("size factor must be >= 2", code=Code.BAD_INPUT)
     if ".." in text:
         lo, hi = (parse_size(p) for p in text.split("..", 1))
         if lo > hi:
-            raise DgtracesError(f"empty size range {text!r}", code="BAD_INPUT")
+            raise DgtracesError(f"empty size range {text!r}", code=Code.BAD_INPUT)
         sizes = [lo]
         while sizes[-1] * factor <= hi:
             sizes.append(sizes[-1] * factor)
@@ -135,11 +135,11 @@ def collect_comm(*, workers: int = 2, sizes: list[int] | None = None, repeats: i
     env.nonneg_int("warmup", warmup)  # a negative warm-up would keep 0 ms samples
     if backend not in BACKENDS:
         raise DgtracesError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}",
-                            code="BAD_INPUT")
+                            code=Code.BAD_INPUT)
     bad = [c for c in collectives if c not in SUPPORTED]
     if bad or not collectives:
         raise DgtracesError(f"collectives must be among {SUPPORTED}, got {bad}",
-                            code="BAD_INPUT")
+                            code=Code.BAD_INPUT)
     sizes = sorted(set(sizes or parse_sizes("4B..64MiB")))
     if backend == "nccl":
         from .gpu import require_nccl

@@ -16,7 +16,7 @@ from dgtraces.io.files import STAMP_UTC, check_out, utc_now
 from dgtraces.io.host import cores, cpu_model, loadavg
 from dgtraces.tables.write import write_tables
 
-from ..errors import DgtracesError, require
+from ..errors import Code, DgtracesError, require
 from ..fitting import RATIO_TOLERANCE, consistency_flag, stats
 from ..values import nonneg_int, positive_int
 
@@ -59,7 +59,7 @@ def measure_lock(owner: str, poll_s: float = 15.0, path: Path = MEASURE_LOCK,
                 if wait <= 0:
                     raise DgtracesError(f"{path} is held by a running process "
                                         f"({_read(path).strip()!r}) after {timeout_s} s",
-                                        code="LOCKED") from None
+                                        code=Code.LOCKED) from None
             time.sleep(wait)
     os.write(fd, f"{owner} pid {os.getpid()} host {platform.node()} since {utc_now()}\n"
              .encode())

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import DgtracesError, NoCudaError
+from ..errors import Code, DgtracesError, NoCudaError
 from . import env
 
 DEVICE_RE = re.compile(r"^(cpu|cuda)(?::(\d{1,3}))?$")
@@ -44,17 +44,17 @@ def parse_device(text: str) -> Target:
     m = DEVICE_RE.match(str(text).strip().lower())
     if not m or (m[1] == "cpu" and m[2] is not None):
         raise DgtracesError(f"device must be cpu, cuda or cuda:N, got {text!r}",
-                            code="BAD_INPUT")
+                            code=Code.BAD_INPUT)
     return Target(m[1], int(m[2] or 0))
 
 
 def check_precision(precision: str, target: Target) -> str:
     if precision not in PRECISIONS:
         raise DgtracesError(f"precision must be one of {', '.join(PRECISIONS)}, got "
-                            f"{precision!r}", code="BAD_INPUT")
+                            f"{precision!r}", code=Code.BAD_INPUT)
     if precision == "amp" and not target.cuda:
         raise DgtracesError("--precision amp (autocast fp16 on tensor cores) needs "
-                            "--device cuda", code="BAD_INPUT")
+                            "--device cuda", code=Code.BAD_INPUT)
     return precision
 
 

@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import DgtracesError
+from ..errors import Code, DgtracesError
 
 ADDR = "127.0.0.1"
 
@@ -54,7 +54,7 @@ def spawn(fn: Callable, workers: int, *args):
     import torch.multiprocessing as mp
 
     if workers < 2:
-        raise DgtracesError(f"need at least 2 workers, got {workers}", code="BAD_INPUT")
+        raise DgtracesError(f"need at least 2 workers, got {workers}", code=Code.BAD_INPUT)
     with tempfile.TemporaryDirectory(prefix="dgtraces-") as tmp:
         result_path = os.path.join(tmp, "result.json")
         port = free_port()
@@ -62,7 +62,7 @@ def spawn(fn: Callable, workers: int, *args):
             mp.spawn(fn, args=(workers, port, result_path, *args), nprocs=workers, join=True)
         except Exception as exc:  # ProcessRaisedException / ProcessExitedException
             raise DgtracesError(f"a distributed worker failed: {str(exc)[-800:]}",
-                                code="COLLECT") from exc
+                                code=Code.COLLECT) from exc
         if not os.path.exists(result_path):
-            raise DgtracesError("workers finished without a result", code="COLLECT")
+            raise DgtracesError("workers finished without a result", code=Code.COLLECT)
         return json.loads(Path(result_path).read_text(encoding="utf-8"))

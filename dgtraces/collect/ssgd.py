@@ -28,7 +28,7 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
-from ..errors import DgtracesError
+from ..errors import Code, DgtracesError
 from ..models import get_spec
 from ..predict.policy_registry import COLLECTED_POLICIES, Grouping, grouping
 from . import env, procs
@@ -253,7 +253,7 @@ def find_trace(folder, model: str, batch_size: int) -> tuple["pd.DataFrame", str
                & (runs["threads"] == 1)]
     if hit.empty:
         raise DgtracesError(f"{folder}: no threads=1 run of {model} at batch {batch_size}",
-                            code="NOT_FOUND")
+                            code=Code.NOT_FOUND)
     return runs, str(hit["run_id"].iloc[0])
 
 
@@ -272,14 +272,14 @@ def collect_ssgd(model: str, *, workers: int = 2, threads_per_worker: int = 1,
     bad = [p for p in policies if p not in POLICIES]
     if bad or not policies:
         raise DgtracesError(f"policies must be among {POLICIES}, got {list(policies)}",
-                            code="BAD_INPUT")
+                            code=Code.BAD_INPUT)
     if not 0 < bucket_mb < math.inf:  # also NaN
         raise DgtracesError(f"bucket size must be a finite number of MiB > 0, got {bucket_mb}",
-                            code="BAD_INPUT")
+                            code=Code.BAD_INPUT)
     env.nonneg_int("warmup", warmup)
     if backend not in BACKENDS:
         raise DgtracesError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}",
-                            code="BAD_INPUT")
+                            code=Code.BAD_INPUT)
     if backend == "nccl":
         from .gpu import require_nccl
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dgtraces.errors import DgtracesError, Failure, MissingFileError, ValidationError
+from dgtraces.errors import Code, DgtracesError, Failure, MissingFileError, ValidationError
 from dgtraces.tables.checks import check_tables, needed_parents, table_for_path
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,8 +38,8 @@ def validate_files(paths, table: str | None = None, *, use_store: bool = True,
     from dgtraces.tables.schema import TABLES
 
     if table is not None and table not in TABLES:
-        raise DgtracesError(f"unknown table {table!r}", code="BAD_INPUT",
-                            failures=[Failure("BAD_INPUT", "unknown table", column="--table",
+        raise DgtracesError(f"unknown table {table!r}", code=Code.BAD_INPUT,
+                            failures=[Failure(Code.BAD_INPUT, "unknown table", column="--table",
                                               expected=" | ".join(TABLES), found=repr(table))])
     frames: dict[str, "pd.DataFrame"] = {}
     files: dict[str, str] = {}
@@ -49,7 +49,7 @@ def validate_files(paths, table: str | None = None, *, use_store: bool = True,
         name = table or table_for_path(path)
         if name in frames:
             raise DgtracesError(f"two files for table {name!r}: {files[name]} and {path}",
-                                code="BAD_INPUT")
+                                code=Code.BAD_INPUT)
         frames[name] = read_bounded(Path(path))  # the contribution size limits apply
         files[name] = str(path)
     from dgtraces.contribute.plausibility import grad_failures, split_grad_columns

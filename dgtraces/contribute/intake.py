@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from dgtraces.io.bounded import MAX_STREAM_FILE_BYTES, MAX_STREAM_ROWS
 
-from ..errors import DgtracesError, Failure, ValidationError
+from ..errors import Code, DgtracesError, Failure, ValidationError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -91,13 +91,13 @@ class Contribution:
 
 
 def _unsafe(message: str, name: str, found: str | None = None) -> DgtracesError:
-    return DgtracesError(f"refused: {message}", code="UNSAFE_ARCHIVE",
-                         failures=[Failure("UNSAFE_ARCHIVE", message, file=name, found=found)])
+    return DgtracesError(f"refused: {message}", code=Code.UNSAFE_ARCHIVE,
+                         failures=[Failure(Code.UNSAFE_ARCHIVE, message, file=name, found=found)])
 
 
-def _bad_file(message: str, name: str, expected=None, found=None) -> DgtracesError:
-    return DgtracesError(f"{name}: {message}", code="BAD_FILE",
-                         failures=[Failure("BAD_FILE", message, file=name, expected=expected,
+def bad_file(message: str, name: str, expected=None, found=None) -> DgtracesError:
+    return DgtracesError(f"{name}: {message}", code=Code.BAD_FILE,
+                         failures=[Failure(Code.BAD_FILE, message, file=name, expected=expected,
                                            found=found)])
 
 
@@ -158,7 +158,7 @@ def _extract(zpath: Path, dest: Path, limits: Limits) -> None:
     try:
         zf = zipfile.ZipFile(zpath)
     except (zipfile.BadZipFile, OSError) as exc:
-        raise _bad_file(f"not a readable zip ({exc})", str(zpath)) from exc
+        raise bad_file(f"not a readable zip ({exc})", str(zpath)) from exc
     with zf:
         total = 0
         for info in _check_zip(zf, limits):
@@ -179,7 +179,7 @@ def _extract(zpath: Path, dest: Path, limits: Limits) -> None:
                                           info.filename)
                         out.write(chunk)
             except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
-                raise _bad_file(f"corrupt zip member ({exc})", info.filename) from exc
+                raise bad_file(f"corrupt zip member ({exc})", info.filename) from exc
 
 
 def _scan_folder(folder: Path, limits: Limits) -> list[Path]:
@@ -197,13 +197,13 @@ def _scan_folder(folder: Path, limits: Limits) -> list[Path]:
             if not stat.S_ISREG(st.st_mode):
                 raise _unsafe("special file in contribution folder", str(p.relative_to(folder)))
             if st.st_size > limits.file_bytes(name):
-                raise _bad_file("file too large", str(p), limits.file_bytes(name), st.st_size)
+                raise bad_file("file too large", str(p), limits.file_bytes(name), st.st_size)
             total += st.st_size
             found.append(p)
     if len(found) > limits.max_members:
         raise _unsafe("too many files", str(folder), found=f"{len(found)} > {limits.max_members}")
     if total > limits.max_total_bytes:
-        raise _bad_file("contribution too large", str(folder), limits.max_total_bytes, total)
+        raise bad_file("contribution too large", str(folder), limits.max_total_bytes, total)
     return found
 
 
@@ -218,12 +218,12 @@ def _contribution_dir(root: Path, files: list[Path]) -> Path:
     if len(subs) == 1 and (subs[0] / META_FILE).is_file():
         extra = [p.name for p in entries if p != subs[0]]
         if extra:
-            raise _bad_file(f"unexpected entries beside the wrapping folder {subs[0].name!r}",
+            raise bad_file(f"unexpected entries beside the wrapping folder {subs[0].name!r}",
                             extra[0], f"only the folder {subs[0].name}/",
                             ", ".join(extra)[:200])
         return subs[0]
-    raise DgtracesError(f"{root}: no {META_FILE} at the top level", code="BAD_INPUT",
-                        failures=[Failure("BAD_INPUT", f"missing {META_FILE}", file=str(root))])
+    raise DgtracesError(f"{root}: no {META_FILE} at the top level", code=Code.BAD_INPUT,
+                        failures=[Failure(Code.BAD_INPUT, f"missing {META_FILE}", file=str(root))])
 
 
 @contextmanager
@@ -237,9 +237,9 @@ def opened(path: str | os.PathLike, limits: Limits = DEFAULT_LIMITS) -> Iterator
         yield _contribution_dir(path, files)
         return
     if not path.is_file():
-        raise DgtracesError(f"{path}: no such file or folder", code="NOT_FOUND")
+        raise DgtracesError(f"{path}: no such file or folder", code=Code.NOT_FOUND)
     if path.suffix.lower() != ".zip":
-        raise _bad_file("expected a folder or a .zip", str(path), ".zip", path.suffix)
+        raise bad_file("expected a folder or a .zip", str(path), ".zip", path.suffix)
     tmp = Path(tempfile.mkdtemp(prefix="dgtraces-contrib-"))
     try:
         _extract(path, tmp, limits)
@@ -262,7 +262,7 @@ def _table_files(folder: Path) -> tuple[dict[str, Path], list[Failure]]:
     problems: list[Failure] = []
     for p in sorted(folder.iterdir()):
         if p.is_dir():
-            problems.append(Failure("BAD_FILE", "unexpected sub-folder", file=p.name,
+            problems.append(Failure(Code.BAD_FILE, "unexpected sub-folder", file=p.name,
                                     expected="table files only", found=p.name))
             continue
         if p.name in allowed:
@@ -270,14 +270,14 @@ def _table_files(folder: Path) -> tuple[dict[str, Path], list[Failure]]:
         stem, suffix = p.name.split(".")[0], p.suffix.lower()
         if stem not in REQUIRED_TABLES + OPTIONAL_TABLES or suffix not in TABLE_SUFFIXES \
                 or p.name != stem + suffix:
-            problems.append(Failure("BAD_FILE", "unexpected file", file=p.name,
+            problems.append(Failure(Code.BAD_FILE, "unexpected file", file=p.name,
                                     expected=expected_files(), found=p.name))
         elif stem in out:
-            problems.append(Failure("BAD_FILE", f"two files for table {stem}", file=p.name,
+            problems.append(Failure(Code.BAD_FILE, f"two files for table {stem}", file=p.name,
                                     expected="one file per table", found=out[stem].name))
         else:
             out[stem] = p
-    problems += [Failure("BAD_INPUT", "missing table", file=f"{t}.csv", expected="present",
+    problems += [Failure(Code.BAD_INPUT, "missing table", file=f"{t}.csv", expected="present",
                          found="absent") for t in REQUIRED_TABLES if t not in out]
     return out, problems
 
@@ -309,7 +309,7 @@ def read_bounded(path: Path, limits: Limits = DEFAULT_LIMITS) -> "pd.DataFrame":
             exc.failures = exc.failures or [Failure(exc.code, exc.message, file=path.name)]
             raise
     if len(df) > limits.max_rows:
-        raise _bad_file("too many rows", path.name, limits.max_rows, len(df))
+        raise bad_file("too many rows", path.name, limits.max_rows, len(df))
     check_cells(df, path.name, limits)
     return df
 
@@ -318,13 +318,13 @@ def check_cells(df: "pd.DataFrame", name: str, limits: Limits) -> None:
     """Column names and text cells within ``limits`` (BAD_FILE otherwise)."""
     for col in df.columns:
         if len(str(col)) > 256:
-            raise _bad_file("huge column name", name, "<= 256 chars", len(str(col)))
+            raise bad_file("huge column name", name, "<= 256 chars", len(str(col)))
         if df[col].dtype == object or str(df[col].dtype).startswith("str"):
             import pandas as pd
 
             longest = df[col].astype("string").str.len().max()
             if pd.notna(longest) and longest > limits.max_field_chars:
-                raise _bad_file("huge field", name, f"<= {limits.max_field_chars} chars",
+                raise bad_file("huge field", name, f"<= {limits.max_field_chars} chars",
                                 int(longest))
 
 

@@ -41,18 +41,18 @@ def _candidate_runs(version: str, root, sums: "pd.DataFrame | None") -> list[str
     one row per new run, columns n, f, b) within the fingerprint's rounding: the only ones
     whose fingerprints can equal a new run's. None: no sums (compute every fingerprint)."""
     from dgtraces.store import release
-    from dgtraces.store.shards import _duck, _scan
+    from dgtraces.store.duck import connect, scan
 
     if sums is None:
         return None
-    con = _duck()
+    con = connect()
     try:
         con.register("c", sums[["n", "f", "b"]].reset_index(drop=True))
         files = release.table_files(version, root)["layer_timings"]
         rows = con.execute(
             "SELECT DISTINCT s.run_id FROM (SELECT run_id, count(*) AS n, "
             "sum(coalesce(fwd_ms, 0)) AS f, sum(coalesce(bwd_ms, 0)) AS b FROM "
-            f"{_scan(files, ['run_id', 'fwd_ms', 'bwd_ms'])} GROUP BY run_id) s JOIN c "
+            f"{scan(files, ['run_id', 'fwd_ms', 'bwd_ms'])} GROUP BY run_id) s JOIN c "
             "ON s.n = c.n AND abs(s.f - c.f) <= s.n * 1e-6 + 1e-9 * abs(c.f) "
             "AND abs(s.b - c.b) <= s.n * 1e-6 + 1e-9 * abs(c.b)").fetchall()
     finally:

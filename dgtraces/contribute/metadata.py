@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..errors import DgtracesError, Failure
+from ..errors import Code, DgtracesError, Failure
 
 REQUIRED = ("contributor", "license", "hardware", "software", "collection")
 OPTIONAL = ("devices", "notes", "email", "partial")
@@ -24,7 +24,7 @@ _DEVICE_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]*")  # fullmatch (#29 M3)
 
 
 def _fail(failures: list[Failure], column: str, message: str, expected=None, found=None):
-    failures.append(Failure("METADATA", message, file="contribution.yaml", column=column,
+    failures.append(Failure(Code.METADATA, message, file="contribution.yaml", column=column,
                             expected=expected, found=found))
 
 
@@ -112,30 +112,30 @@ def parse_meta(text: str, problems: list[Failure] | None = None) -> dict:
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 raise DgtracesError("contribution.yaml: anchors/aliases are not allowed",
-                                    code="BAD_FILE",
-                                    failures=[Failure("BAD_FILE", "YAML anchor or alias",
+                                    code=Code.BAD_FILE,
+                                    failures=[Failure(Code.BAD_FILE, "YAML anchor or alias",
                                                       file="contribution.yaml")])
         meta = yaml.load(text, Loader=_strict_loader())  # noqa: S506 (a SafeLoader)
     except ValueError as exc:  # a 5000-digit integer: past Python's int-from-text limit
         raise DgtracesError(f"contribution.yaml: a value YAML cannot read ({str(exc)[:120]})",
-                            code="BAD_FILE",
-                            failures=[Failure("BAD_FILE", "unreadable YAML value",
+                            code=Code.BAD_FILE,
+                            failures=[Failure(Code.BAD_FILE, "unreadable YAML value",
                                               file="contribution.yaml")]) from None
     except _DuplicateKey as exc:
         raise DgtracesError(f"contribution.yaml: key {exc.args[0]!r} given twice",
-                            code="METADATA",
-                            failures=[Failure("METADATA", "duplicate YAML key",
+                            code=Code.METADATA,
+                            failures=[Failure(Code.METADATA, "duplicate YAML key",
                                               file="contribution.yaml", column=exc.args[0],
                                               expected="each key once",
                                               found="twice")]) from None
     except yaml.YAMLError as exc:
         raise DgtracesError(f"contribution.yaml: not valid YAML ({str(exc)[:200]})",
-                            code="BAD_FILE",
-                            failures=[Failure("BAD_FILE", "invalid YAML",
+                            code=Code.BAD_FILE,
+                            failures=[Failure(Code.BAD_FILE, "invalid YAML",
                                               file="contribution.yaml")]) from None
     if not isinstance(meta, dict):
-        raise DgtracesError("contribution.yaml must be a mapping", code="METADATA",
-                            failures=[Failure("METADATA", "not a mapping",
+        raise DgtracesError("contribution.yaml must be a mapping", code=Code.METADATA,
+                            failures=[Failure(Code.METADATA, "not a mapping",
                                               file="contribution.yaml", expected="mapping",
                                               found=type(meta).__name__)])
     failures: list[Failure] = []
@@ -161,7 +161,7 @@ def parse_meta(text: str, problems: list[Failure] | None = None) -> dict:
     if "devices" in meta:
         _check_devices(meta["devices"], failures)
     if failures and problems is None:
-        raise DgtracesError(f"contribution.yaml: {len(failures)} problem(s)", code="METADATA",
+        raise DgtracesError(f"contribution.yaml: {len(failures)} problem(s)", code=Code.METADATA,
                             failures=failures)
     if problems is not None:
         problems.extend(failures)
@@ -171,14 +171,14 @@ def parse_meta(text: str, problems: list[Failure] | None = None) -> dict:
 def read_meta(path: Path, max_bytes: int, problems: list[Failure] | None = None) -> dict:
     size = path.stat().st_size
     if size > max_bytes:
-        raise DgtracesError(f"{path.name}: too large", code="BAD_FILE",
-                            failures=[Failure("BAD_FILE", "file too large", file=path.name,
+        raise DgtracesError(f"{path.name}: too large", code=Code.BAD_FILE,
+                            failures=[Failure(Code.BAD_FILE, "file too large", file=path.name,
                                               expected=f"<= {max_bytes} bytes", found=str(size))])
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise DgtracesError(f"{path.name}: not UTF-8", code="BAD_FILE",
-                            failures=[Failure("BAD_FILE", f"not UTF-8 at byte {exc.start}",
+        raise DgtracesError(f"{path.name}: not UTF-8", code=Code.BAD_FILE,
+                            failures=[Failure(Code.BAD_FILE, f"not UTF-8 at byte {exc.start}",
                                               file=path.name)]) from None
     return parse_meta(text, problems)
 
@@ -190,7 +190,7 @@ def json_failures(meta: dict) -> list[Failure]:
     try:
         json.dumps(meta, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        return [Failure("METADATA", f"value cannot be stored as JSON ({str(exc)[:120]})",
+        return [Failure(Code.METADATA, f"value cannot be stored as JSON ({str(exc)[:120]})",
                         file="contribution.yaml", expected="text, numbers, true/false",
                         found=type(exc).__name__)]
     return []

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..errors import Failure
+from ..errors import Code, Failure
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -188,7 +188,7 @@ def declared_device_failures(declared: dict[str, str | None], known: dict[str, s
                              ) -> list[Failure]:
     """A device of contribution.yaml that the store or a staged contribution knows already
     must be declared with the kind it is known as (issue #29 M2: a device has one kind)."""
-    return [Failure("DEVICE_MISMATCH", "device declared with another kind than the store or "
+    return [Failure(Code.DEVICE_MISMATCH, "device declared with another kind than the store or "
                     "a staged contribution gives it", file="contribution.yaml",
                     column="devices", expected=f"kind {known[key]!r}",
                     found=f"{key!r} declared {kind!r}")

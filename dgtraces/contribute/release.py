@@ -42,7 +42,7 @@ from dgtraces.store import lock, release, shards, verify
 from dgtraces.store import manifest as store
 from dgtraces.store.locate import sidecar_dir
 
-from ..errors import DgtracesError, IntegrityError, StoreError, VersionError
+from ..errors import Code, DgtracesError, IntegrityError, StoreError, VersionError
 from . import staging
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -236,7 +236,7 @@ def model_layers(models, frames: dict) -> "tuple[pd.DataFrame | None, list[dict]
     have = set(frames["layers"]["model"]) if "layers" in frames else set()
     if have & set(models):
         raise DgtracesError(f"the latest release's layers table has {sorted(have & set(models))}"
-                            " already", code="DUPLICATE")
+                            " already", code=Code.DUPLICATE)
     counts = df["model"].value_counts()
     return df, [{"key": m, "title": entry(m).title, "citation": entry(m).citation,
                  "rows": int(counts[m])} for m in models]
@@ -299,7 +299,7 @@ def build_release(version: str, *, root=None, timeout: float = lock.LOCK_TIMEOUT
                                f"({parent})")
         entries = staging.list_staged(root)
         if not entries and not models:
-            raise DgtracesError("the staging area is empty: nothing to release", code="EMPTY",
+            raise DgtracesError("the staging area is empty: nothing to release", code=Code.EMPTY,
                                 hint="stage contributions with `dgtraces contribute PATH`, "
                                      "or add registry models with --add-models")
         report = verify.verify(root, deep=False)  # manifests, presence, sizes (no hashing)

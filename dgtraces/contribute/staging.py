@@ -22,7 +22,7 @@ from dgtraces.io.files import atomic_folder
 from dgtraces.store import manifest as store
 from dgtraces.store.lock import LOCK_TIMEOUT, store_lock
 
-from ..errors import DgtracesError, Failure, StoreError
+from ..errors import Code, DgtracesError, Failure, StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -60,8 +60,8 @@ class StagedEntry:
 
 def _check_id(entry_id: str) -> str:
     if not ID_RE.fullmatch(str(entry_id)):
-        raise DgtracesError(f"malformed staging id {entry_id!r}", code="BAD_INPUT",
-                            failures=[Failure("BAD_INPUT", "bad staging id",
+        raise DgtracesError(f"malformed staging id {entry_id!r}", code=Code.BAD_INPUT,
+                            failures=[Failure(Code.BAD_INPUT, "bad staging id",
                                               expected=ID_RE.pattern,
                                               found=repr(entry_id)[:80])])
     return entry_id
@@ -84,7 +84,7 @@ def get_staged(entry_id: str, root=None) -> StagedEntry:
     for entry in list_staged(root):
         if entry.id == entry_id:
             return entry
-    raise StoreError(f"no staged contribution {entry_id!r}", code="NOT_FOUND")
+    raise StoreError(f"no staged contribution {entry_id!r}", code=Code.NOT_FOUND)
 
 
 def staged_known(root=None) -> "Known":
@@ -130,10 +130,10 @@ def _recheck(checked: "Checked", root) -> None:
     kinds = declared_device_failures(device_keys(checked.meta), known.devices)
     if kinds:  # another contribution declared the same new device meanwhile (#29 M2)
         raise DgtracesError("a device was declared with another kind meanwhile",
-                            code="DEVICE_MISMATCH", failures=kinds)
+                            code=Code.DEVICE_MISMATCH, failures=kinds)
     if clash:
-        raise DgtracesError("the same content was staged meanwhile", code="DUPLICATE",
-                            failures=[Failure("DUPLICATE", "already staged",
+        raise DgtracesError("the same content was staged meanwhile", code=Code.DUPLICATE,
+                            failures=[Failure(Code.DUPLICATE, "already staged",
                                               found=", ".join(sorted(clash))[:200]
                                               .replace(SEP, "/"))])
 
@@ -141,10 +141,10 @@ def _recheck(checked: "Checked", root) -> None:
 def _write_entry(tmp: Path, checked: "Checked", entry_id: str, source: str) -> None:
     import yaml
 
-    from dgtraces.store.manifest import _write_parquet
+    from dgtraces.store.manifest import write_parquet
 
     for name, df in sorted(checked.frames.items()):
-        _write_parquet(df, tmp / f"{name}.parquet")
+        write_parquet(df, tmp / f"{name}.parquet")
     for name, spooled in sorted(checked.spools.items()):  # streamed, in file order
         spooled.write(tmp / f"{name}.parquet")
     fileio.atomic_write_bytes(tmp / "contribution.yaml",

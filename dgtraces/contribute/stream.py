@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import Failure
+from ..errors import Code, Failure
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -102,7 +102,7 @@ class Spool:
             os.fsync(fh.fileno())
 
 
-def _shifted(failures, file: str | None, rows) -> list[Failure]:
+def shifted(failures, file: str | None, rows) -> list[Failure]:
     """``failures`` with rows of ``file`` mapped to file rows: ``rows`` is an offset (int)
     or the file row of each position (array)."""
     out = []
@@ -119,7 +119,7 @@ def raw_chunks(path: Path, table: str, limits: Limits) -> Iterator[pd.DataFrame]
     from dgtraces.io import bounded
     from dgtraces.tables.checks import csv_chunks
 
-    from .intake import _bad_file, check_cells
+    from .intake import bad_file, check_cells
 
     if path.suffix.lower() == ".parquet":
         chunks = bounded.iter_parquet(path, limits.chunk_rows,
@@ -136,7 +136,7 @@ def raw_chunks(path: Path, table: str, limits: Limits) -> Iterator[pd.DataFrame]
     for df in chunks:
         seen += len(df)
         if seen > limits.max_stream_rows:
-            raise _bad_file("too many rows", path.name, limits.max_stream_rows, seen)
+            raise bad_file("too many rows", path.name, limits.max_stream_rows, seen)
         check_cells(df, path.name, limits)
         yield df
 
@@ -196,7 +196,7 @@ def spool(path: Path, table: str, file: str, runs: pd.DataFrame, limits: Limits,
             gcols = [c for c in pl.GRAD_COLUMNS if c in raw.columns]
             typed, found = check_tables({table: raw.drop(columns=gcols)}, files={table: file},
                                         known={"runs": runs})
-            failures.extend(_shifted(found, file, offset))
+            failures.extend(shifted(found, file, offset))
             lt = typed[table]
             broken = broken or any(f.code == "SCHEMA" for f in found)
             out.rows += len(raw)
@@ -212,7 +212,7 @@ def spool(path: Path, table: str, file: str, runs: pd.DataFrame, limits: Limits,
                 checks = pl.finite_failures({table: lt}, {table: file})
                 if gcols:
                     checks += pl.grad_failures(lt, raw[gcols], runs, file)
-                later.extend(_shifted(checks, file, offset))
+                later.extend(shifted(checks, file, offset))
             lt = lt.assign(**{ROW: range(offset, offset + len(lt))}).astype({ROW: "int64"})
             if writer is None:
                 out.dtypes = {c: lt[c].dtype for c in lt.columns if c != ROW}
@@ -256,7 +256,7 @@ def _to_arrow(df: pd.DataFrame, schema):
 
 
 def _duck(folder: Path):
-    from dgtraces.store.shards import _duck as connect
+    from dgtraces.store.duck import connect
 
     con = connect()
     con.execute("SET temp_directory = ?", [str(folder)])  # sorts spill here, not to RAM
@@ -269,23 +269,23 @@ def _repeated_keys(sp: Spool) -> list[Failure]:
     """Rows whose primary key occurs more than once in the file: one SCHEMA failure per
     key cell, worded as pandera words its own (the caller drops the ones pandera found
     within a chunk)."""
-    from dgtraces.store.shards import _q, _scan
+    from dgtraces.store.duck import quote, scan
     from dgtraces.tables.schema import KEYS
 
     keys = list(KEYS[sp.table])
-    cols = ", ".join(_q(c) for c in keys)
-    src = _scan([sp.keys_path], [ROW, *keys])
+    cols = ", ".join(quote(c) for c in keys)
+    src = scan([sp.keys_path], [ROW, *keys])
     con = _duck(sp.path.parent)
     try:
         rows = con.execute(
-            f"SELECT {_q(ROW)}, {cols} FROM {src} SEMI JOIN (SELECT {cols} FROM {src} "
-            f"WHERE {' AND '.join(f'{_q(k)} IS NOT NULL' for k in keys)} "
-            f"GROUP BY ALL HAVING count(*) > 1) USING ({cols}) ORDER BY {_q(ROW)} "
+            f"SELECT {quote(ROW)}, {cols} FROM {src} SEMI JOIN (SELECT {cols} FROM {src} "
+            f"WHERE {' AND '.join(f'{quote(k)} IS NOT NULL' for k in keys)} "
+            f"GROUP BY ALL HAVING count(*) > 1) USING ({cols}) ORDER BY {quote(ROW)} "
             f"LIMIT {2 * MAX_PER_CODE}").fetchall()
     finally:
         con.close()
     check = "multiple_fields_uniqueness" if len(keys) > 1 else "field_uniqueness"
-    return [Failure("SCHEMA", f"{sp.table}: failed {check}", file=sp.file, row=int(r[0]),
+    return [Failure(Code.SCHEMA, f"{sp.table}: failed {check}", file=sp.file, row=int(r[0]),
                     column=c, expected=check, found=repr(v))
             for r in rows for c, v in zip(keys, r[1:], strict=True)]
 
@@ -297,7 +297,7 @@ def _in_run_order(sp: Spool, batch_rows: int) -> Iterator[Iterator]:
     by DuckDB (one thread, spilling to the temp folder past its memory limit)."""
     import pyarrow.parquet as pq
 
-    from dgtraces.store.shards import _q, _scan
+    from dgtraces.store.duck import quote, scan
     from dgtraces.tables.schema import KEYS
 
     if sp.contiguous:
@@ -305,8 +305,8 @@ def _in_run_order(sp: Spool, batch_rows: int) -> Iterator[Iterator]:
         return
     con = _duck(sp.path.parent)
     try:
-        src = _scan([sp.path], sp.schema.names)  # type: ignore[attr-defined]
-        rel = con.sql(f"SELECT * FROM {src} ORDER BY {_q(KEYS[sp.table][0])}")
+        src = scan([sp.path], sp.schema.names)  # type: ignore[attr-defined]
+        rel = con.sql(f"SELECT * FROM {src} ORDER BY {quote(KEYS[sp.table][0])}")
         # a relation's reader streams (DuckDB 2: to_arrow_reader; 1.x: fetch_arrow_reader)
         yield (getattr(rel, "to_arrow_reader", None) or rel.fetch_arrow_reader)(batch_rows)
     finally:
@@ -386,11 +386,11 @@ def run_sums(sp: Spool) -> pd.DataFrame:
     """Per run of the spool: layer rows (n) and fwd/bwd sums (f, b), by one DuckDB query
     (memory per run, not per row); what :func:`dgtraces.contribute.known.store_known`
     matches stored runs against."""
-    from dgtraces.store.shards import _scan
+    from dgtraces.store.duck import scan
 
     con = _duck(sp.path.parent)
     try:
-        src = _scan([sp.path], ["run_id", "fwd_ms", "bwd_ms"])
+        src = scan([sp.path], ["run_id", "fwd_ms", "bwd_ms"])
         return con.execute(f"SELECT run_id, count(*) AS n, sum(coalesce(fwd_ms, 0)) AS f, "
                            f"sum(coalesce(bwd_ms, 0)) AS b FROM {src} GROUP BY run_id").df()
     finally:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dgtraces.tables.runrow import runs_row
 
-from ..errors import DgtracesError
+from ..errors import Code, DgtracesError
 
 NOMINAL_GFLOP_S = 100.0
 # Placeholder markers: ``validate.check`` refuses a contribution that still carries any of
@@ -87,7 +87,7 @@ def write_template(out_dir: str | Path) -> list[Path]:
     out = Path(out_dir)
     refuse_inside_data(out, "--template")  # the one data-folder guard (#29 M6)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise DgtracesError(f"{out} exists and is not an empty folder", code="BAD_INPUT")
+        raise DgtracesError(f"{out} exists and is not an empty folder", code=Code.BAD_INPUT)
     out.mkdir(parents=True, exist_ok=True)
     runs, lt = template_frames()
     paths = [out / "contribution.yaml", out / "runs.csv", out / "layer_timings.csv"]

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from dgtraces.tables.coverage import incomplete_failures, throughput_failures
 
-from ..errors import Failure, ValidationError
+from ..errors import Code, Failure, ValidationError
 from . import plausibility as pl
 from . import stream
 from .identity import (
@@ -80,13 +80,13 @@ def _duplicates(frames, files, fingerprints: dict, known: Known) -> list[Failure
         fp = fingerprints.get(rid)
         where = dict(file=files.get("runs"), row=row, column="run_id", found=repr(rid))
         if rid in known.run_ids:
-            out.append(Failure("DUPLICATE", "run_id already in the store or staging",
+            out.append(Failure(Code.DUPLICATE, "run_id already in the store or staging",
                                expected="a new run_id", **where))
         if fp is not None and fp in known.fingerprints:
-            out.append(Failure("DUPLICATE", "same timings as a run in the store or staging",
+            out.append(Failure(Code.DUPLICATE, "same timings as a run in the store or staging",
                                expected="new content", **where))
         elif fp is not None and fp in seen:
-            out.append(Failure("DUPLICATE", f"same timings as run {seen[fp]!r} in this "
+            out.append(Failure(Code.DUPLICATE, f"same timings as run {seen[fp]!r} in this "
                                "contribution", expected="new content", **where))
         if fp is not None:
             seen.setdefault(fp, rid)
@@ -98,7 +98,7 @@ def _duplicates(frames, files, fingerprints: dict, known: Known) -> list[Failure
         keys = df["iter_id"].astype(str) if name == "iterations" else comm_keys(df)
         for row, key in enumerate(keys):
             if key in known_keys:
-                out.append(Failure("DUPLICATE", f"{name} row already in the store or staging",
+                out.append(Failure(Code.DUPLICATE, f"{name} row already in the store or staging",
                                    file=files.get(name), row=row, column=col,
                                    found=repr(key.replace(SEP, "/"))))
     return out
@@ -110,7 +110,7 @@ def placeholder_failures(meta: dict, runs: "pd.DataFrame", files) -> list[Failur
     template's numbers are placeholders, not measurements)."""
     out = []
     if str(meta.get("contributor", "")).strip() == PLACEHOLDER_CONTRIBUTOR:
-        out.append(Failure("METADATA", "the template's placeholder contributor",
+        out.append(Failure(Code.METADATA, "the template's placeholder contributor",
                            file="contribution.yaml", column="contributor",
                            expected="your name and e-mail", found=PLACEHOLDER_CONTRIBUTOR))
     markers = (("source", lambda v: v.lstrip().startswith(EXAMPLE_SOURCE)),
@@ -118,7 +118,7 @@ def placeholder_failures(meta: dict, runs: "pd.DataFrame", files) -> list[Failur
     for col, is_marker in markers:
         for row, value in enumerate(runs[col].astype("string").fillna("")):
             if is_marker(value):
-                out.append(Failure("PLAUSIBILITY", f"template placeholder {col} (its numbers "
+                out.append(Failure(Code.PLAUSIBILITY, f"template placeholder {col} (its numbers "
                                    "are not measurements)", file=files.get("runs"), row=row,
                                    column=col, expected="your own value",
                                    found=repr(value)[:80]))
@@ -144,8 +144,8 @@ def _per_run(sp, runs: "pd.DataFrame", files: dict, partial: bool, known: Known,
         if not partial:
             found += incomplete_failures(sub, lt, files.get("runs"))
         found += throughput_failures(sub, lt, known.peaks, files.get("runs"))
-        found = stream._shifted(found, files.get(sp.table), rows)
-        later.extend(stream._shifted(found, files.get("runs"), pos))
+        found = stream.shifted(found, files.get(sp.table), rows)
+        later.extend(stream.shifted(found, files.get("runs"), pos))
         prints, per_run = run_hashes(sub, lt, digests=True)
         fingerprints.update(prints)
         digests.update(per_run)
@@ -208,7 +208,7 @@ def check(contrib: Contribution, known: Known,
     later.extend(_duplicates(frames, files, fingerprints, known))
     digest = combined_digest(digests)
     if digest in known.digests:
-        later.extend([Failure("DUPLICATE", "identical contribution already staged",
+        later.extend([Failure(Code.DUPLICATE, "identical contribution already staged",
                               found=digest[:16])])
     failures = first.all() + later.all()
     if failures:

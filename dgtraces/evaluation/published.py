@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dgtraces.errors import DgtracesError
+from dgtraces.errors import Code, DgtracesError
 from dgtraces.predict.cluster import Cluster, Policy
 from dgtraces.predict.dag import predict_trace
 from dgtraces.predict.trace import resolve
@@ -148,7 +148,7 @@ def _rule(update: str) -> tuple:
     for rule in UPDATE_RULES:
         if rule[0].lower() in low:
             return rule
-    raise DgtracesError(f"aggregation {update!r} has no model", code="BAD_INPUT")
+    raise DgtracesError(f"aggregation {update!r} has no model", code=Code.BAD_INPUT)
 
 
 def _link(text: str, fallback: str) -> str:

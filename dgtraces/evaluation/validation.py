@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from dgtraces.errors import DgtracesError
+from dgtraces.errors import Code, DgtracesError
 from dgtraces.predict.cluster import DEFAULT_BUCKET_BYTES, POLICY_NAMES, Cluster, Policy
 from dgtraces.predict.dag import predict_trace
 from dgtraces.predict.staging import COLLECTOR_PASSES
@@ -111,14 +111,14 @@ def _measured_ms(row) -> float | None:
 def _predict_row(row, release: str, runs, timings, overheads=None) -> dict:
     policy_name = row["policy"]
     if row["phase"] != "train":
-        raise DgtracesError("inference rows are outside the training DAG", code="BAD_INPUT")
+        raise DgtracesError("inference rows are outside the training DAG", code=Code.BAD_INPUT)
     if policy_name not in POLICY_NAMES:
         if int(row["workers"]) > 1:
-            raise DgtracesError(f"policy {policy_name!r} has no model", code="BAD_INPUT")
+            raise DgtracesError(f"policy {policy_name!r} has no model", code=Code.BAD_INPUT)
         policy_name = "wfbp"  # one worker aggregates nothing: every policy is the same
     rid = _val(row["trace_run_id"])
     if not isinstance(rid, str) and _val(row["batch_size"]) is None:
-        raise DgtracesError("row has no batch size and no trace", code="BAD_INPUT")
+        raise DgtracesError("row has no batch size and no trace", code=Code.BAD_INPUT)
     batch = _val(row["batch_size"])
     # as predict and sweep do: GPU traces get the modelled input copy (trace.H2D_LINK)
     trace = resolve(row["model"], row["device"], None if batch is None else int(batch),
@@ -199,7 +199,7 @@ def validate(release: str | None = None, overheads=None) -> ValidationResult:
     release = store.latest() if release is None else store.norm_version(release)
     names = release_mod.tables(release)
     if "iterations" not in names:
-        raise DgtracesError(f"release {release} has no iterations table", code="NOT_FOUND")
+        raise DgtracesError(f"release {release} has no iterations table", code=Code.NOT_FOUND)
     it = release_mod.read_table("iterations", release)
     runs = release_mod.read_table("runs", release) if "runs" in names else None
     timings = release_mod.read_table("layer_timings", release) if "layer_timings" in names else None

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import DgtracesError, Failure
+from ..errors import Code, DgtracesError, Failure
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..predict.trace import Trace
@@ -52,21 +52,21 @@ def load_run_trace(run_id: str, release: str | None = None, *, whole: bool = Tru
     from ..predict.trace import resolve
 
     if not isinstance(run_id, str) or not run_id:
-        raise DgtracesError("run id must be a non-empty string", code="BAD_INPUT",
-                            failures=[Failure("BAD_INPUT", "bad run id", column="run_id",
+        raise DgtracesError("run id must be a non-empty string", code=Code.BAD_INPUT,
+                            failures=[Failure(Code.BAD_INPUT, "bad run id", column="run_id",
                                               found=repr(run_id)[:40])])
     runs = release_mod.read_table("runs", release)
     if not (runs["run_id"] == run_id).any():
         raise DgtracesError(f"run {run_id!r} not in runs of release "
-                            f"{release or store.latest()}", code="NOT_FOUND",
-                            failures=[Failure("NOT_FOUND", "unknown run", column="run_id",
+                            f"{release or store.latest()}", code=Code.NOT_FOUND,
+                            failures=[Failure(Code.NOT_FOUND, "unknown run", column="run_id",
                                               found=repr(run_id))],
                             hint="list runs with: dgtraces sql \"select run_id from runs\"")
     timings = release_mod.read_table("layer_timings", release)
     if not (timings["run_id"] == run_id).any():
         raise DgtracesError(f"run {run_id!r} has no layer timings (whole-model figures only); "
-                            "an export needs per-layer times", code="NO_LAYER_TIMINGS",
-                            failures=[Failure("NO_LAYER_TIMINGS", "no layer_timings rows",
+                            "an export needs per-layer times", code=Code.NO_LAYER_TIMINGS,
+                            failures=[Failure(Code.NO_LAYER_TIMINGS, "no layer_timings rows",
                                               column="run_id", found=repr(run_id))])
     return resolve(None, None, None, run_id=run_id, release=release, whole=whole,
                    h2d_link=None, runs=runs, timings=timings)

@@ -28,7 +28,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..predict.cluster import bad
+from dgtraces.values import bad_value as bad
+
 from . import check_workers, split_backward
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -71,7 +71,7 @@ class BcaffeImport(TraceImport):
 
 def _bad(file: str, line: int, msg: str, found: str, expected: str = "") -> DgtracesError:
     return DgtracesError(f"{file} line {line}: {msg}", code=Code.BAD_FILE, failures=[
-        Failure("BAD_FILE", msg, file=file, row=line, expected=expected or None, found=found)])
+        Failure(Code.BAD_FILE, msg, file=file, row=line, expected=expected or None, found=found)])
 
 
 def parse_blocks(text: str, file: str = "<log>") -> tuple[list[list[BlobLine]], int]:
@@ -98,7 +98,7 @@ def parse_blocks(text: str, file: str = "<log>") -> tuple[list[list[BlobLine]], 
         if numel <= 0 or blob < 0 or any(t < 0 or t != t for t in times):
             raise DgtracesError(f"{file} line {lineno}: negative or empty value",
                                 code=Code.PLAUSIBILITY, failures=[Failure(
-                                    "PLAUSIBILITY", "negative value", file=file, row=lineno,
+                                    Code.PLAUSIBILITY, "negative value", file=file, row=lineno,
                                     found=repr(m["body"]))])
         stamp = f"{m[1]}-{m[2]}T{m[3]}"
         item = BlobLine(lineno, blob, numel, times[0], times[1],
@@ -122,7 +122,7 @@ def check_block(block: list[BlobLine], model: str, file: str = "<log>") -> int:
         raise DgtracesError(
             f"{file}: block at line {block[0].line} lists {len(block)} blobs, model {model} "
             f"has {len(expected)} (wrong model?)", code=Code.GRAD_MISMATCH,
-            failures=[Failure("GRAD_MISMATCH", "blob count", file=file, row=block[0].line,
+            failures=[Failure(Code.GRAD_MISMATCH, "blob count", file=file, row=block[0].line,
                               expected=str(len(expected)), found=str(len(block)))])
     failures, padded = [], 0
     for item, blob in zip(block, expected, strict=True):
@@ -131,7 +131,7 @@ def check_block(block: list[BlobLine], model: str, file: str = "<log>") -> int:
             padded += 1
         elif item.numel != blob.numel:
             failures.append(Failure(
-                "GRAD_MISMATCH", f"blob {item.blob} ({blob.layer} {blob.role}) size",
+                Code.GRAD_MISMATCH, f"blob {item.blob} ({blob.layer} {blob.role}) size",
                 file=file, row=item.line, column="numel",
                 expected=f"{blob.numel} or padded {pad}", found=str(item.numel)))
     if failures:
@@ -154,7 +154,7 @@ def _layer_times(block: list[BlobLine], model: str, file: str) -> dict[str, tupl
                 raise DgtracesError(
                     f"{file} line {item.line}: compute_us of {blob.layer} differs between its "
                     f"blobs", code=Code.PLAUSIBILITY, failures=[Failure(
-                        "PLAUSIBILITY", "compute_us differs within a layer", file=file,
+                        Code.PLAUSIBILITY, "compute_us differs within a layer", file=file,
                         row=item.line, expected=str(compute), found=str(item.compute_us))])
             out[blob.layer] = (compute, comm + item.comm_us)
         else:

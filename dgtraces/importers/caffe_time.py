@@ -63,14 +63,14 @@ def parse(text: str, path: str = "log") -> ParsedLog:
             name, direction, value = m.group(1), m.group(2), float(m.group(3))
             slot = layers.setdefault(name, [None, None])
             if slot[direction == "backward"] is not None:  # which one is right? (#29)
-                failures.append(Failure("BAD_FILE", f"layer {direction} line given twice",
+                failures.append(Failure(Code.BAD_FILE, f"layer {direction} line given twice",
                                         file=path, row=i, expected="one line per layer "
                                         "and direction", found=line.strip()[:80]))
             slot[direction == "backward"] = value
             continue
         m = AVERAGE.search(line)
         if m and m.group(1) in averages:
-            failures.append(Failure("BAD_FILE", "whole-pass average given twice", file=path,
+            failures.append(Failure(Code.BAD_FILE, "whole-pass average given twice", file=path,
                                     row=i, found=line.strip()[:80]))
             continue
         m = AVERAGE.search(line)
@@ -85,7 +85,7 @@ def parse(text: str, path: str = "log") -> ParsedLog:
         if m and batch is None:  # the first dim of the input shape is the batch
             batch = int(m.group(1))
         elif ("forward:" in line or "backward:" in line) and "caffe.cpp" in line:
-            failures.append(Failure("BAD_FILE", "unreadable per-layer line", file=path, row=i,
+            failures.append(Failure(Code.BAD_FILE, "unreadable per-layer line", file=path, row=i,
                                     found=line.strip()[:80]))
     if failures:
         raise DgtracesError(f"{path}: {len(failures)} malformed per-layer line(s)",
@@ -97,7 +97,7 @@ def parse(text: str, path: str = "log") -> ParsedLog:
     if half:
         raise DgtracesError(f"{path}: layer(s) without both forward and backward lines "
                             f"(truncated log?): {half[:5]}", code=Code.BAD_FILE,
-                            failures=[Failure("BAD_FILE", "forward or backward line missing",
+                            failures=[Failure(Code.BAD_FILE, "forward or backward line missing",
                                               file=path, found=n) for n in half[:20]])
     if "Forward-Backward" not in averages:
         raise DgtracesError(f"{path}: no 'Average Forward-Backward' line (truncated log?)",
@@ -131,7 +131,7 @@ def import_log(path, model: str, *, batch_size: int | None = None, device: str |
         raise DgtracesError(
             f"{path}: the log names {100 * coverage:.0f}% of {model}'s conv/fc layers "
             f"(need {100 * MIN_COVERAGE:.0f}%): a log of another net?", code=Code.MODEL_MISMATCH,
-            failures=[Failure("MODEL_MISMATCH", "spec layer not in the log", file=str(path),
+            failures=[Failure(Code.MODEL_MISMATCH, "spec layer not in the log", file=str(path),
                               found=n) for n in missing[:20]])
     if batch_size is not None:
         batch, basis = positive_int("batch_size", batch_size), "given (--batch-size)"

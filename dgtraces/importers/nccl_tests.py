@@ -68,7 +68,7 @@ class NcclTestsImport(CommImport):
 def _bad(file: str, line: int, msg: str, found: str, expected: str | None = None
          ) -> DgtracesError:
     return DgtracesError(f"{file} line {line}: {msg}", code=Code.BAD_FILE, failures=[
-        Failure("BAD_FILE", msg, file=file, row=line, expected=expected, found=found)])
+        Failure(Code.BAD_FILE, msg, file=file, row=line, expected=expected, found=found)])
 
 
 @dataclass(frozen=True)
@@ -176,13 +176,13 @@ def _point(line: str, lineno: int, columns: list[str], file: str) -> Point:
     if columns[first_time + wrong_col] == "#wrong" and any(w not in ("0", "N/A") for w in wrong):
         raise DgtracesError(f"{file} line {lineno}: nccl-tests counted wrong results "
                             f"({' / '.join(wrong)}); the run is not valid", code=Code.PLAUSIBILITY,
-                            failures=[Failure("PLAUSIBILITY", "#wrong > 0", file=file,
+                            failures=[Failure(Code.PLAUSIBILITY, "#wrong > 0", file=file,
                                               row=lineno, column="#wrong", expected="0",
                                               found=" / ".join(wrong))])
     if size <= 0 or any(not t > 0 for t in times):
         raise DgtracesError(f"{file} line {lineno}: size and times must be > 0",
                             code=Code.PLAUSIBILITY, failures=[Failure(
-                                "PLAUSIBILITY", "non-positive value", file=file, row=lineno,
+                                Code.PLAUSIBILITY, "non-positive value", file=file, row=lineno,
                                 found=repr(line[:120]))])
     _check_algbw(cells, columns, first_time, per_block, size, times, lineno, file)
     col = {name: cells[i] for i, name in enumerate(columns[:first_time + per_block])}
@@ -209,8 +209,8 @@ def _check_algbw(cells, columns, first_time, per_block, size, times, lineno, fil
                 not abs(implied - reported) <= 0.006 + ALGBW_TOLERANCE * reported:
             raise DgtracesError(
                 f"{file} line {lineno}: time and algbw disagree (a time in other units?)",
-                code="PLAUSIBILITY", failures=[Failure(
-                    "PLAUSIBILITY", "algbw differs from size / time", file=file, row=lineno,
+                code=Code.PLAUSIBILITY, failures=[Failure(
+                    Code.PLAUSIBILITY, "algbw differs from size / time", file=file, row=lineno,
                     column=f"algbw ({PLACEMENTS[k]})", expected=f"{implied:.4g} GB/s",
                     found=f"{reported} GB/s")])
 
@@ -232,8 +232,8 @@ def import_log(path, *, collective: str | None = None, interconnect: str | None 
     numbers = sorted(r for r, _, _ in ranks)
     if len(ranks) > MAX_RANKS or numbers != list(range(len(ranks))):  # #29
         raise DgtracesError(f"{file}: rank lines are not ranks 0..n-1 once each (n <= "
-                            f"{MAX_RANKS})", code="PLAUSIBILITY",
-                            failures=[Failure("PLAUSIBILITY", "implausible rank lines",
+                            f"{MAX_RANKS})", code=Code.PLAUSIBILITY,
+                            failures=[Failure(Code.PLAUSIBILITY, "implausible rank lines",
                                               file=file, column="Rank",
                                               expected=f"0..n-1 once each, n <= {MAX_RANKS}",
                                               found=f"{len(ranks)} lines, ranks "

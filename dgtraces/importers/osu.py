@@ -61,7 +61,7 @@ def parse(text: str, file: str, workers: int | None = None):
         m = POINT.match(line)
         if not m:
             raise DgtracesError(f"{file} line {lineno}: malformed OSU line", code=Code.BAD_FILE,
-                                failures=[Failure("BAD_FILE", "malformed OSU line", file=file,
+                                failures=[Failure(Code.BAD_FILE, "malformed OSU line", file=file,
                                                   row=lineno, expected="[procs,]size latency",
                                                   found=repr(line[:80]))])
         if m[1] is not None:
@@ -99,16 +99,16 @@ def _plausible(file: str, workers: int, points) -> None:
     """An allreduce has 2..MAX_WORKERS processes, and no point moves its message faster
     than MAX_BYTES_PER_US (latencies in ms read as us are 1000x too fast; #29)."""
     bad = [] if 2 <= workers <= MAX_WORKERS else [
-        Failure("PLAUSIBILITY", "implausible process count", file=file, column="workers",
+        Failure(Code.PLAUSIBILITY, "implausible process count", file=file, column="workers",
                 expected=f"2..{MAX_WORKERS}", found=str(workers))]
-    bad += [Failure("PLAUSIBILITY", "faster than any interconnect (latency in another "
+    bad += [Failure(Code.PLAUSIBILITY, "faster than any interconnect (latency in another "
                     "unit?)", file=file, column="latency_us",
                     expected=f"size / latency <= {MAX_BYTES_PER_US:g} B/us",
                     found=f"{b} B in {us} us")
             for b, us in points if b / us > MAX_BYTES_PER_US][:20]
     if bad:
         raise DgtracesError(f"{file}: implausible process count or latencies (another unit?)",
-                            code="PLAUSIBILITY", failures=bad)
+                            code=Code.PLAUSIBILITY, failures=bad)
 
 
 def fit(points) -> Fit:

@@ -74,10 +74,10 @@ def parse(text: str, path: str = "graph.txt") -> list[Node]:
         if m:
             edges.append((m.group(1), m.group(2)))
             continue
-        failures.append(Failure("BAD_FILE", "neither a node nor an edge line", file=path,
+        failures.append(Failure(Code.BAD_FILE, "neither a node nor an edge line", file=path,
                                 row=i, found=line.strip()[:80]))
     dangling = sorted({n for e in edges for n in e if n not in nodes})
-    failures += [Failure("BAD_FILE", "edge names an undefined node (truncated file?)",
+    failures += [Failure(Code.BAD_FILE, "edge names an undefined node (truncated file?)",
                          file=path, found=n) for n in dangling[:20]]
     if failures or not nodes:
         raise DgtracesError(f"{path}: not a readable PipeDream graph ({len(failures)} bad "
@@ -179,7 +179,7 @@ def import_graph(path, model: str, *, batch_size: int | None = None, device: str
         raise DgtracesError(f"{path}: {len(lost)} of {len(sized)} conv/fc nodes fit no layer "
                             f"of {model} (another net, or the wrong batch?)",
                             code=Code.MODEL_MISMATCH,
-                            failures=[Failure("MODEL_MISMATCH", "no spec layer of this op, "
+                            failures=[Failure(Code.MODEL_MISMATCH, "no spec layer of this op, "
                                               "parameter and activation size", file=str(path),
                                               found=f"{n.node}: {n.desc[:60]}")
                                       for n in lost[:20]])

@@ -113,7 +113,7 @@ def comm_csv_disagreements(comm: "pd.DataFrame") -> list[Failure]:
         digits = len(text.split(".")[1]) if "." in text else 0
         if len(hit) != 1 or round(hit["time_ms"].iloc[0] * 1000.0, digits) != float(text):
             found = "missing" if hit.empty else repr(hit["time_ms"].tolist())
-            out.append(Failure("PLAUSIBILITY", "comm.csv row disagrees with its log",
+            out.append(Failure(Code.PLAUSIBILITY, "comm.csv row disagrees with its log",
                                file="comm.csv", row=i, column="time_us",
                                expected=f"{want} ms", found=found))
     return out

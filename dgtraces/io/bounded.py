@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dgtraces.errors import BadFileError, Failure
+from dgtraces.errors import BadFileError
 
 # the streamed limits of a contribution's layer_timings, and of a staged file a release
 # reads back (contribute.intake.Limits defaults to them)
@@ -35,12 +35,7 @@ MAX_DEPTH = 64
 MAX_GUNZIP_BYTES = 1 << 30
 
 
-def bad_file(name: str, message: str, expected: object = None, found: object = None
-             ) -> BadFileError:
-    return BadFileError(f"{name}: {message}",
-                        failures=[Failure("BAD_FILE", message, file=name,
-                                          expected=None if expected is None else str(expected),
-                                          found=None if found is None else str(found))])
+bad_file = BadFileError.at  # the reads below refuse with it
 
 
 def gunzip(data: bytes, name: str, max_bytes: int | None = None) -> bytes:

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
-from dgtraces.errors import DgtracesError
+from dgtraces.errors import Code, DgtracesError
 
 ISO_UTC = "%Y-%m-%dT%H:%M:%SZ"
 STAMP_UTC = "%Y%m%dT%H%M%SZ"  # compact, for ids and folder names
@@ -68,8 +68,8 @@ def check_out(out: str | os.PathLike) -> Path:
 
         # "out": the CLI names it as the command spells it (OUT argument, --out option)
         raise DgtracesError(f"out: {out} exists and is not an empty folder; give a new or "
-                            "empty folder", code="BAD_INPUT",
-                            failures=[Failure("BAD_INPUT", "exists and is not an empty folder",
+                            "empty folder", code=Code.BAD_INPUT,
+                            failures=[Failure(Code.BAD_INPUT, "exists and is not an empty folder",
                                               column="out", expected="a new or empty folder",
                                               found=str(out))])
     return out
@@ -98,7 +98,7 @@ def atomic_folder(out: str | os.PathLike, *, tmp_name: str | None = None,
             if not exists_ok:
                 raise
             raise DgtracesError(f"{out} appeared while it was being written",
-                                code="BAD_INPUT") from exc
+                                code=Code.BAD_INPUT) from exc
         fsync_dir(out.parent)
     finally:
         if tmp.exists():

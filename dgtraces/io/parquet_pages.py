@@ -21,7 +21,9 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from dgtraces.io.bounded import bad_file as _bad
+from dgtraces.errors import BadFileError
+
+_bad = BadFileError.at
 
 MAX_HEADER_BYTES = 1 << 16  # a page header (statistics included) read at most
 DICTIONARY_PAGE, DATA_PAGE, DATA_PAGE_V2 = 2, 0, 3  # PageType values

@@ -16,11 +16,14 @@ from dataclasses import replace
 from numbers import Real
 from typing import TYPE_CHECKING, Any
 
-from .cluster import POLICY_NAMES, Cluster, Policy, bad
+from dgtraces.predict.cluster import POLICY_NAMES, Cluster, Policy
+from dgtraces.predict.trace import Trace, from_frame, from_run, resolve
+from dgtraces.predict.tracedef import nonneg
+from dgtraces.values import bad_value as bad
+
 from .comm import ALGORITHMS, CommCost, collective
 from .dag import Prediction, Schedule, predict_trace, simulate
 from .links import Link, get_link, known_links, links_frame
-from .trace import Trace, _nonneg, from_frame, from_run, resolve
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -40,7 +43,7 @@ def load_trace(trace: "str | Trace | pd.DataFrame", *, model: str | None = None,
                       "carries its own model and batch size", "not given", model or batch_size)
         t = trace if isinstance(trace, Trace) else resolve(None, None, None, run_id=trace,
                                                             release=release)
-        changes: dict[str, Any] = {k: _nonneg(k, v) for k, v in phases.items()}
+        changes: dict[str, Any] = {k: nonneg(k, v) for k, v in phases.items()}
         return replace(t, **changes) if changes else t
     if model is None:
         raise bad("model", "a DataFrame trace needs the model name", "a model", None)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..errors import DgtracesError, Failure
+from dgtraces.errors import Code
+
+from ..values import bad_value as bad
 from ..values import whole_number
 from .comm import ALGORITHMS, CommCost, Phase, collective
 from .links import Link, get_link
@@ -13,13 +15,6 @@ from .nccl import MODEL_NAMES
 from .policy_registry import POLICY_NAMES
 
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024  # PyTorch DDP bucket_cap_mb default
-
-
-def bad(field_name: str, message: str, expected: str, found, code: str = "BAD_INPUT"):
-    """A typed error naming the offending field."""
-    return DgtracesError(f"{field_name}: {message}", code=code,
-                         failures=[Failure(code, message, column=field_name,
-                                           expected=expected, found=repr(found))])
 
 
 NCCL_NAMES = tuple(MODEL_NAMES)  # NCCL's tuning model (predict/nccl.py)
@@ -61,7 +56,7 @@ class Cluster:
             value = getattr(self, name)
             if not (isinstance(value, (str, Link)) or (name == "staging" and value is None)):
                 raise bad(name, "must be a links preset name or a Link", "a str or Link",
-                          repr(value)[:60], code="UNKNOWN_LINK")
+                          repr(value)[:60], code=Code.UNKNOWN_LINK)
         known = ALGORITHMS + NCCL_NAMES
         if self.algorithm not in known:
             raise bad("algorithm", "unknown collective algorithm", " | ".join(known),
@@ -89,7 +84,7 @@ class Cluster:
 
     def comm_cost(self) -> CommCost:
         if self.algorithm in NCCL_NAMES:  # per message size, NCCL's tuning model
-            from .collective_time import nccl_allreduce_cost
+            from .nccl import nccl_allreduce_cost
 
             assert isinstance(self.intra, str) and isinstance(self.inter, str)
             cost: CommCost = nccl_allreduce_cost(self.algorithm, self.workers,
@@ -116,8 +111,8 @@ class Cluster:
                 "nodes": self.nodes, "algorithm": self.algorithm,
                 **({"algorithm_why": self.algorithm_why} if self.algorithm_why else {}),
                 "servers": self.servers,
-                "intra": _link_dict(intra), "inter": _link_dict(inter),
-                "staging": None if stage is None else dict(_link_dict(stage),
+                "intra": link_dict(intra), "inter": link_dict(inter),
+                "staging": None if stage is None else dict(link_dict(stage),
                                                             passes=self.staging_passes),
                 "shared_cpu": self.shared_cpu, "nics_per_node": self.nics_per_node,
                 **({"nccl": self._nccl_describe()} if self.algorithm in NCCL_NAMES else {})}
@@ -133,7 +128,7 @@ class Cluster:
                                    ("inter", nic(str(self.inter), self.nodes)))}}
 
 
-def _link_dict(link: Link) -> dict:
+def link_dict(link: Link) -> dict:
     return {"link": link.name, "alpha_us": link.alpha_us,
             "bandwidth_gb_s": link.bandwidth_gb_s, "provenance": link.provenance,
             "source": link.source}

@@ -13,21 +13,19 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from dgtraces.errors import Code
-from dgtraces.predict.cluster import bad
-from dgtraces.predict.comm import COLLECTIVES, CommCost, Phase
+from dgtraces.predict.comm import COLLECTIVES
 from dgtraces.predict.nccl import (
-    KINDS,
-    MAX_NICS_PER_NODE,
     MODEL_NAMES,
     NCCL_VERSION,
     TUNING_SOURCE,
     Kind,
     Topology,
+    check_cluster,
     choose,
     fabric,
     kind,
-    nic,
 )
+from dgtraces.values import bad_value as bad
 
 NCCL_ALGORITHMS = MODEL_NAMES
 UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024 ** 2, "mb": 1024 ** 2,
@@ -93,22 +91,6 @@ class CollectiveResult:
         return out
 
 
-def check_cluster(workers: int, gpus_per_node: int, nics_per_node: int) -> int:
-    """Nodes of a cluster; BAD_INPUT for counts that cannot be."""
-    from dgtraces.values import whole_number
-
-    workers = whole_number("workers", workers, least=1)
-    gpus_per_node = whole_number("gpus_per_node", gpus_per_node, least=1)
-    nics = whole_number("nics_per_node", nics_per_node, least=1)
-    if workers % gpus_per_node and workers > gpus_per_node:
-        raise bad("workers", f"not a multiple of --gpus-per-node {gpus_per_node}",
-                  f"a multiple of {gpus_per_node}", workers)
-    if nics > MAX_NICS_PER_NODE:
-        raise bad("nics_per_node", "more NICs than NCCL's topology holds per node",
-                  f"1 .. {MAX_NICS_PER_NODE}", nics)
-    return -(-workers // gpus_per_node)
-
-
 def _row(k: Kind, p: int, n: int, t_us: float, algo: str, proto: str) -> Row:
     algbw = n / t_us / 1000.0 if t_us > 0 else 0.0
     return Row(n, t_us, algbw, algbw * k.bus_factor(p) if p > 1 else 0.0, algo, proto)
@@ -144,13 +126,13 @@ def predict_collective(collective: str, sizes, *, workers: int, gpus_per_node: i
         if k.name != "allreduce":
             raise bad("algorithm", "the alpha-beta algorithms model all-reduce only",
                       "auto | nccl-ring", algorithm, code=Code.BAD_INPUT)
-        from dgtraces.predict.cluster import Cluster, _link_dict
+        from dgtraces.predict.cluster import Cluster, link_dict
 
         cluster = Cluster(workers, g, intra, inter, algorithm, release=release)
         cost = cluster.comm_cost()
         for n in sizes:
             rows.append(_row(k, workers, n, cost.time_ms(n) * 1000.0, algorithm, "-"))
-        used = {side: _link_dict(link) for side, link in zip(("intra", "inter"),
+        used = {side: link_dict(link) for side, link in zip(("intra", "inter"),
                                                                cluster.links(), strict=True)}
         model = f"alpha-beta {algorithm} (dgtraces.predict.comm), links.csv presets"
     notes = []
@@ -158,36 +140,3 @@ def predict_collective(collective: str, sizes, *, workers: int, gpus_per_node: i
         notes.append("one node: --inter and --nics-per-node are not used")
     return CollectiveResult(k.name, workers, g, nodes, nics_per_node, algorithm, rows, used,
                             model, notes=notes)
-
-
-@dataclass(frozen=True)
-class NcclCost(CommCost):
-    """A gradient all-reduce costed per message size by NCCL's tuning model (``auto``,
-    ``nccl-ring``, ``nccl-tree``) for :func:`dgtraces.predict.dag.simulate`: the phase named
-    ``nccl`` stands for NCCL's choice (no affine terms); further phases (staging) add theirs."""
-
-    topology: Topology | None = None
-    forced: str = "auto"
-
-    def _nccl_ms(self, nbytes: float) -> float:
-        assert self.topology is not None
-        return choose(KINDS["allreduce"], self.topology, nbytes, self.forced)[0] / 1000.0
-
-    def time_ms(self, nbytes: float) -> float:
-        if nbytes <= 0 or not self.phases:
-            return 0.0
-        return self._nccl_ms(nbytes) + self.a_ms + self.b_ms_per_byte * nbytes
-
-    def phase_times(self, nbytes: float) -> list[tuple[Phase, float]]:
-        return [(p, self._nccl_ms(nbytes) if p.name == "nccl" else p.a_ms
-                 + p.b_ms_per_byte * nbytes) for p in self.phases]
-
-
-def nccl_allreduce_cost(algorithm: str, workers: int, gpus_per_node: int, intra: str,
-                        inter: str, nics_per_node: int) -> NcclCost:
-    """The DAG's cost of one gradient all-reduce under NCCL's model (presets by name)."""
-    nodes = check_cluster(workers, gpus_per_node, nics_per_node)
-    t = Topology(workers, nodes, fabric(intra, "intra"), nic(inter, nodes), nics_per_node)
-    link = t.intra.name if nodes == 1 else f"{t.intra.name}+{nics_per_node}x{t.nic.name}"
-    phases = (Phase("nccl", link, 0.0, 0.0),) if workers > 1 else ()
-    return NcclCost(algorithm, phases, t, NCCL_ALGORITHMS[algorithm])

@@ -32,6 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from dgtraces.errors import Code
+
 from .links import Link
 
 
@@ -168,8 +170,8 @@ ALGORITHMS = tuple(COLLECTIVES)
 def _unknown(algorithm: object) -> Exception:
     from ..errors import DgtracesError, Failure
 
-    return DgtracesError(f"unknown algorithm {algorithm!r}", code="BAD_INPUT",
-                         failures=[Failure("BAD_INPUT", "unknown collective algorithm",
+    return DgtracesError(f"unknown algorithm {algorithm!r}", code=Code.BAD_INPUT,
+                         failures=[Failure(Code.BAD_INPUT, "unknown collective algorithm",
                                            column="algorithm",
                                            expected=" | ".join(COLLECTIVES),
                                            found=repr(algorithm))])

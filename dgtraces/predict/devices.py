@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import DgtracesError, Failure
+from ..errors import Code, DgtracesError, Failure
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from .trace import Trace
+    from dgtraces.predict.tracedef import Trace
 
 SHAPE_REFERENCE = "v100"  # calibrated device whose fitted efficiencies shape other GPUs
 
@@ -51,16 +51,17 @@ def no_run_at_batch(model: str, device: str, batch_size: int,
     batches = sorted({int(b) for b in mine["batch_size"].dropna()})
     return DgtracesError(
         f"no stored run of {model} on {device} at batch {batch_size}; stored batches: "
-        f"{', '.join(map(str, batches))}", code="NOT_FOUND",
-        failures=[Failure("NOT_FOUND", "no stored run at that batch", column="batch_size",
+        f"{', '.join(map(str, batches))}", code=Code.NOT_FOUND,
+        failures=[Failure(Code.NOT_FOUND, "no stored run at that batch", column="batch_size",
                           expected=" | ".join(map(str, batches)), found=str(batch_size))])
 
 
 def shape_trace(model: str, device: str, batch_size: int, precision: str = "fp32") -> Trace:
     """Per-layer shape of ``model`` on a datasheet-only ``device`` (to be calibrated)."""
+    from dgtraces.predict.tracedef import from_frame
+
     from ..reconstruct.calibration import calibrate, get_device
     from ..reconstruct.costmodel import layer_arrays, layer_costs, timings_frame
-    from .trace import from_frame
 
     dev = get_device(device)  # UNKNOWN_DEVICE
     ref = calibrate(SHAPE_REFERENCE)

@@ -111,7 +111,7 @@ def _optimal(ready, nbytes, a, b) -> np.ndarray:
     return f[n]
 
 
-def _sizes(prep: Prepared, policy: Policy, shared: bool) -> tuple[list, list]:
+def message_sizes(prep: Prepared, policy: Policy, shared: bool) -> tuple[list, list]:
     """(ready, bytes) of the policy's messages (ready relative to backward start)."""
     kind = grouping(policy.name)
     if kind is Grouping.AFTER_BACKWARD:
@@ -147,7 +147,7 @@ def comm_end(prep: Prepared, policy: Policy, a: np.ndarray, b: np.ndarray,
         return np.full_like(a, -np.inf)
     if grouping(policy.name) is Grouping.OPTIMAL and not shared:
         return _distinct(lambda x, y: _optimal(prep.ready, prep.nbytes, x, y), a, b)
-    ready, sizes = _sizes(prep, policy, shared)
+    ready, sizes = message_sizes(prep, policy, shared)
     if shared:
         end = np.full_like(a, prep.bwd_ms)
         for n in sizes:

@@ -23,9 +23,11 @@ from collections.abc import Callable
 
 import numpy as np
 
+from dgtraces.predict.collective_time import NCCL_ALGORITHMS
+from dgtraces.predict.nccl import check_cluster
+
 from .cluster import Policy
-from .collective_time import NCCL_ALGORITHMS, check_cluster
-from .fast import Prepared, _sizes
+from .fast import Prepared, message_sizes
 from .nccl import Topology, allreduce_ms, fabric, nic
 from .policy_registry import Grouping, grouping
 
@@ -53,7 +55,7 @@ def comm_end_one(prep: Prepared, policy: Policy, cost: Cost, shared: bool = Fals
         return -np.inf
     if grouping(policy.name) is Grouping.OPTIMAL and not shared:
         return _optimal(prep.ready, prep.nbytes, cost)
-    ready, sizes = _sizes(prep, policy, shared)
+    ready, sizes = message_sizes(prep, policy, shared)
     times = cost(np.asarray(sizes, float)).tolist()
     if shared:
         end = prep.bwd_ms

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from dgtraces.io.files import atomic_write_bytes
 
-from ..errors import DgtracesError, Failure
+from ..errors import Code, DgtracesError, Failure
 from .dag import Prediction, Schedule
 from .timeline import MAX_WORKER_TRACKS
 
@@ -151,7 +151,7 @@ def write_kineto_dir(folder: str | Path, sched: Schedule, pred: Prediction,
                      steps: int = STEPS) -> list[Path]:
     """One file per worker (at most MAX_WORKER_TRACKS: the schedules are identical).
     BAD_INPUT if ``folder`` holds other trace files, which HTA would read as more ranks."""
-    from .cluster import bad
+    from dgtraces.values import bad_value as bad
 
     if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 100:
         raise bad("steps", "must be an integer in [1, 100]", "1..100", steps)
@@ -164,8 +164,8 @@ def write_kineto_dir(folder: str | Path, sched: Schedule, pred: Prediction,
         if foreign:
             raise DgtracesError(
                 f"{folder} holds other trace files that HTA would read as ranks",
-                code="BAD_INPUT", hint="write into an empty folder",
-                failures=[Failure("BAD_INPUT", "foreign trace file", file=str(folder / n))
+                code=Code.BAD_INPUT, hint="write into an empty folder",
+                failures=[Failure(Code.BAD_INPUT, "foreign trace file", file=str(folder / n))
                           for n in foreign])
         for stale in folder.glob(f"*{SUFFIX}"):
             stale.unlink()

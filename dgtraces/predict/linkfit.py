@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import DgtracesError, Failure
+from ..errors import Code, DgtracesError, Failure
 from .links import Link, ring_link_from_allreduce
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -40,7 +40,7 @@ ACCEPTED = ("a comm_fits or comm table (.csv/.parquet), a folder holding one, a 
 
 
 def _bad(message: str, found: object, expected: str = "a comm_fits/comm file, an OSU "
-         "output or INTERCONNECT[@WORKERS]", code: str = "BAD_INPUT") -> DgtracesError:
+         "output or INTERCONNECT[@WORKERS]", code: str = Code.BAD_INPUT) -> DgtracesError:
     return DgtracesError(f"--link-fit: {message}", code=code,
                          failures=[Failure(code, message, column="link_fit",
                                            expected=expected, found=repr(found)[:80])])
@@ -64,7 +64,7 @@ def _pick_fit(fits: pd.DataFrame, workers: int | None, what: str) -> dict:
         rows = rows[rows["workers"] == workers]
     if rows.empty:
         raise _bad(f"no allreduce fit in {what}" + (f" for {workers} workers" if workers
-                                                    else ""), what, code="NOT_FOUND")
+                                                    else ""), what, code=Code.NOT_FOUND)
     sort = ["workers", "r2"] if "r2" in rows else ["workers"]
     return rows.sort_values(sort, ascending=[True, False][:len(sort)]).iloc[0].to_dict()
 
@@ -137,7 +137,7 @@ def _from_path(path: Path, workers: int | None) -> dict:
             for ext in (".parquet", ".csv"):
                 if (path / f"{stem}{ext}").is_file():
                     return _from_path(path / f"{stem}{ext}", workers)
-        raise _bad("folder holds no comm_fits or comm table", str(path), code="NOT_FOUND")
+        raise _bad("folder holds no comm_fits or comm table", str(path), code=Code.NOT_FOUND)
     if path.suffix.lower() in (".csv", ".parquet"):
         df = _read_table(path)
         if "beta_us_per_byte" in df.columns:
@@ -152,7 +152,7 @@ def _from_path(path: Path, workers: int | None) -> dict:
         return _pick_fit(imported.comm_fits, workers, f"nccl-tests log {path.name}")
     osu = _osu(path, workers)
     if osu is None:
-        raise _bad("unrecognised file format", str(path), expected=ACCEPTED, code="BAD_FILE")
+        raise _bad("unrecognised file format", str(path), expected=ACCEPTED, code=Code.BAD_FILE)
     return _fit_points(osu, workers, f"OSU output {path.name}")
 
 
@@ -172,7 +172,7 @@ def link_from_fit(spec: str, release: str | None = None) -> Link:
         rel = release or store.latest()
         if "comm_fits" not in release_mod.tables(rel):
             raise _bad(f"release {rel} has no comm_fits table and no file {target!r} exists",
-                       spec, code="NOT_FOUND")
+                       spec, code=Code.NOT_FOUND)
         fits = release_mod.read_table("comm_fits", rel)
         fit = _pick_fit(fits[fits["interconnect"] == target], workers,
                         f"comm_fits of release {rel} (interconnect {target})")

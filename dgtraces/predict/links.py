@@ -16,7 +16,7 @@ from numbers import Real
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import DgtracesError, Failure
+from ..errors import Code, DgtracesError, Failure
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -49,8 +49,8 @@ def ring_link_from_allreduce(alpha_us: float, beta_us_per_byte: float,
                              workers: int) -> tuple[float, float]:
     """Invert a ring allreduce fit into (link alpha_us, link bandwidth_gb_s)."""
     if workers < 2:
-        raise DgtracesError("an allreduce fit needs >= 2 workers", code="BAD_INPUT",
-                            failures=[Failure("BAD_INPUT", "workers < 2", column="workers",
+        raise DgtracesError("an allreduce fit needs >= 2 workers", code=Code.BAD_INPUT,
+                            failures=[Failure(Code.BAD_INPUT, "workers < 2", column="workers",
                                               expected=">= 2", found=str(workers))])
     steps = 2 * (workers - 1)
     beta_link = beta_us_per_byte * workers / steps  # us per byte
@@ -152,23 +152,23 @@ def get_link(name: "str | Link", *, field: str = "link", alpha_us: float | None 
     else:
         links = known_links(release, use_store)
         if name not in links:
-            from dgtraces.predict.nccl import closest
+            from dgtraces.errors import suggestions
 
-            near = closest(name, links)
+            near = next(iter(suggestions(str(name), links, n=1)), None)
             raise DgtracesError(
                 f"unknown link {name!r} for {field}"
                 + (f"; did you mean {near!r}?" if near else "")
                 + f"; known: {', '.join(sorted(links))}",
-                code="UNKNOWN_LINK",
-                failures=[Failure("UNKNOWN_LINK", "unknown interconnect preset", column=field,
+                code=Code.UNKNOWN_LINK,
+                failures=[Failure(Code.UNKNOWN_LINK, "unknown interconnect preset", column=field,
                                   expected=" | ".join(sorted(links)), found=repr(name))])
         link = links[name]
     for value, col in ((alpha_us, "link_alpha_us"), (gbps, "link_gbps")):
         ok = isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
         if value is not None and not (ok and value >= 0 and (col == "link_alpha_us"
                                                               or value > 0)):
-            raise DgtracesError(f"{col} must be positive", code="BAD_INPUT",
-                                failures=[Failure("BAD_INPUT", "out of range", column=col,
+            raise DgtracesError(f"{col} must be positive", code=Code.BAD_INPUT,
+                                failures=[Failure(Code.BAD_INPUT, "out of range", column=col,
                                                   expected="finite, > 0", found=str(value))])
     if alpha_us is not None or gbps is not None:
         link = replace(link, alpha_us=link.alpha_us if alpha_us is None else float(alpha_us),

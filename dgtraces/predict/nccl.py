@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dgtraces.errors import Code, DgtracesError, Failure
+from dgtraces.predict.comm import CommCost, Phase
+from dgtraces.values import bad_value, whole_number
 
 NCCL_VERSION = "2.7.5"
 TUNING_SOURCE = "NVIDIA/nccl v2.7.5 src/graph/tuning.cc (commit 01afd20)"
@@ -308,3 +310,50 @@ def choose(k: Kind, t: Topology, nbytes: float, algorithm: str = "auto"
         return _alltoall_us(t, nbytes), "p2p", "Simple"
     best = min((time_us(k, t, nbytes, a, p), a, p) for a, p in candidates(k, t, algorithm))
     return best
+
+
+def check_cluster(workers: int, gpus_per_node: int, nics_per_node: int) -> int:
+    """Nodes of a cluster; BAD_INPUT for counts that cannot be."""
+    workers = whole_number("workers", workers, least=1)
+    gpus_per_node = whole_number("gpus_per_node", gpus_per_node, least=1)
+    nics = whole_number("nics_per_node", nics_per_node, least=1)
+    if workers % gpus_per_node and workers > gpus_per_node:
+        raise bad_value("workers", f"not a multiple of --gpus-per-node {gpus_per_node}",
+                        f"a multiple of {gpus_per_node}", workers)
+    if nics > MAX_NICS_PER_NODE:
+        raise bad_value("nics_per_node", "more NICs than NCCL's topology holds per node",
+                        f"1 .. {MAX_NICS_PER_NODE}", nics)
+    return -(-workers // gpus_per_node)
+
+
+@dataclass(frozen=True)
+class NcclCost(CommCost):
+    """A gradient all-reduce costed per message size by NCCL's tuning model (``auto``,
+    ``nccl-ring``, ``nccl-tree``) for :func:`dgtraces.predict.dag.simulate`: the phase named
+    ``nccl`` stands for NCCL's choice (no affine terms); further phases (staging) add theirs."""
+
+    topology: Topology | None = None
+    forced: str = "auto"
+
+    def _nccl_ms(self, nbytes: float) -> float:
+        assert self.topology is not None
+        return choose(KINDS["allreduce"], self.topology, nbytes, self.forced)[0] / 1000.0
+
+    def time_ms(self, nbytes: float) -> float:
+        if nbytes <= 0 or not self.phases:
+            return 0.0
+        return self._nccl_ms(nbytes) + self.a_ms + self.b_ms_per_byte * nbytes
+
+    def phase_times(self, nbytes: float) -> list[tuple[Phase, float]]:
+        return [(p, self._nccl_ms(nbytes) if p.name == "nccl" else p.a_ms
+                 + p.b_ms_per_byte * nbytes) for p in self.phases]
+
+
+def nccl_allreduce_cost(algorithm: str, workers: int, gpus_per_node: int, intra: str,
+                        inter: str, nics_per_node: int) -> NcclCost:
+    """The DAG's cost of one gradient all-reduce under NCCL's model (presets by name)."""
+    nodes = check_cluster(workers, gpus_per_node, nics_per_node)
+    t = Topology(workers, nodes, fabric(intra, "intra"), nic(inter, nodes), nics_per_node)
+    link = t.intra.name if nodes == 1 else f"{t.intra.name}+{nics_per_node}x{t.nic.name}"
+    phases = (Phase("nccl", link, 0.0, 0.0),) if workers > 1 else ()
+    return NcclCost(algorithm, phases, t, MODEL_NAMES[algorithm])

@@ -16,8 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dgtraces.errors import Code
+from dgtraces.predict.cluster import DEFAULT_BUCKET_BYTES, NCCL_NAMES, POLICY_NAMES, Cluster, Policy
+from dgtraces.values import bad_value as bad
+
 from ..values import whole_number
-from .cluster import DEFAULT_BUCKET_BYTES, NCCL_NAMES, POLICY_NAMES, Cluster, Policy, bad
 from .comm import ALGORITHMS, collective_ab
 from .fast import comm_end, finish, prepare
 from .links import get_link
@@ -169,7 +172,7 @@ def run_sweep(grid: Grid, trace_loader: Callable[[str, int], Trace] | None = Non
         if trace is None:
             if trace_loader is None:
                 raise bad("traces", f"no trace for {model} batch {batch}", "a Trace",
-                          None, code="NOT_FOUND")
+                          None, code=Code.NOT_FOUND)
             trace = trace_loader(model, int(batch))
         prep = prepare(trace)
         for pname in grid.policies:

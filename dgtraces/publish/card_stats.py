@@ -122,10 +122,10 @@ class _ShardGroups:
             self.cache = _load() if self.cache is None else self.cache
             found = self.cache.get(key)
         if not isinstance(found, list):
-            from dgtraces.store.shards import _duck, _scan
+            from dgtraces.store.duck import connect, scan
 
-            self.con = _duck() if self.con is None else self.con
-            src = _scan([path], columns)
+            self.con = connect() if self.con is None else self.con
+            src = scan([path], columns)
             found = [list(r) for r in self.con.execute(
                 f"SELECT provenance, source, count(*) FROM {relation.replace('{src}', src)} "
                 "GROUP BY ALL").fetchall()]
@@ -148,12 +148,12 @@ def provenance_stats(version: str | None = None, root=None) -> dict[str, dict]:
     repository; ``via`` names the table provenance is taken from (None: its own)."""
     from dgtraces.store import manifest as store
     from dgtraces.store import release
-    from dgtraces.store.shards import _scan
+    from dgtraces.store.duck import scan
 
     folder = store.release_path(version, root)
     entries = store.manifest_at(folder)["tables"]
     files = release.table_files(version, root, verify=True)
-    ref_src = {t: _scan(files[t], list(e.get("columns") or [])) for t, e in entries.items()}
+    ref_src = {t: scan(files[t], list(e.get("columns") or [])) for t, e in entries.items()}
     groups_of = _ShardGroups()
     stats: dict[str, dict] = {}
     try:

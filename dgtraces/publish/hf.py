@@ -22,7 +22,7 @@ import os
 import shutil
 from pathlib import Path
 
-from dgtraces.errors import Failure, IntegrityError
+from dgtraces.errors import Code, Failure, IntegrityError
 from dgtraces.io import files as fileio
 from dgtraces.io.files import atomic_folder, check_out
 
@@ -57,7 +57,7 @@ def export(out: str | os.PathLike, version: str | None = None, root=None, *,
                 shutil.copyfile(path, dst)
                 digest = fileio.sha256_file(dst)
                 if digest != want["sha256"]:
-                    bad.append(Failure("INTEGRITY", f"table {table}: sha256 differs from "
+                    bad.append(Failure(Code.INTEGRITY, f"table {table}: sha256 differs from "
                                        f"the manifest", file=str(path),
                                        expected=want["sha256"], found=digest))
         if bad:

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dgtraces.errors import DgtracesError, Failure
+from dgtraces.errors import Code, DgtracesError, Failure
 
 if TYPE_CHECKING:  # pragma: no cover
     import duckdb
@@ -59,7 +59,7 @@ def check_limits(timeout_s: object, memory_limit_mib: object) -> tuple[float, in
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, Real) or \
             not math.isfinite(float(timeout_s)) or not 0 < float(timeout_s) <= 7 * 86400:
         raise DgtracesError(f"timeout_s must be a number of seconds in (0, 604800], got "
-                            f"{timeout_s!r}", code="BAD_INPUT")
+                            f"{timeout_s!r}", code=Code.BAD_INPUT)
     memory = whole_number("memory_limit_mib", memory_limit_mib, least=64, most=1 << 30)
     return float(timeout_s), memory
 

@@ -15,7 +15,7 @@ from dgtraces.io import files as fileio
 from dgtraces.store import manifest as store
 from dgtraces.store import release, shards
 
-from ..errors import DgtracesError
+from ..errors import Code, DgtracesError
 from . import Recipe, Step
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,7 +63,7 @@ def resolve(target: str) -> Callable:
         return getattr(import_module(module), attr)
     except (ImportError, AttributeError, ValueError) as exc:
         raise DgtracesError(f"recipe producer {target!r} cannot be loaded: {exc}",
-                            code="BAD_INPUT") from None
+                            code=Code.BAD_INPUT) from None
 
 
 def context(recipe: Recipe, root=None, **kw: Any) -> Context:
@@ -86,7 +86,7 @@ def produce(recipe: Recipe, ctx: Context, steps: Sequence[Step] | None = None
         if set(frames) != set(step.tables):
             raise DgtracesError(f"recipe {recipe.version} step {step.label()} returned tables "
                                 f"{sorted(frames)}, declared {sorted(step.tables)}",
-                                code="BAD_INPUT")
+                                code=Code.BAD_INPUT)
         for table in step.tables:
             if len(frames[table]):
                 parts.setdefault(table, []).append(frames[table])
@@ -109,10 +109,10 @@ def build_recipe(recipe: Recipe, *, root=None, dry_run: bool = False,
     releases = store.list_releases(root)
     if recipe.base is not None and recipe.base not in releases:
         raise DgtracesError(f"release {recipe.version} is built on {recipe.base}, which is "
-                            f"not in the store (have: {releases})", code="NOT_FOUND")
+                            f"not in the store (have: {releases})", code=Code.NOT_FOUND)
     if recipe.version in releases:
         raise DgtracesError(f"release {recipe.version} exists; releases are immutable",
-                            code="VERSION")
+                            code=Code.VERSION)
     started = time.time()
     additions = produce(recipe, ctx)
     facts = _Facts(elapsed_s=time.time() - started, **ctx.facts)

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dgtraces.errors import Code
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
@@ -60,7 +62,7 @@ def datasheet_devices(ctx: "Context", devices: Sequence[str]) -> Frames:
     df = devices_frame(reference.DEVICE_FILES)
     missing = sorted(set(devices) - set(df["device"]))
     if missing:
-        raise DgtracesError(f"no datasheet row for {missing}", code="UNKNOWN_DEVICE")
+        raise DgtracesError(f"no datasheet row for {missing}", code=Code.UNKNOWN_DEVICE)
     return {"devices": df[df["device"].isin(list(devices))].reset_index(drop=True)}
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from dgtraces.io.files import utc_now
 from dgtraces.tables.runrow import runs_row
 
-from ..errors import DgtracesError
+from ..errors import Code, DgtracesError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -65,7 +65,7 @@ def reconstruct_trace(device: str, model: str, batch_size: int, precision: str =
     batch_size = positive_int("batch size", batch_size)  # numpy integers too (Parquet)
     if precision not in PRECISIONS:
         raise DgtracesError(f"precision must be one of {', '.join(PRECISIONS)}, got "
-                            f"{precision!r}", code="BAD_INPUT")
+                            f"{precision!r}", code=Code.BAD_INPUT)
     get_spec(model)  # UNKNOWN_MODEL
     if method != f"roofline-{METHOD_VERSION}":
         return _other_method(method, device, model, batch_size, precision, timestamp_utc)
@@ -125,7 +125,7 @@ def _other_method(method: str, device: str, model: str, batch_size: int, precisi
                   timestamp_utc: str | None) -> Reconstruction:
     if method not in METHODS:
         raise DgtracesError(f"unknown method {method!r}; known: {', '.join(METHODS)}",
-                            code="BAD_INPUT")
+                            code=Code.BAD_INPUT)
     from .kerneltrace import reconstruct
 
     run, lt, bound = reconstruct(device, model, batch_size, precision,

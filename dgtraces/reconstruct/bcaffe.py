@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dgtraces.errors import Code
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
@@ -63,11 +65,11 @@ def compare(runs: "pd.DataFrame", timings: "pd.DataFrame") -> BcaffeComparison:
                & (runs["device"] == DEVICE)]
     if sel.empty:
         raise DgtracesError("no published B-Caffe GoogLeNet K80 runs to compare with",
-                            code="NOT_FOUND")
+                            code=Code.NOT_FOUND)
     batches = sorted(set(int(b) for b in sel["batch_size"]))
     if len(batches) != 1:
         raise DgtracesError(f"B-Caffe runs disagree on batch size: {batches}",
-                            code="PLAUSIBILITY")
+                            code=Code.PLAUSIBILITY)
     lt = timings[timings["run_id"].isin(sel["run_id"]) & timings["bwd_ms"].notna()]
     agg = lt.groupby("layer")["bwd_ms"].agg(["mean", "min", "max"]).reset_index()
     rec = reconstruct_trace(DEVICE, MODEL, batches[0]).layer_timings.set_index("layer")

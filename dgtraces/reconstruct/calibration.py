@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from .. import reference
-from ..errors import DgtracesError
+from ..errors import Code, DgtracesError
 from ..models.registry import fitted
 from .costmodel import Device, Params
 from .fit import FitResult, Observation, fit, fit_tensor_efficiency
@@ -99,7 +99,7 @@ def observation(r: CalibrationRow, variants: bool = True) -> Observation:
     before/after comparison only, on our Caffe spec of the same name."""
     if not r.batch_size or not r.img_per_s:
         raise DgtracesError(f"calibration.csv row {r.row} has no batch size or throughput to "
-                            "fit", code="NO_CALIBRATION")
+                            "fit", code=Code.NO_CALIBRATION)
     arch = architecture(r.framework, r.model) if variants else r.model
     return Observation(arch, r.batch_size, r.phase, 1000.0 * r.batch_size / r.img_per_s,
                        f"calibration.csv row {r.row}")
@@ -139,7 +139,7 @@ class Calibration:
             return self.amp
         raise DgtracesError(f"{self.device.device}: no calibration for precision "
                             f"{precision!r} (have: fp32{', amp' if self.amp else ''})",
-                            code="NO_CALIBRATION")
+                            code=Code.NO_CALIBRATION)
 
 
 @cache
@@ -149,7 +149,7 @@ def calibrate(device: str) -> Calibration:
     rows = tuple(fitted_rows(device))
     if not rows:
         raise DgtracesError(f"no fp32 calibration rows for device {device!r} in "
-                            f"{CALIBRATION_SOURCE}", code="NO_CALIBRATION")
+                            f"{CALIBRATION_SOURCE}", code=Code.NO_CALIBRATION)
     result = fit(dev, [observation(r) for r in rows], winograd=device in WINOGRAD_DEVICES)
     amp_rows = tuple(r for r in calibration_rows(device) if r.model == AMP_MODEL)
     by_prec = {r.precision: r for r in amp_rows if r.phase == "train"}

@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dgtraces.errors import Code
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
@@ -68,7 +70,7 @@ def use_dispatch(rule: str) -> Iterator[None]:
 
     if rule not in DISPATCH_RULES:
         raise DgtracesError(f"dispatch rule must be one of {', '.join(DISPATCH_RULES)}, got "
-                            f"{rule!r}", code="BAD_INPUT")
+                            f"{rule!r}", code=Code.BAD_INPUT)
     old = _dispatch["rule"]
     _dispatch["rule"] = rule
     try:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import DgtracesError
+from ..errors import Code, DgtracesError
 from .calibration import FITTED_MODELS
 from .costmodel import Device, layer_arrays, layer_costs, subset
 from .fit import FitResult, Observation, fit
@@ -171,7 +171,7 @@ def select_runs(runs: "pd.DataFrame", threads: int | None = None
                & (runs["precision"] == "fp32") & ~runs["flagged"].astype(bool)]
     if sel.empty:
         raise DgtracesError("no measured, unflagged fp32 CPU runs to validate on",
-                            code="NO_CALIBRATION")
+                            code=Code.NO_CALIBRATION)
     if threads is None and sel["threads"].notna().any():
         threads = int(sel["threads"].mode().iloc[0])
     if threads is not None:
@@ -200,7 +200,7 @@ def validate_cpu(runs: "pd.DataFrame", timings: "pd.DataFrame", device: dict,
            for phase in ("fwd", "bwd") if pd.notna(getattr(r, f"{phase}_ms"))]
     if not obs:
         raise DgtracesError("no AlexNet/ResNet-50 totals among the measured CPU runs",
-                            code="NO_CALIBRATION")
+                            code=Code.NO_CALIBRATION)
     result = fit(dev, obs, arrays=arrays)
     rows, held = [], []
     for r in _tuples(sel):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import DgtracesError
+from ..errors import Code, DgtracesError
 from .costmodel import PARAM_NAMES, Device, LayerArrays, Params, layer_arrays, predict_ms
 
 # Bounds of the transformed parameters keep the search physical.
@@ -131,7 +131,7 @@ def fit(dev: Device, obs: list[Observation], *, starts=STARTS,
     n_par = len(PARAM_NAMES) + winograd
     if len(obs) < n_par:
         raise DgtracesError(f"{dev.device}: {len(obs)} observation(s) cannot determine "
-                            f"{n_par} parameters", code="NO_CALIBRATION")
+                            f"{n_par} parameters", code=Code.NO_CALIBRATION)
     if winograd:
         starts = tuple(tuple(s) + (WINO_START,) for s in starts)
     arrays = dict(arrays or {})
@@ -147,7 +147,7 @@ def fit(dev: Device, obs: list[Observation], *, starts=STARTS,
         if best is None or cost < best[1]:
             best = (theta, cost, its)
     if best is None:
-        raise DgtracesError("no starting point to fit from", code="NO_CALIBRATION")
+        raise DgtracesError("no starting point to fit from", code=Code.NO_CALIBRATION)
     params = _to_params(best[0])
     pred = [predict_ms(arrays[o.model], params, dev, o.batch_size, o.phase) for o in obs]
     return FitResult(params, list(obs), pred, float(np.sqrt(best[1] / len(obs))), best[2], dev)

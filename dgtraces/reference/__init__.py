@@ -3,6 +3,8 @@
 from functools import cache
 from pathlib import Path
 
+from dgtraces.errors import Code
+
 ROOT = Path(__file__).resolve().parent
 BCAFFE = ROOT / "bcaffe"
 
@@ -32,7 +34,7 @@ def device_rows() -> list[dict[str, str]]:
         from ..errors import DgtracesError
 
         raise DgtracesError(f"device keys listed twice in {DEVICE_FILES}: {dup}",
-                            code="INTEGRITY")
+                            code=Code.INTEGRITY)
     return out
 
 

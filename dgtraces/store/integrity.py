@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from dgtraces.errors import Failure, IntegrityError
+from dgtraces.errors import Code, Failure, IntegrityError
 from dgtraces.store.manifest import VERIFY_HINT
 
 CACHE_ENV = "DGTRACES_CACHE"
@@ -78,11 +78,11 @@ def mismatch(name: str, path: Path, entry: Mapping, digest: str | None, size: in
              ) -> Failure | None:
     """The INTEGRITY failure of a file whose bytes differ from its manifest entry, else None."""
     if size != entry["bytes"]:
-        return Failure("INTEGRITY", f"table {name}: size differs from the manifest",
+        return Failure(Code.INTEGRITY, f"table {name}: size differs from the manifest",
                        file=str(path), column="bytes", expected=str(entry["bytes"]),
                        found=str(size))
     if digest is not None and digest != entry["sha256"]:
-        return Failure("INTEGRITY", f"table {name}: sha256 differs from the manifest",
+        return Failure(Code.INTEGRITY, f"table {name}: sha256 differs from the manifest",
                        file=str(path), column="sha256", expected=entry["sha256"], found=digest)
     return None
 
@@ -108,7 +108,7 @@ def verify_files(folder: Path, entries: Mapping[str, Mapping], names=None) -> No
         try:
             st = path.stat()
         except OSError:
-            failures.append(Failure("INTEGRITY", f"table {name}: file missing", file=str(path),
+            failures.append(Failure(Code.INTEGRITY, f"table {name}: file missing", file=str(path),
                                     expected="present", found="absent"))
             continue
         bad = mismatch(name, path, entry, None, st.st_size)

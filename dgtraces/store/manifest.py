@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dgtraces.errors import DgtracesError, Failure, IntegrityError, StoreError, VersionError
+from dgtraces.errors import Code, DgtracesError, Failure, IntegrityError, StoreError, VersionError
 from dgtraces.io.files import TMP_PREFIX
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -93,7 +93,7 @@ def release_path(version: str | None = None, root=None) -> Path:
         raise IntegrityError(f"release {version}: {path / MANIFEST} is missing; its files "
                              "cannot be checked, so nothing of this release is served (no "
                              "fallback to an older release)", hint=VERIFY_HINT,
-                             failures=[Failure("INTEGRITY", "manifest missing",
+                             failures=[Failure(Code.INTEGRITY, "manifest missing",
                                                file=str(path / MANIFEST))])
     if not is_release_folder(path):
         raise StoreError(f"release {version} not found; available: "
@@ -108,13 +108,13 @@ def refuse_inside_data(path: str | os.PathLike, option: str = "--out", root=None
     target = Path(path).resolve()
     if target == data or target.is_relative_to(data):
         raise DgtracesError(f"refused: {path} is inside the data folder {data}, which only "
-                            f"dgtraces' release and staging code writes", code="BAD_INPUT",
-                            failures=[Failure("BAD_INPUT", "output inside the data folder",
+                            f"dgtraces' release and staging code writes", code=Code.BAD_INPUT,
+                            failures=[Failure(Code.BAD_INPUT, "output inside the data folder",
                                               file=str(target), column=option,
                                               expected=f"a path outside {data}")])
 
 
-def _digest(manifest: Mapping) -> str:
+def manifest_digest(manifest: Mapping) -> str:
     body = {k: v for k, v in manifest.items() if k != "digest"}
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
@@ -123,7 +123,7 @@ VERIFY_HINT = "run `dgtraces verify`"
 MIGRATE_HINT = "run `dgtraces migrate-store` once (it rewrites old releases into shards)"
 SHARDS = "shards"
 _TABLE_NAME = re.compile(r"[A-Za-z0-9_]+")  # fullmatch (#29 M3)
-_HEX64 = re.compile(r"[0-9a-f]{64}")
+HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def shards_dir(root=None) -> Path:
@@ -144,9 +144,9 @@ def is_legacy(entry: Mapping) -> bool:
 def _num_failures(name: str, entry: Mapping, where: str, label: str) -> Failure | None:
     for key, ok in (("bytes", lambda v: type(v) is int and v >= 0),
                     ("rows", lambda v: type(v) is int and v >= 0),
-                    ("sha256", lambda v: isinstance(v, str) and bool(_HEX64.fullmatch(v)))):
+                    ("sha256", lambda v: isinstance(v, str) and bool(HEX64.fullmatch(v)))):
         if not ok(entry.get(key)):
-            return Failure("INTEGRITY", f"table {name}: {label} entry {key!r} missing or "
+            return Failure(Code.INTEGRITY, f"table {name}: {label} entry {key!r} missing or "
                            "malformed", file=where, column=key,
                            expected="64 hex digits" if key == "sha256" else "an integer >= 0",
                            found=repr(entry.get(key))[:80])
@@ -159,20 +159,20 @@ def entry_failure(name, entry, where: str) -> Failure | None:
     alone names the file: no path is ever read from a manifest), or the legacy ``file``
     naming exactly ``<name>.parquet`` in the release folder with its bytes/rows/sha256."""
     if not (isinstance(name, str) and _TABLE_NAME.fullmatch(name) and isinstance(entry, dict)):
-        return Failure("INTEGRITY", f"table {name!r}: malformed manifest entry", file=where,
+        return Failure(Code.INTEGRITY, f"table {name!r}: malformed manifest entry", file=where,
                        found=repr(entry)[:120])
     shards = entry.get("shards")
     if shards is None:
         if entry.get("file") != f"{name}.parquet":
-            return Failure("INTEGRITY", f"table {name!r}: manifest file entry is not "
+            return Failure(Code.INTEGRITY, f"table {name!r}: manifest file entry is not "
                            f"'<table>.parquet'", file=where, column="file",
                            expected=f"{name}.parquet", found=repr(entry.get("file"))[:120])
         return _num_failures(name, entry, where, "manifest")
     if "file" in entry:  # a path next to the shard list would be ambiguous: refused
-        return Failure("INTEGRITY", f"table {name}: both 'file' and 'shards'", file=where,
+        return Failure(Code.INTEGRITY, f"table {name}: both 'file' and 'shards'", file=where,
                        column="file", expected="absent", found=repr(entry["file"])[:120])
     if not isinstance(shards, list) or not all(isinstance(s, dict) for s in shards):
-        return Failure("INTEGRITY", f"table {name}: 'shards' is not a list of entries",
+        return Failure(Code.INTEGRITY, f"table {name}: 'shards' is not a list of entries",
                        file=where, column="shards", found=repr(shards)[:120])
     for s in shards:
         bad = _num_failures(name, s, where, "shard")
@@ -181,12 +181,12 @@ def entry_failure(name, entry, where: str) -> Failure | None:
     digests = [s["sha256"] for s in shards]
     if len(set(digests)) != len(digests):  # its rows would be served twice (#29)
         twice = sorted({d for d in digests if digests.count(d) > 1})
-        return Failure("INTEGRITY", f"table {name}: a shard listed twice", file=where,
+        return Failure(Code.INTEGRITY, f"table {name}: a shard listed twice", file=where,
                        column="shards", expected="each shard once", found=twice[0][:16])
     for key in ("rows", "bytes"):
         total = sum(s[key] for s in shards)
         if type(entry.get(key)) is not int or entry[key] != total:
-            return Failure("INTEGRITY", f"table {name}: {key} differ from the sum of its "
+            return Failure(Code.INTEGRITY, f"table {name}: {key} differ from the sum of its "
                            "shards", file=where, column=key, expected=total,
                            found=repr(entry.get(key))[:40])
     return None
@@ -215,7 +215,7 @@ def manifest_at(folder: Path) -> dict:
     if bad:
         raise IntegrityError(f"{path}: {len(bad)} bad file entr(y/ies)", failures=bad,
                              hint=VERIFY_HINT)
-    if manifest.get("digest") != _digest(manifest):
+    if manifest.get("digest") != manifest_digest(manifest):
         raise IntegrityError(f"{path}: manifest digest mismatch (the manifest was edited)",
                              hint=VERIFY_HINT)
     return manifest
@@ -242,7 +242,7 @@ def checked_files(folder: Path, entries: Mapping[str, dict]) -> dict[str, list[P
     """Table -> its files (shards in row order); INTEGRITY listing every missing one."""
     files = {name: [p for p, _ in entry_files(folder, name, e)]
              for name, e in sorted(entries.items())}
-    missing = [Failure("INTEGRITY", f"table {name}: file missing", file=str(p),
+    missing = [Failure(Code.INTEGRITY, f"table {name}: file missing", file=str(p),
                        expected="present", found="absent")
                for name, ps in files.items() for p in ps if not p.is_file()]
     if missing:
@@ -251,7 +251,7 @@ def checked_files(folder: Path, entries: Mapping[str, dict]) -> dict[str, list[P
     return files
 
 
-def _write_parquet(df: "pd.DataFrame", path: Path) -> None:
+def write_parquet(df: "pd.DataFrame", path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -26,7 +26,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dgtraces.errors import Failure, IntegrityError
+from dgtraces.errors import Code, Failure, IntegrityError
 from dgtraces.io import files as fileio
 from dgtraces.io.files import atomic_file
 from dgtraces.store import manifest as store
@@ -48,7 +48,7 @@ def _legacy_table(path: Path, entry: dict):
     digest = fileio.sha256_file(path) if path.is_file() else None
     if digest != entry["sha256"]:
         raise IntegrityError(f"{path}: differs from its manifest; not migrated",
-                             failures=[Failure("INTEGRITY", "legacy file changed",
+                             failures=[Failure(Code.INTEGRITY, "legacy file changed",
                                                file=str(path), expected=entry["sha256"],
                                                found=digest)], hint=store.VERIFY_HINT)
     return pq.read_table(path)
@@ -129,7 +129,7 @@ def migrate_release(version: str, root=None, result: MigrateResult | None = None
     new.update(layout="shards", tables=tables, migrated_utc=fileio.utc_now(),
                legacy_digest=manifest.get("digest"),
                legacy_sha256={n: e["sha256"] for n, e in manifest["tables"].items()})
-    new["digest"] = store._digest(new)
+    new["digest"] = store.manifest_digest(new)
     fileio.atomic_write_bytes(folder / store.MANIFEST,  # the commit point
                              (json.dumps(new, indent=2, sort_keys=True) + "\n").encode())
     _clean_leftovers(folder, new)

@@ -32,11 +32,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dgtraces.errors import DgtracesError, Failure, IntegrityError, ValidationError, VersionError
+from dgtraces.errors import (
+    Code,
+    DgtracesError,
+    Failure,
+    IntegrityError,
+    ValidationError,
+    VersionError,
+)
 from dgtraces.io import files as fileio
 from dgtraces.io.files import atomic_folder, fsync_dir
+from dgtraces.store import duck, release
 from dgtraces.store import manifest as store
-from dgtraces.store import release
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing import TypeAlias
@@ -47,7 +54,6 @@ if TYPE_CHECKING:  # pragma: no cover
     Source: TypeAlias = "pd.DataFrame | pa.Table | Path"
 
 BATCH_ROWS = 128 * 1024  # record batch and row group size of streamed shards
-DUCKDB_MEMORY = "256MB"  # DuckDB caches scanned blocks up to this: it bounds RSS
 MAX_REPORTED = 20
 
 
@@ -63,7 +69,7 @@ def _conform(batch, schema, table: str, origin: str):
     if sorted(names) != sorted(schema.names):
         raise ValidationError(f"{origin}: columns of table {table} differ from its earlier "
                               "shards",
-                              failures=[Failure("SCHEMA", "shard columns differ", file=origin,
+                              failures=[Failure(Code.SCHEMA, "shard columns differ", file=origin,
                                                 expected=", ".join(schema.names),
                                                 found=", ".join(names))])
     batch = batch.select(schema.names)
@@ -121,29 +127,6 @@ def _checked(source: Path):
     return parquet_reader(source, max_rows=MAX_STREAM_ROWS, max_bytes=MAX_STREAM_FILE_BYTES)
 
 
-def _duck():
-    import duckdb
-
-    con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
-                                             "autoload_known_extensions": False})
-    try:  # no bars in release output (Jupyter without ipywidgets refuses the setting)
-        con.execute("SET enable_progress_bar = false")
-    except duckdb.Error:
-        pass
-    con.execute(f"SET memory_limit = '{DUCKDB_MEMORY}'")
-    con.execute("SET preserve_insertion_order = false")
-    return con
-
-
-def _scan(files: Sequence[Path], cols: Sequence[str]) -> str:
-    listed = ", ".join("'" + str(p).replace("'", "''") + "'" for p in files)
-    return f"(SELECT {', '.join(_q(c) for c in cols)} FROM read_parquet([{listed}]))"
-
-
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def key_failures(new: Mapping[str, Sequence[Path]], old: Mapping[str, Sequence[Path]],
                  result: Mapping[str, Sequence[Path]]) -> list[Failure]:
     """Primary keys unique across shards and foreign keys present, as DuckDB queries.
@@ -155,29 +138,29 @@ def key_failures(new: Mapping[str, Sequence[Path]], old: Mapping[str, Sequence[P
     from dgtraces.tables.schema import CATALOG_PARENTS, FOREIGN_KEYS, KEYS
 
     out: list[Failure] = []
-    con = _duck()
+    con = duck.connect()
     try:
         for table, files in sorted(new.items()):
             if not files or table not in KEYS:
                 continue
             keys = list(KEYS[table])
-            cols = ", ".join(_q(k) for k in keys)
-            fresh = _scan(files, keys)
+            cols = ", ".join(duck.quote(k) for k in keys)
+            fresh = duck.scan(files, keys)
             queries = [("within the new rows", (f"SELECT {cols} FROM {fresh} GROUP BY ALL "
                                                 f"HAVING count(*) > 1 LIMIT {MAX_REPORTED}"))]
-            lo, hi = con.execute(f"SELECT min({_q(keys[0])}), max({_q(keys[0])}) "
+            lo, hi = con.execute(f"SELECT min({duck.quote(keys[0])}), max({duck.quote(keys[0])}) "
                                  f"FROM {fresh}").fetchall()[0]
             if old.get(table) and lo is not None:
                 # the new keys are the hash table; older shards stream by, and the range of
                 # the first key column lets DuckDB skip their row groups by Parquet stats
                 queries.append(("already in an earlier shard", (
-                    f"SELECT DISTINCT {cols} FROM (SELECT * FROM {_scan(old[table], keys)} "
-                    f"WHERE {_q(keys[0])} BETWEEN $lo AND $hi) o "
+                    f"SELECT DISTINCT {cols} FROM (SELECT * FROM {duck.scan(old[table], keys)} "
+                    f"WHERE {duck.quote(keys[0])} BETWEEN $lo AND $hi) o "
                     f"SEMI JOIN {fresh} n USING ({cols}) LIMIT {MAX_REPORTED}")))
             for where, sql in queries:
                 params = {"lo": lo, "hi": hi} if "$lo" in sql else None
                 for row in con.execute(sql, params).fetchall():
-                    out.append(Failure("SCHEMA", f"{table}: primary key {where}",
+                    out.append(Failure(Code.SCHEMA, f"{table}: primary key {where}",
                                        column=keys[0], expected="unique (" + ", ".join(keys)
                                        + ")", found=repr(tuple(row))[:160]))
         for fk in FOREIGN_KEYS:
@@ -191,15 +174,16 @@ def key_failures(new: Mapping[str, Sequence[Path]], old: Mapping[str, Sequence[P
                         else result.get(child))
             if not changed or not children:
                 continue
-            cols = ", ".join(_q(c) for c in fk.columns)
-            present = " AND ".join(f"{_q(c)} IS NOT NULL" for c in fk.columns)
-            rows = f"(SELECT DISTINCT {cols} FROM {_scan(children, fk.columns)} WHERE {present})"
+            cols = ", ".join(duck.quote(c) for c in fk.columns)
+            present = " AND ".join(f"{duck.quote(c)} IS NOT NULL" for c in fk.columns)
+            src = duck.scan(children, fk.columns)
+            rows = f"(SELECT DISTINCT {cols} FROM {src} WHERE {present})"
             parents = result.get(parent) or []
             if parents:
-                renamed = ", ".join(f"{_q(p)} AS {_q(c)}"
+                renamed = ", ".join(f"{duck.quote(p)} AS {duck.quote(c)}"
                                     for p, c in zip(fk.parent_columns, fk.columns, strict=True))
                 rows = (f"(SELECT * FROM {rows} c ANTI JOIN (SELECT {renamed} FROM "
-                        f"{_scan(parents, fk.parent_columns)}) p USING ({cols}))")
+                        f"{duck.scan(parents, fk.parent_columns)}) p USING ({cols}))")
             for value in con.execute(f"SELECT * FROM {rows} LIMIT {MAX_REPORTED}").fetchall():
                 found = value[0] if len(value) == 1 else tuple(value)
                 out.append(Failure(fk.code, f"{child}.{'/'.join(fk.columns)} not in "
@@ -241,7 +225,7 @@ def commit(version: str, entries: Mapping[str, dict], *, root=None, parent: str 
                 "schema_version": SCHEMA_VERSION,
                 "created_utc": created_utc or fileio.utc_now(), "parent": parent,
                 "notes": notes, "tables": tables}
-    manifest["digest"] = store._digest(manifest)
+    manifest["digest"] = store.manifest_digest(manifest)
     rdir = store.releases_dir(root)
     rdir.mkdir(parents=True, exist_ok=True)
     with atomic_folder(rdir / f"v{version}", exists_ok=True, tmp_name=(  # the commit point
@@ -336,10 +320,10 @@ def _frames_or_refuse(frames) -> dict:
 
     if not isinstance(frames, Mapping) or not frames:
         raise DgtracesError("a release needs at least one table (a mapping name -> "
-                            "DataFrame)", code="EMPTY")
+                            "DataFrame)", code=Code.EMPTY)
     bad = sorted(str(n) for n, df in frames.items() if not isinstance(df, pd.DataFrame))
     if bad:
-        raise DgtracesError(f"not DataFrames: {', '.join(bad)}", code="BAD_INPUT")
+        raise DgtracesError(f"not DataFrames: {', '.join(bad)}", code=Code.BAD_INPUT)
     return dict(frames)
 
 

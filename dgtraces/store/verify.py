@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dgtraces.errors import Failure
+from dgtraces.errors import Code, Failure
 from dgtraces.io import files as fileio
 from dgtraces.store import manifest as store
 
@@ -44,7 +44,7 @@ class _Checker:
         self.seen: dict[Path, tuple[str | None, int]] = {}  # file -> (sha256, bytes) found
 
     def fail(self, msg, file=None, expected=None, found=None) -> None:
-        self.report.failures.append(Failure("INTEGRITY", msg, file=file, expected=expected,
+        self.report.failures.append(Failure(Code.INTEGRITY, msg, file=file, expected=expected,
                                             found=found))
 
     def file(self, name: str, path: Path, want: dict) -> None:
@@ -71,9 +71,9 @@ class _Checker:
         if not isinstance(manifest, dict) or not isinstance(manifest.get("tables"), dict):
             self.fail("manifest is not a mapping with a tables mapping", str(mpath))
             return
-        if manifest.get("digest") != store._digest(manifest):
+        if manifest.get("digest") != store.manifest_digest(manifest):
             self.fail("manifest digest mismatch (the manifest was edited)", str(mpath),
-                      manifest.get("digest"), store._digest(manifest))
+                      manifest.get("digest"), store.manifest_digest(manifest))
         if manifest.get("version") != path.name[1:]:
             self.fail("manifest version differs from folder name", str(mpath), path.name,
                       manifest.get("version"))
@@ -109,7 +109,7 @@ class _Checker:
             for f in sorted(tdir.iterdir()):
                 if f.name.startswith(fileio.TMP_PREFIX):
                     self.report.stale_temps.append(str(f))
-                elif not (f.suffix == ".parquet" and store._HEX64.fullmatch(f.stem)
+                elif not (f.suffix == ".parquet" and store.HEX64.fullmatch(f.stem)
                           and f.is_file() and not f.is_symlink()):
                     self.fail("unexpected entry in the shard pool (a shard is "
                               "<sha256>.parquet)", str(f))
@@ -150,20 +150,20 @@ def verify(root=None, deep: bool = True) -> VerifyReport:
     check = _Checker(report, deep)
     rdir = store.releases_dir(root)
     if not rdir.is_dir():
-        report.failures.append(Failure("NOT_FOUND", "no releases folder", file=str(rdir)))
+        report.failures.append(Failure(Code.NOT_FOUND, "no releases folder", file=str(rdir)))
         return report
     for p in sorted(rdir.iterdir()):
         if p.name.startswith(fileio.TMP_PREFIX):
             report.stale_temps.append(str(p))
         elif store.is_release_folder(p):
             if not (p / store.MANIFEST).is_file():
-                report.failures.append(Failure("INTEGRITY", "release folder has no manifest",
+                report.failures.append(Failure(Code.INTEGRITY, "release folder has no manifest",
                                                file=str(p)))
                 continue
             report.releases.append(store.norm_version(p.name))
             check.release(p)
         else:  # stray files, loose names (0.3.0, v0.03.0), links to other folders
-            report.failures.append(Failure("INTEGRITY", "unexpected entry in releases (a "
+            report.failures.append(Failure(Code.INTEGRITY, "unexpected entry in releases (a "
                                            "release is a real folder named exactly vX.Y.Z)",
                                            file=str(p)))
     check.pool(rdir.parent / store.SHARDS)

@@ -14,7 +14,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dgtraces.errors import BadFileError, DgtracesError, Failure, MissingFileError, ValidationError
+from dgtraces.errors import (
+    BadFileError,
+    Code,
+    DgtracesError,
+    Failure,
+    MissingFileError,
+    ValidationError,
+)
 from dgtraces.names import allowed_names, reference_names, unknown_failure
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -32,8 +39,8 @@ def table_for_path(path: str | os.PathLike) -> str:
     if stem not in TABLES:
         raise DgtracesError(
             f"{path}: cannot tell which table this is; name the file after a table or pass "
-            f"--table", code="BAD_INPUT",
-            failures=[Failure("BAD_INPUT", "unknown table", file=str(path),
+            f"--table", code=Code.BAD_INPUT,
+            failures=[Failure(Code.BAD_INPUT, "unknown table", file=str(path),
                               expected=" | ".join(TABLES), found=stem)])
     return stem
 
@@ -70,7 +77,7 @@ def read_file(path: str | os.PathLike, table: str | None = None) -> "pd.DataFram
         raise MissingFileError(f"{path}: no such file")
     if suffix not in READABLE:
         raise BadFileError(f"{path}: unsupported file type {suffix!r}",
-                           failures=[Failure("BAD_FILE", "unsupported type", file=str(path),
+                           failures=[Failure(Code.BAD_FILE, "unsupported type", file=str(path),
                                              expected="csv | parquet", found=suffix)])
     try:
         if suffix == ".csv":
@@ -147,7 +154,7 @@ def _schema_failures(table: str, errors, file: str | None,
         reason, check = err.reason_code, _check_label(err.check)
         if reason in (R.COLUMN_NOT_IN_DATAFRAME, R.COLUMN_NOT_IN_SCHEMA):
             for _, found, _ in _cases(err):
-                cells.append(Failure("SCHEMA", f"{table}: column " + (
+                cells.append(Failure(Code.SCHEMA, f"{table}: column " + (
                     "missing" if reason == R.COLUMN_NOT_IN_DATAFRAME else
                     "not in the schema"), file=file, column=str(found)))
             continue
@@ -165,7 +172,7 @@ def _schema_failures(table: str, errors, file: str | None,
             if whole_row:  # pandera lists every cell of a failing row: one line per row
                 if (check, row) not in seen_frame:
                     seen_frame.add((check, row))
-                    frame_wide.append(Failure("SCHEMA", f"{table}: failed {check}", file=file,
+                    frame_wide.append(Failure(Code.SCHEMA, f"{table}: failed {check}", file=file,
                                               row=row, expected=check))
                 continue
             if (row, str(column)) in skip:
@@ -176,7 +183,7 @@ def _schema_failures(table: str, errors, file: str | None,
                                              found, allowed, file=file, row=row,
                                              column=str(column)))
                 continue
-            cells.append(Failure("SCHEMA", f"{table}: failed {check}", file=file, row=row,
+            cells.append(Failure(Code.SCHEMA, f"{table}: failed {check}", file=file, row=row,
                                  column=str(column), expected=check, found=repr(found)))
     # a row with a bad cell fails frame-wide checks because of it: one bad value, one line
     bad_rows = {f.row for f in cells if f.row is not None} | {r for r, _ in skip}
@@ -195,7 +202,7 @@ def typed_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
     from dgtraces.tables.strict import strict_cells
 
     if table not in TABLES:
-        raise DgtracesError(f"unknown table {table!r}", code="BAD_INPUT")
+        raise DgtracesError(f"unknown table {table!r}", code=Code.BAD_INPUT)
     if not df.index.is_unique or not isinstance(df.index, pd.RangeIndex):
         df = df.reset_index(drop=True)  # rows are reported by position
     df, failures = strict_cells(table, df, file)  # no guessing of booleans and integers
@@ -228,7 +235,7 @@ def catalog(parent: str) -> "pd.DataFrame":
     from dgtraces.models import layers_frame
 
     if parent != "layers":  # pragma: no cover - a new catalog parent needs its source here
-        raise DgtracesError(f"no catalog for table {parent!r}", code="BAD_INPUT")
+        raise DgtracesError(f"no catalog for table {parent!r}", code=Code.BAD_INPUT)
     return layers_frame()
 
 

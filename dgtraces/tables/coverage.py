@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import TYPE_CHECKING
 
-from dgtraces.errors import Failure
+from dgtraces.errors import Code, Failure
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -91,7 +91,7 @@ def incomplete_failures(runs: "pd.DataFrame", timings: "pd.DataFrame",
             shown = ", ".join(names[:SHOWN_MISSING]) + (" ..." if len(names) > SHOWN_MISSING
                                                          else "")
             total = len(_structure(str(model)))
-            out.append(Failure("INCOMPLETE_TRACE", f"run lacks {len(names)} layer(s) of "
+            out.append(Failure(Code.INCOMPLETE_TRACE, f"run lacks {len(names)} layer(s) of "
                                f"{model}: {shown} (declare `partial: true` in "
                                "contribution.yaml if on purpose)", file=file, row=row,
                                column="run_id", expected=f"timing rows for all {total} layers",
@@ -136,7 +136,7 @@ def throughput_failures(runs: "pd.DataFrame", timings: "pd.DataFrame",
             low, high = GENERIC_FLOPS.get(str(run.get("device_kind")), GENERIC_FLOPS["gpu"])
             basis = f"no datasheet peak; generic {run.get('device_kind')} range"
         if not low <= implied <= high:
-            out.append(Failure("PLAUSIBILITY", f"implied throughput {implied:.3g} FLOP/s is "
+            out.append(Failure(Code.PLAUSIBILITY, f"implied throughput {implied:.3g} FLOP/s is "
                                f"{'above' if implied > high else 'far below'} what the device "
                                f"can do ({basis}); a unit error (us vs ms, s vs ms)?",
                                file=file, row=row, column="run_id",

@@ -13,6 +13,7 @@ import pandas as pd
 import pandera.pandas as pa
 from pandera.typing import Series
 
+from dgtraces.errors import Code
 from dgtraces.models import KINDS, MODELS
 from dgtraces.tables.vocab import FRAMEWORK_DEFAULT, POLICY_NAMES
 
@@ -351,11 +352,11 @@ FOREIGN_KEYS: tuple[ForeignKey, ...] = (
     ForeignKey("layer_timings", ("run_id",), "runs", ("run_id",)),
     ForeignKey("iterations", ("trace_run_id",), "runs", ("run_id",)),
     ForeignKey("layer_timings", ("model", "layer"), "layers", ("model", "layer"),
-               code="UNKNOWN_LAYER", via=(("model", "run_id", "runs", "run_id"),)),
+               code=Code.UNKNOWN_LAYER, via=(("model", "run_id", "runs", "run_id"),)),
     ForeignKey("layers", ("model", "layer"), "layers", ("model", "layer"),
-               code="UNKNOWN_LAYER"),
+               code=Code.UNKNOWN_LAYER),
     ForeignKey("kernels", ("model", "layer"), "layers", ("model", "layer"),
-               code="UNKNOWN_LAYER"),
+               code=Code.UNKNOWN_LAYER),
 )
 # parents whose rows come from the package itself, never from the checked frames
 CATALOG_PARENTS = ("layers",)

@@ -23,7 +23,7 @@ import re
 from numbers import Integral, Real
 from typing import TYPE_CHECKING
 
-from dgtraces.errors import Failure
+from dgtraces.errors import Code, Failure
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -191,7 +191,7 @@ def strict_cells(table: str, df: "pd.DataFrame", file: str | None = None
             continue
         series = df[column]
         if kind == "bool" and column in required:  # coercion would fill a null (#29 M1)
-            failures += [Failure("SCHEMA", f"{table}: missing value in a non-nullable "
+            failures += [Failure(Code.SCHEMA, f"{table}: missing value in a non-nullable "
                                  "column", file=file, row=int(r), column=column,
                                  expected="true | false", found="missing")
                          for r in np.flatnonzero(series.isna().to_numpy())]
@@ -214,7 +214,7 @@ def strict_cells(table: str, df: "pd.DataFrame", file: str | None = None
                      for i, v in enumerate(values)] if bad or series.dtype == object else None
         for r in bad_rows.tolist():
             failures.append(Failure(
-                "SCHEMA", f"{table}: not " + ("an unambiguous boolean" if kind == "bool"
+                Code.SCHEMA, f"{table}: not " + ("an unambiguous boolean" if kind == "bool"
                                               else "a whole number"),
                 file=file, row=int(r), column=column,
                 expected="true | false | 1 | 0" if kind == "bool" else "a whole number",

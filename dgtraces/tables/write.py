@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from dgtraces.errors import DgtracesError
+from dgtraces.errors import Code, DgtracesError
 from dgtraces.io.files import atomic_file, atomic_folder
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,7 +46,7 @@ def write_tables(out: str | os.PathLike, frames: Mapping[str, "pd.DataFrame"], *
     """
     if fmt not in ("parquet", "csv"):
         raise DgtracesError(f"table format must be parquet or csv, got {fmt!r}",
-                            code="BAD_INPUT")
+                            code=Code.BAD_INPUT)
     if validate:
         from dgtraces.tables.checks import validate_tables
 
@@ -57,7 +57,7 @@ def write_tables(out: str | os.PathLike, frames: Mapping[str, "pd.DataFrame"], *
         clash = [str(out / f) for f in names.values() if (out / f).exists()]
         if clash and not overwrite:
             raise DgtracesError(f"refusing to overwrite {', '.join(clash)} (use --force)",
-                                code="BAD_INPUT")
+                                code=Code.BAD_INPUT)
         for name, df in frames.items():
             with atomic_file(out / names[name]) as fh:
                 fh.write(_table_bytes(df, fmt))

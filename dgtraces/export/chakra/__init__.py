@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...errors import DgtracesError, Failure, require
+from ...errors import Code, DgtracesError, Failure, require
 from .. import check_workers
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -157,8 +157,8 @@ def read_et(path: str | Path) -> tuple[Any, list[Any]]:
         size = shift = 0
         while True:
             if pos >= len(data):
-                raise DgtracesError(f"{path}: truncated length prefix", code="BAD_FILE",
-                                    failures=[Failure("BAD_FILE", "truncated varint",
+                raise DgtracesError(f"{path}: truncated length prefix", code=Code.BAD_FILE,
+                                    failures=[Failure(Code.BAD_FILE, "truncated varint",
                                                       file=str(path))])
             byte = data[pos]
             pos += 1
@@ -167,12 +167,12 @@ def read_et(path: str | Path) -> tuple[Any, list[Any]]:
             if not byte & 0x80:
                 break
         if pos + size > len(data):
-            raise DgtracesError(f"{path}: message runs past the end", code="BAD_FILE",
-                                failures=[Failure("BAD_FILE", "truncated message",
+            raise DgtracesError(f"{path}: message runs past the end", code=Code.BAD_FILE,
+                                failures=[Failure(Code.BAD_FILE, "truncated message",
                                                   file=str(path))])
         messages.append(data[pos:pos + size])
         pos += size
     if not messages:
-        raise DgtracesError(f"{path}: empty execution trace", code="BAD_FILE")
+        raise DgtracesError(f"{path}: empty execution trace", code=Code.BAD_FILE)
     meta = pb.GlobalMetadata.FromString(messages[0])
     return meta, [pb.Node.FromString(m) for m in messages[1:]]

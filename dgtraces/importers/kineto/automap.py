@@ -142,7 +142,7 @@ def automap(events: list[Event], model: str, batch: int) -> AutoMapped:
     if not steps:
         raise DgtracesError("the trace has no ProfilerStep#N: without layer scopes or --map, "
                             "ops are mapped per profiler step", code=Code.BAD_FILE,
-                            failures=[Failure("BAD_FILE", "no ProfilerStep#N event",
+                            failures=[Failure(Code.BAD_FILE, "no ProfilerStep#N event",
                                               expected="ProfilerStep#N", found="none")])
     starts = [s.ts for s in steps]
     step_set = set(steps)

@@ -70,7 +70,7 @@ def load_trace(path) -> tuple[list[Event], dict, str]:
             if not (math.isfinite(ts) and math.isfinite(dur) and dur >= 0):
                 raise DgtracesError(f"{path}: event {i} ({str(e.get('name'))[:60]!r}) has no "
                                     f"usable ts/dur", code=Code.BAD_FILE,
-                                    failures=[Failure("BAD_FILE", "ts/dur not finite numbers",
+                                    failures=[Failure(Code.BAD_FILE, "ts/dur not finite numbers",
                                                       file=str(path), row=i,
                                                       found=repr((e["ts"], e["dur"]))[:80])])
             args = e.get("args")
@@ -94,7 +94,7 @@ def read_map(path, layers: set[str], model: str) -> dict[str, str]:
         if layer not in layers:
             from dgtraces.names import did_you_mean, listing
 
-            failures.append(Failure("UNKNOWN_LAYER", f"not a layer of {model}"
+            failures.append(Failure(Code.UNKNOWN_LAYER, f"not a layer of {model}"
                                     + did_you_mean(layer, layers), file=str(path), row=i,
                                     column="layer", expected=listing(layers),
                                     found=repr(layer)))

@@ -75,7 +75,7 @@ def import_trace(path, model: str, *, batch_size: int | None = None, run_id: str
         raise DgtracesError(
             f"{path}: no scope maps to a layer of {model} (scopes must be named like the "
             f"layers, or listed in --map)", code=Code.EMPTY,
-            failures=[Failure("EMPTY", "unmapped scope", file=str(path), found=name)
+            failures=[Failure(Code.EMPTY, "unmapped scope", file=str(path), found=name)
                       for name in stray[:20]])
     run_id = run_id or default_run_id(model, path, digest)
     scoped = {layer for layer, _ in fwd}
