@@ -3,7 +3,7 @@
 Nothing here writes into the data folder. A zip is checked member by member (no absolute
 paths, no ``..``, no links, no encryption, size and compression-ratio limits) and extracted
 into a private temp folder with byte counting, so declared sizes are never trusted. Folders
-may not contain symlinks. Tables are read with :func:`dgtraces.checks.read_file` after
+may not contain symlinks. Tables are read with :func:`dgtraces.tables.checks.read_file` after
 size, row-count and field-length limits, except the tables of :data:`STREAMED_TABLES`
 (``layer_timings``: one row per layer per run, the table that grows with a contribution),
 which are left on disk and validated in chunks by :mod:`dgtraces.contribute.stream` under

@@ -7,7 +7,7 @@ rerun of the same command completes):
 2. refuse a malformed/existing/older version (VERSION), an empty staging area (EMPTY), a
    store whose ``verify`` fails (INTEGRITY);
 3. write ``data/.release-journal.json`` (version, parent, staged ids) atomically;
-4. :func:`dgtraces.shards.append` streams each staged table into the shard pool as a new
+4. :func:`dgtraces.store.shards.append` streams each staged table into the shard pool as a new
    shard (record batches; content-addressed, so a rerun reuses them), checks keys across
    the shards with DuckDB, writes the manifest (the parent's shards + the new ones) into a
    temp folder and renames it into place: **the commit point**. Nothing of the store is
@@ -15,7 +15,7 @@ rerun of the same command completes):
    memory follow the new rows. Before it, nothing visible has changed (staging untouched; a stale
    temp folder is removed by the rerun). After it, the remaining steps are idempotent:
 5. CHANGELOG entry (skipped if its heading is present), card regeneration (skipped with a
-   note if :mod:`dgtraces.cards` is unavailable), removal of the released staged entries,
+   note if :mod:`dgtraces.publish.card` is unavailable), removal of the released staged entries,
    and finally removal of the journal.
 
 A rerun that finds a journal whose release exists completes steps 5; one whose release
@@ -122,7 +122,7 @@ def _card(version: str, root, notes: list[str]) -> None:
     try:
         from dgtraces.publish import write_card
     except ImportError:
-        notes.append("card not regenerated: dgtraces.cards.write_card is not available; "
+        notes.append("card not regenerated: dgtraces.publish.card.write_card is not available; "
                      "run the card generator after installing it")
         return
     try:

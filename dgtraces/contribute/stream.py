@@ -4,14 +4,16 @@ table.
 Two passes over the file, neither of which holds the table:
 
 1. **Spool** (file order): the file is read ``chunk_rows`` rows at a time (CSV through
-   :func:`dgtraces.checks.csv_chunks`, Parquet through :func:`dgtraces.bounded.iter_parquet`,
-   both within the contribution's limits); each chunk is validated as a whole table would
-   be (strict cells, the pandera schema, every declared foreign key against the already
-   typed ``runs``, finite numbers, gradient sizes against the model structure) and its
-   typed rows are appended, with their original row number, to a temp Parquet *spool*.
-   A primary key repeated across chunks is found afterwards by one DuckDB query over a
-   spool of every row's key columns (within a chunk, pandera finds it). Once schema or key
-   failures refuse the contribution, the value checks are skipped (as for a whole table).
+   :func:`dgtraces.tables.checks.csv_chunks`, Parquet through
+   :func:`dgtraces.io.bounded.iter_parquet`, both within the contribution's limits); each
+   chunk is validated as a whole table would be (strict cells, the pandera schema, every
+   declared foreign key against the already typed ``runs``, finite numbers, gradient sizes
+   against the model structure) and its typed rows are appended, with their original row
+   number, to a temp Parquet *spool*. A primary key repeated across chunks is found
+   afterwards by one DuckDB query over a spool of every row's key columns (within a chunk,
+   pandera finds it). Once schema or key failures refuse the contribution, the value checks
+   are skipped (as for a whole table).
+
 2. **Runs**: :func:`run_groups` yields chunks that hold whole runs, for the per-run checks
    (layer sums, coverage, throughput), the run fingerprints and the per-run digests. When
    pass 1 saw each run's rows together (:class:`RunOrder`; a collector writes run by run)

@@ -1,7 +1,7 @@
 """The method's error in one place: GPU fits, amp variant, CPU validation, B-Caffe check.
 
 :func:`build_report` collects it (library: no printing); :meth:`MethodReport.text` is what
-``dgtraces reconstruct --report`` prints; :func:`dgtraces.reconstruct.fragment.markdown`
+``dgtraces reconstruct --report`` prints; :func:`dgtraces.evaluation.fragment.markdown`
 renders the dataset-card fragment from the same object.
 """
 

@@ -77,7 +77,7 @@ class ValidationResult:
         if self.rows.get("cpu_effects") is not None and self.rows["cpu_effects"].notna().any():
             lines.append("  CPU rows modelled with: " + "; ".join(
                 sorted(set(self.rows["cpu_effects"].dropna()))) + " (set from the "
-                "configuration, see predict.validation.cpu_effects)")
+                "configuration, see evaluation.validation.cpu_effects)")
         fmt = {"mape_pct": "{:.2f}".format, "max_ape_pct": "{:.2f}".format}
         for title, df in (("per model", self.by_model), ("per policy", self.by_policy)):
             lines.append(f"{title}:")

@@ -11,10 +11,11 @@ Rows: ``workers`` = ranks, ``backend`` nccl, ``message_bytes`` = the ``size`` co
 all_gather and reduce_scatter the whole buffer, ranks x the per-rank chunk, as nccl-tests
 counts it), ``time_ms`` = the average time (``n`` = iters), ``interconnect`` = the given one
 or ``<device key>-x<ranks>-intra-node`` (``-<hosts>-nodes`` across hosts), the device key
-derived from the GPU name in the header (:func:`dgtraces.devices.device_key`). Out-of-place
-and in-place rows differ in ``source``. Fits: :func:`dgtraces.fitting.fit_alpha_beta` with
-relative weights over each placement's sizes (provenance ``reconstructed``: a model of the
-measured points); a placement whose slope is not positive gets no fit row, but a note.
+derived from the GPU name in the header (:func:`dgtraces.reference.devices.device_key`).
+Out-of-place and in-place rows differ in ``source``. Fits:
+:func:`dgtraces.fitting.fit_alpha_beta` with relative weights over each placement's sizes
+(provenance ``reconstructed``: a model of the measured points); a placement whose slope
+is not positive gets no fit row, but a note.
 
 The collective comes from ``collective``, else the command line or file name
 (``all_reduce_perf`` -> allreduce), else the columns (:func:`infer_from_columns`: the

@@ -130,7 +130,7 @@ def size_category(rows: int) -> str:
 
 def provenance_stats(version: str | None = None, root=None) -> dict[str, dict]:
     """Per table: rows, provenance counts, (provenance, source, rows) and B-Caffe rows
-    (computed per shard and cached by its sha256: :mod:`dgtraces.card_stats`)."""
+    (computed per shard and cached by its sha256: :mod:`dgtraces.publish.card_stats`)."""
     from dgtraces.publish.card_stats import provenance_stats as stats
 
     return stats(version, root)
@@ -199,7 +199,7 @@ def _yaml_header(manifest: dict, stats: dict, data_dir: str, models: tuple[str, 
 
 def _md(text) -> str:
     """The package's own text in a table cell (contributor text goes through
-    :func:`dgtraces.markdown_text.md_inline`)."""
+    :func:`dgtraces.io.markdown_text.md_inline`)."""
     return "" if text is None else str(text).replace("|", "\\|").replace("\n", " ")
 
 

@@ -9,7 +9,7 @@ from the row it references (``layer_timings`` from ``runs``, declared in
 
 Each shard's groups come from one DuckDB scan of that shard (joined with ``runs`` where
 needed), after the release's files are checked against the manifest (sha256, cached by
-:mod:`dgtraces.integrity`). They are kept in a per-user cache file keyed by the shard's
+:mod:`dgtraces.store.integrity`). They are kept in a per-user cache file keyed by the shard's
 sha256: a shard never changes under its name, and the rows it references are never
 rewritten (keys are unique across a store's shards), so a release computes the groups of
 its new shards only. The licence counts are then taken from the groups' sources. The

@@ -81,7 +81,7 @@ def _field_description(col: dict) -> str:
 def build(version: str | None = None, root=None, data_dir: str = "data",
           stats: dict | None = None) -> dict:
     """The Croissant document (a JSON-ready dict) of a release (``stats``: its
-    :func:`dgtraces.cards.provenance_stats`, when the caller has them already)."""
+    :func:`dgtraces.publish.card.provenance_stats`, when the caller has them already)."""
     from dgtraces.publish import card as c
     from dgtraces.publish import card_stats
     from dgtraces.store import manifest as store

@@ -3,9 +3,9 @@
 Design:
 
 * **Out-of-core views.** Each table of the release is a *view* over its list of Parquet
-  shards (``read_parquet([...])``, see :mod:`dgtraces.shards`), so DuckDB scans only the
+  shards (``read_parquet([...])``, see :mod:`dgtraces.store.shards`), so DuckDB scans only the
   columns and row groups a query needs.
-* **The connection** (:mod:`dgtraces.sandbox`): the only readable paths are the release's
+* **The connection** (:mod:`dgtraces.query.sandbox`): the only readable paths are the release's
   table files, checked against the manifest's sha256 (INTEGRITY otherwise), served from
   sealed private copies that nothing can write (Linux, releases up to 256 MiB); no other
   file, temp directory, URL, extension or secret; a memory limit; locked configuration.

@@ -10,7 +10,7 @@ What the connection can touch (the statement guard in :mod:`dgtraces.query` come
   ``allowed_paths``. The kernel refuses every write to a sealed file, even root's, so the
   connection has no path it can write to, and it serves exactly the bytes that were checked.
   Larger releases, and other systems, read the release's own files (checked against the
-  manifest first, :mod:`dgtraces.integrity`); there ``allowed_paths`` would let DuckDB write
+  manifest first, :mod:`dgtraces.store.integrity`); there ``allowed_paths`` would let DuckDB write
   them, and only the statement guard keeps ``COPY ... TO`` out (see docs/security.md).
 * **No other path.** ``enable_external_access=false`` after the views exist: no other file,
   glob, URL, ``ATTACH``, ``INSTALL``/``LOAD``; no ``temp_directory`` (DuckDB's default

@@ -1,5 +1,5 @@
 """The one generic builder: run a :class:`~dgtraces.recipes.Recipe`'s steps and write the
-release (``base`` + every step's tables) with :func:`dgtraces.store.extend_release`."""
+release (``base`` + every step's tables) with :func:`dgtraces.store.shards.extend_release`."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Readers check what they read against the release manifest (sha256), with a cache.
 
 Every reader of a release (``load()``/``store.read_table``, ``dgtraces sql``/``Query``,
-``export-hf``) hashes each file it opens (each shard of a table, see :mod:`dgtraces.shards`)
+``export-hf``) hashes each file it opens (each shard of a table, see :mod:`dgtraces.store.shards`)
 and compares it with the manifest's ``sha256`` and ``bytes``; a mismatch is
 :class:`~dgtraces.errors.IntegrityError` (code ``INTEGRITY``) naming every bad file.
 Hashing a large release on every cold start would cost more than the query,

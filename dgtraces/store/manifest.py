@@ -38,7 +38,7 @@ def is_release_folder(p: Path) -> bool:
 def data_root(root: str | os.PathLike | None = None) -> Path:
     """The data folder: ``root``, else ``$DGTRACES_DATA``, else the checkout's ``data/``,
     else the user data directory seeded from the packaged releases (see
-    :mod:`dgtraces.datadirs`)."""
+    :mod:`dgtraces.store.locate`)."""
     from dgtraces.store.locate import locate
 
     return locate(root).root

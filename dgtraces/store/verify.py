@@ -1,5 +1,5 @@
 """``dgtraces verify``: every release manifest and every file it names, each shard once
-(readers check the files they open through :mod:`dgtraces.integrity`).
+(readers check the files they open through :mod:`dgtraces.store.integrity`).
 
 A release folder holds ``manifest.json`` only (shard layout) or ``manifest.json`` plus its
 legacy ``<table>.parquet`` files. Shards live in the pool ``data/shards/<table>/`` named by

@@ -2,7 +2,7 @@
 
 Column names carry units. ``metadata={"unit": ...}`` and ``description`` feed the exported
 JSON schemas, the dataset card and Croissant. Cross-table keys are declared in ``KEYS`` and
-``FOREIGN_KEYS`` and enforced by :mod:`dgtraces.checks`.
+``FOREIGN_KEYS`` and enforced by :mod:`dgtraces.tables.checks`.
 """
 
 from __future__ import annotations
