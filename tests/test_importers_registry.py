@@ -3,7 +3,6 @@ the import graph of ``dgtraces/importers`` (no cycle)."""
 
 from __future__ import annotations
 
-import ast
 import json
 from pathlib import Path
 
@@ -14,103 +13,26 @@ from dgtraces.errors import Code, DgtracesError
 from dgtraces.importers.registry import BY_NAME, IMPORTERS, importer
 from dgtraces.tables.runrow import MEASURES, runs_columns, runs_row
 
-PACKAGE = Path(dgtraces.__file__).parent
 
+def _graph_module():
+    """scripts/import_graph.py: the one import-graph reader (tests/test_layers.py too)."""
+    import importlib.util
 
-def _modules() -> dict[str, Path]:
-    mods = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        mods[".".join(parts)] = path
-    return mods
-
-
-def _type_checking_nodes(tree: ast.AST) -> set[int]:
-    skip: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skip.update(id(n) for stmt in node.body for n in ast.walk(stmt))
-    return skip
+    path = Path(dgtraces.__file__).resolve().parents[1] / "scripts" / "import_graph.py"
+    spec = importlib.util.spec_from_file_location("import_graph", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def import_graph() -> dict[str, set[str]]:
-    """module -> the package modules it imports: top-level and function-level imports,
-    relative ones resolved, ``if TYPE_CHECKING`` blocks left out."""
-    mods = _modules()
-
-    def known(name: str) -> str | None:
-        while name and name not in mods:
-            name = name.rpartition(".")[0]
-        return name or None
-
-    graph: dict[str, set[str]] = {m: set() for m in mods}
-    for mod, path in mods.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
-        skip = _type_checking_nodes(tree)
-        for node in ast.walk(tree):
-            if id(node) in skip:
-                continue
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parts = package.split(".")
-                    base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
-                # ``from pkg import sub`` imports the submodule, ``from mod import name`` mod
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base
-                           for a in node.names]
-            for target in targets:
-                hit = known(target) if target.startswith("dgtraces") else None
-                if hit and hit != mod:
-                    graph[mod].add(hit)
-    return graph
+    g = _graph_module()
+    return g.edges(g.modules())
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found = []
-    for root in graph:
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph[child]))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                comp = []
-                while True:
-                    top = stack.pop()
-                    on_stack.discard(top)
-                    comp.append(top)
-                    if top == node:
-                        break
-                if len(comp) > 1:
-                    found.append(sorted(comp))
-    return found
+    nodes = set(graph) | {t for ts in graph.values() for t in ts}
+    return _graph_module().cycles(graph, nodes)
 
 
 def test_cycle_finder_finds_a_planted_cycle():
