@@ -66,6 +66,10 @@ def test_sql_cli_imports_no_pandas_or_validator(tmp_path):
                             {"DGTRACES_CACHE": str(tmp_path / "cache")}))
     assert {"duckdb", "dgtraces.query.sandbox"} <= mods
     assert sorted(m for m in NOT_ON_SQL if m in mods) == []
+    from dgtraces.cli.grid import RICH_TERMINAL_ENV
+
+    if not any(k in os.environ for k in RICH_TERMINAL_ENV):  # piped: the plain grid
+        assert "rich" not in mods
 
 
 @pytest.mark.parametrize("use_store", [False, True])

@@ -127,13 +127,11 @@ def _cell(value) -> str:
 def _print_table(q, max_rows: int) -> None:
     """A grid when every column fits the console width, else one ``column | value`` block
     per row. A pipe or file has no width (unless COLUMNS gives one): the grid is printed at
-    its natural width, one line per row, for ``| cat``, ``| less -S`` and files."""
+    its natural width, one line per row, for ``| cat``, ``| less -S`` and files (as plain
+    text without rich where :func:`dgtraces.cli.grid.plain_grid` can)."""
     import os
 
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
+    from dgtraces.cli.grid import plain_grid, plain_output
     from dgtraces.io.terminal_text import inert
 
     res = q.fetch(limit=max_rows)
@@ -143,6 +141,19 @@ def _print_table(q, max_rows: int) -> None:
     for row in res.rows:
         cells.append([_cell(v) for v in row])
         q.check_time()  # the limit covers rendering too (#29)
+    numeric = ("INT", "DOUBLE", "FLOAT", "DECIMAL", "REAL", "HUGEINT")
+    right = [any(t in typ.upper() for t in numeric) for typ in res.types]
+    more = "more rows not shown; raise --max-rows or use --format csv --out FILE"
+    grid = plain_grid([str(c) for c in res.columns], [t.lower() for t in res.types], cells,
+                      right) if plain_output() else None
+    if grid is not None:
+        sys.stdout.write(f"dgtraces {res.version}: {shown}\n" + grid
+                         + (more + "\n" if res.truncated else ""))
+        return
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
     console = Console()
     console.print(f"[dim]dgtraces {res.version}: {shown}[/dim]")
     widths = [max([len(str(c)), len(t)] + [len(r[i]) for r in cells])
@@ -154,19 +165,16 @@ def _print_table(q, max_rows: int) -> None:
         _print_vertical(console, res.columns, cells)
     else:
         table = Table()
-        numeric = ("INT", "DOUBLE", "FLOAT", "DECIMAL", "REAL", "HUGEINT")
-        for col, typ in zip(res.columns, res.types, strict=True):
-            right = any(t in typ.upper() for t in numeric)
+        for col, typ, r in zip(res.columns, res.types, right, strict=True):
             # Text, not markup strings: names and values are data ("[x]" must print as is)
             table.add_column(Text.assemble(str(col), "\n", (typ.lower(), "dim")),
-                             justify="right" if right else "left", overflow="fold")
+                             justify="right" if r else "left", overflow="fold")
         for row, raw in zip(cells, res.rows, strict=True):
             table.add_row(*(Text("null", style="dim") if v is None else Text(c)
                             for c, v in zip(row, raw, strict=True)))
         console.print(table)
     if res.truncated:
-        console.print("[yellow]more rows not shown; raise --max-rows or use "
-                      "--format csv --out FILE[/yellow]")
+        console.print(f"[yellow]{more}[/yellow]")
 
 
 def _print_vertical(console, columns: list[str], cells: list[list[str]]) -> None:
