@@ -71,7 +71,26 @@ def _string_codes(path: Path) -> list[int]:
                 node.func, "attr", "")
             if name == "Failure" and node.args and isinstance(node.args[0], ast.Constant):
                 bad.append(node.lineno)
+        # a code held in a variable or field first (code = "SCHEMA" if ... else "X"), or
+        # compared as text (exc.code == "NO_CALIBRATION")
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AnnAssign) and node.value else []
+        if any(getattr(t, "id", getattr(t, "attr", None)) == "code" for t in targets) \
+                and _has_code_text(node.value):
+            bad.append(node.lineno)
+        if isinstance(node, ast.Compare) and any(
+                getattr(side, "attr", None) == "code" for side in [node.left, *node.comparators]) \
+                and any(_has_code_text(side) for side in [node.left, *node.comparators]):
+            bad.append(node.lineno)
     return bad
+
+
+def _has_code_text(node: ast.AST) -> bool:
+    """A reason code written as a string constant somewhere in ``node``."""
+    from dgtraces.errors import Code
+
+    return any(isinstance(n, ast.Constant) and isinstance(n.value, str)
+               and n.value in Code.__members__ for n in ast.walk(node))
 
 
 def test_errors_carry_code_members_not_strings():

@@ -63,7 +63,7 @@ def validate_files(paths, table: str | None = None, *, use_store: bool = True,
             failures = grad_failures(typed["layer_timings"], grads, runs,
                                      files.get("layer_timings"))
     if failures:
-        code = "SCHEMA" if any(f.code == "SCHEMA" for f in failures) else failures[0].code
+        code = Code.SCHEMA if any(f.code == Code.SCHEMA for f in failures) else failures[0].code
         raise ValidationError(f"{len(failures)} validation failure(s) in "
                               f"{len(paths)} file(s)", code=code, failures=failures)
     return {name: len(df) for name, df in frames.items()}

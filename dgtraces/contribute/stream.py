@@ -200,7 +200,7 @@ def spool(path: Path, table: str, file: str, runs: pd.DataFrame, limits: Limits,
                                         known={"runs": runs})
             failures.extend(shifted(found, file, offset))
             lt = typed[table]
-            broken = broken or any(f.code == "SCHEMA" for f in found)
+            broken = broken or any(f.code == Code.SCHEMA for f in found)
             out.rows += len(raw)
             out.chunks += 1
             largest = max(largest, len(raw))
@@ -228,7 +228,7 @@ def spool(path: Path, table: str, file: str, runs: pd.DataFrame, limits: Limits,
     out.contiguous = order.contiguous
     out.chunk_rows = min(out.chunk_rows, largest)  # a CSV of long rows read fewer at a time
     if out.chunks > 1:  # pandera saw each chunk alone: a key repeated across chunks
-        reported = {(f.row, f.column) for f in failures.listed if f.code == "SCHEMA"}
+        reported = {(f.row, f.column) for f in failures.listed if f.code == Code.SCHEMA}
         failures.extend(f for f in _repeated_keys(out) if (f.row, f.column) not in reported)
     return None if broken else out
 

@@ -170,8 +170,8 @@ def _resolve(model, device, batch_size, precision, run_id, release, whole, runs,
     try:
         rec = reconstruct_trace(device, model, batch_size, precision=precision)
     except DgtracesError as exc:
-        if exc.code != "NO_CALIBRATION" or not shape_only:
-            if exc.code == "NO_CALIBRATION":
+        if exc.code != Code.NO_CALIBRATION or not shape_only:
+            if exc.code == Code.NO_CALIBRATION:
                 exc.hint = (f"{device} has datasheet peaks but no calibration rows: give "
                             "--calibrate-img-s (its measured 1-GPU img/s) or a --run-id")
             raise

@@ -291,7 +291,7 @@ def append(version: str, sources: Mapping[str, Sequence[Source]], *, base: str |
         result = {t: old.get(t, []) + new.get(t, []) for t in entries}
         bad = key_failures(new, old, result)
         if bad:
-            code = "SCHEMA" if any(f.code == "SCHEMA" for f in bad) else "CROSS_TABLE"
+            code = Code.SCHEMA if any(f.code == Code.SCHEMA for f in bad) else Code.CROSS_TABLE
             raise ValidationError(f"{len(bad)} key failure(s) across shards", code=code,
                                   failures=bad)
         path = commit(version, entries, root=root, parent=parent or base, notes=notes,

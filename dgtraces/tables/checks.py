@@ -212,7 +212,7 @@ def typed_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
     except pe.SchemaErrors as errors:
         skip = frozenset((f.row, f.column) for f in failures)
         failures += _schema_failures(table, errors, file, skip)
-    if any(f.code == "SCHEMA" for f in failures):
+    if any(f.code == Code.SCHEMA for f in failures):
         out = None
     failures.sort(key=lambda f: (f.row is not None, f.row or 0))
     return out, failures
@@ -373,7 +373,7 @@ def validate_tables(frames: Mapping[str, "pd.DataFrame"], *,
     """Validate several tables and their keys together; raise one error listing everything."""
     out, failures = check_tables(frames, files=files, known_runs=known_runs, known=known)
     if failures:
-        code = "SCHEMA" if any(f.code == "SCHEMA" for f in failures) else failures[0].code
+        code = Code.SCHEMA if any(f.code == Code.SCHEMA for f in failures) else failures[0].code
         raise ValidationError(f"{len(failures)} validation failure(s)", code=code,
                               failures=failures)
     return out

@@ -340,7 +340,7 @@ class ForeignKey:
     columns: tuple[str, ...]
     parent: str
     parent_columns: tuple[str, ...]
-    code: str = "CROSS_TABLE"
+    code: str = Code.CROSS_TABLE
     via: tuple[tuple[str, str, str, str], ...] = ()  # (column, own key, parent, parent key)
 
     @property
