@@ -110,3 +110,21 @@ def _loaded_after(statement: str) -> set[str]:
 def test_schema_loads_no_predictor_module():
     loaded = _loaded_after("import dgtraces.tables.schema")
     assert not {m for m in loaded if m.startswith("dgtraces.predict")}
+
+
+def test_developing_layers_table_is_the_checked_layers():
+    """docs/DEVELOPING.md "Layers" draws the layers scripts/import_graph.py checks."""
+    import re
+
+    text = (REPO / "docs" / "DEVELOPING.md").read_text(encoding="utf-8")
+    table = text.split("| layer (bottom up) |", 1)[1].split("\n\n", 1)[0]
+    drawn = []
+    for line in table.splitlines()[2:]:
+        name, where = (cell.strip() for cell in line.strip("|").split("|")[:2])
+        where = re.sub(r"\([^)]*\)", "", where)  # "(with reference.devices)", "(load, ...)"
+        mods = set()
+        for word in re.findall(r"`([^`]+)`", where):
+            word = word.rstrip("/").removeprefix("dgtraces/").removesuffix("/__init__")
+            mods.add("dgtraces" if word in ("dgtraces", "__init__") else f"dgtraces.{word}")
+        drawn.append((name, mods))
+    assert drawn == [(name, set(prefixes)) for name, prefixes in _graph().LAYERS]
