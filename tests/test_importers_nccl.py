@@ -155,3 +155,24 @@ def test_a_log_cut_at_a_line_boundary_is_refused(tmp_path, log):
     nccl_tests._check_complete(step, "x.log", 2, [nccl_tests.Point(9, 5000, (1.0, 1.0))])
     with pytest.raises(DgtracesError):
         nccl_tests._check_complete(step, "x.log", 2, [nccl_tests.Point(9, 4000, (1.0, 1.0))])
+
+
+def test_a_log_of_another_nccl_tests_binary_is_not_read_as_all_gather(tmp_path):
+    # #25 item 4: an alltoall_perf log has all_gather's columns (busbw/algbw (P-1)/P, redop
+    # none); its name says what it is: import refuses it, validate-comm models all-to-all
+    from dgtraces.evaluation.comm import LogCluster, validate
+
+    a2a = tmp_path / "run.log"
+    a2a.write_text("$ mpirun -np 4 ./build/alltoall_perf -b 1K -e 256M -f 4 -g 1\n"
+                   + AG.read_text())
+    with pytest.raises(DgtracesError) as exc:
+        nccl_tests.import_log(a2a)
+    assert exc.value.code == "BAD_INPUT" and exc.value.failures[0].found == "alltoall"
+    (log,) = validate([str(a2a)], LogCluster(None, None, "nvlink3", "ib-hdr")).logs
+    assert log.collective == "alltoall"
+    sr = tmp_path / "sendrecv_perf.log"
+    sr.write_text(AG.read_text())
+    with pytest.raises(DgtracesError) as exc:
+        validate([str(sr)], LogCluster(None, None, "nvlink3"))
+    assert exc.value.code == "BAD_INPUT"
+    assert nccl_tests.import_log(AG).collective == "allgather"  # unnamed: from the columns

@@ -20,7 +20,8 @@ is not positive gets no fit row, but a note.
 The collective comes from ``collective``, else the command line or file name
 (``all_reduce_perf`` -> allreduce), else the columns (:func:`infer_from_columns`: the
 busbw/algbw ratio for the rank count, ``redop`` and ``root``; refused, naming the columns
-read, when not exactly one collective fits); a non-zero ``#wrong`` count is PLAUSIBILITY (the run
+read, when not exactly one collective fits; a log naming another nccl-tests binary, e.g.
+``alltoall_perf``, is BAD_INPUT); a non-zero ``#wrong`` count is PLAUSIBILITY (the run
 produced wrong results), a malformed line BAD_FILE naming the line, and so is a table that
 stops before the sweep its header announces ends (a log cut at a line boundary).
 """
@@ -36,6 +37,11 @@ from dgtraces.importers.base import IMPORTER_VERSION, CommImport, frame, read_te
 
 BINARIES = {"all_reduce": "allreduce", "all_gather": "allgather", "broadcast": "broadcast",
             "reduce_scatter": "reduce_scatter", "reduce": "reduce"}
+# nccl-tests binaries of collectives the comm table does not hold: a log naming one is
+# refused by import (not read as the all-gather its columns resemble); validate-comm models
+# alltoall
+OTHER_BINARIES = ("alltoall", "sendrecv", "scatter", "gather", "hypercube")
+NAMED = re.compile(r"\b(" + "|".join((*BINARIES, *OTHER_BINARIES)) + r")_perf")
 RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+"
                   r"(\d+)\s+\[[^\]]*\]\s+(?P<name>.+?)\s*$")
 ITERS = re.compile(r"(?<!warmup )(?<!agg )\biters:\s*(\d+)")
@@ -94,9 +100,9 @@ def collective_of(text: str, path: Path, given: str | None, ranks: int = 0,
                                 f"got {given!r}", code=Code.BAD_INPUT)
         return Inferred(given, "given")
     for where in (text[:4000], path.name):
-        m = re.search(r"\b(all_reduce|all_gather|reduce_scatter|broadcast|reduce)_perf", where)
+        m = NAMED.search(where)
         if m:
-            return Inferred(BINARIES[m[1]], f"named: {m[0]}")
+            return Inferred(BINARIES.get(m[1], m[1]), f"named: {m[0]}")
     return infer_from_columns(str(path), ranks, points or [])
 
 
@@ -272,6 +278,12 @@ def import_log(path, *, collective: str | None = None, interconnect: str | None 
         raise DgtracesError(f"{file}: no size/time table lines", code=Code.EMPTY)
     inferred = collective_of(text, path, collective, len(ranks), points)
     coll = inferred.collective
+    if coll not in BINARIES.values():
+        known = " | ".join(BINARIES.values())
+        raise DgtracesError(f"{file}: an nccl-tests {coll} log ({inferred.how}); the comm "
+                            f"table holds {known}", code=Code.BAD_INPUT, failures=[Failure(
+                                Code.BAD_INPUT, "collective not in the comm table", file=file,
+                                column="collective", expected=known, found=coll)])
     sizes = [p.size for p in points]
     if len(set(sizes)) != len(sizes):
         raise DgtracesError(f"{file}: a size appears twice (two runs in one log? import them "
