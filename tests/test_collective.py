@@ -2,6 +2,8 @@
 API and its typed errors, and the evaluation on nccl-tests logs (predict/comm_validation.py)."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -168,6 +170,43 @@ def test_validate_refuses_empty_or_truncated_logs(tmp_path):
     with pytest.raises(DgtracesError) as exc:
         validate([str(cut)], LogCluster(None, None, "nvlink3"))
     assert exc.value.code == "BAD_FILE"
+    cut.write_text("\n".join(lines[:i]) + "\n")  # cut at a line boundary: the header's sweep
+    with pytest.raises(DgtracesError) as exc:
+        validate([str(cut)], LogCluster(None, None, "nvlink3"))
+    assert exc.value.code == "BAD_FILE"
+
+
+@pytest.mark.parametrize("args, code", [
+    (["collective", "--collective", "allgathr"], "BAD_INPUT"),
+    (["collective", "--inter", "ib-hrd"], "UNKNOWN_LINK"),
+    (["collective", "--intra", "nvlnk3"], "UNKNOWN_LINK"),
+    (["collective", "--workers", "12", "--gpus-per-node", "8"], "BAD_INPUT"),
+    (["collective", "--workers", "16", "--nics-per-node", "33"], "BAD_INPUT"),
+    (["collective", "--nics-per-node", "0"], "BAD_INPUT"),
+    (["validate-comm", "{empty}", "--intra", "nvlink3"], "EMPTY"),
+    (["validate-comm", "{ambiguous}", "--intra", "pcie3"], "BAD_INPUT"),
+])
+def test_bad_input_on_the_cli_is_a_typed_error_without_traceback(tmp_path, args, code):
+    # #25 Bad input, through the command line: exit 1, the code printed, no traceback
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    ambiguous = tmp_path / "two.log"  # 2 ranks, no root column, redop sum, busbw = algbw
+    ambiguous.write_text("\n".join(
+        ["# nThread 1 nGpus 2 minBytes 1048576 maxBytes 2097152 step: 2(factor) iters: 20",
+         "# Using devices",
+         "#   Rank  0 Pid 1 on h device  0 [0x3d] Tesla V100-PCIE-32GB",
+         "#   Rank  1 Pid 1 on h device  1 [0x3e] Tesla V100-PCIE-32GB",
+         "#       size         count    type   redop     time   algbw   busbw  error     time   "
+         "algbw   busbw  error",
+         "     1048576        262144   float     sum    100.0   10.49   10.49  0e+00    100.0   "
+         "10.49   10.49  0e+00",
+         "     2097152        524288   float     sum    200.0   10.49   10.49  0e+00    200.0   "
+         "10.49   10.49  0e+00"]) + "\n")
+    args = [a.format(empty=empty, ambiguous=ambiguous) for a in args]
+    out = subprocess.run([sys.executable, "-m", "dgtraces", *args], capture_output=True,
+                         text=True)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert f"error [{code}]" in out.stderr and "Traceback" not in out.stderr, out.stderr
 
 
 def test_predict_uses_nccls_cost_for_every_message():

@@ -127,3 +127,52 @@ def test_collective_inferred_or_refused_naming_the_columns(tmp_path):
     assert exc.value.failures[0].column == "busbw/algbw, redop"
     assert exc.value.failures[0].found == "allreduce, reduce"
     assert nccl_tests.import_log(amb, collective="reduce").collective == "reduce"
+
+
+@pytest.mark.parametrize("log", [AR, AG])
+def test_a_log_cut_at_a_line_boundary_is_refused(tmp_path, log):
+    # #25 Bad input: the header's sweep (minBytes, maxBytes, step) says where the table ends
+    lines = log.read_text().splitlines()
+    table = [k for k, line in enumerate(lines) if line.strip()[:1].isdigit()]
+    assert nccl_tests.import_log(log).comm["message_bytes"].max() > 0  # whole log: accepted
+    for cut_at in (table[-1], table[len(table) // 2]):
+        cut = tmp_path / log.name
+        cut.write_text("\n".join(lines[:cut_at]) + "\n")
+        with pytest.raises(DgtracesError) as exc:
+            nccl_tests.import_log(cut)
+        assert exc.value.code == "BAD_FILE" and exc.value.failures[0].row == cut_at
+    # sizes rounded down by nccl-tests (all_gather over 3 ranks: 134217720 for 128 MiB) are
+    # not a truncation; the size before is
+    head = "# nThread 1 nGpus 3 minBytes 8 maxBytes 134217728 step: 2(factor) iters: 20"
+    for size, refused in ((134217720, False), (67108860, True), (134217728, False)):
+        pts = [nccl_tests.Point(line=9, size=size, times_us=(1.0, 1.0))]
+        if refused:
+            with pytest.raises(DgtracesError):
+                nccl_tests._check_complete(head, "x.log", 3, pts)
+        else:
+            nccl_tests._check_complete(head, "x.log", 3, pts)
+    step = "# nThread 1 nGpus 2 minBytes 1000 maxBytes 5500 step: 1000(bytes) iters: 20"
+    nccl_tests._check_complete(step, "x.log", 2, [nccl_tests.Point(9, 5000, (1.0, 1.0))])
+    with pytest.raises(DgtracesError):
+        nccl_tests._check_complete(step, "x.log", 2, [nccl_tests.Point(9, 4000, (1.0, 1.0))])
+
+
+def test_a_log_of_another_nccl_tests_binary_is_not_read_as_all_gather(tmp_path):
+    # #25 item 4: an alltoall_perf log has all_gather's columns (busbw/algbw (P-1)/P, redop
+    # none); its name says what it is: import refuses it, validate-comm models all-to-all
+    from dgtraces.evaluation.comm import LogCluster, validate
+
+    a2a = tmp_path / "run.log"
+    a2a.write_text("$ mpirun -np 4 ./build/alltoall_perf -b 1K -e 256M -f 4 -g 1\n"
+                   + AG.read_text())
+    with pytest.raises(DgtracesError) as exc:
+        nccl_tests.import_log(a2a)
+    assert exc.value.code == "BAD_INPUT" and exc.value.failures[0].found == "alltoall"
+    (log,) = validate([str(a2a)], LogCluster(None, None, "nvlink3", "ib-hdr")).logs
+    assert log.collective == "alltoall"
+    sr = tmp_path / "sendrecv_perf.log"
+    sr.write_text(AG.read_text())
+    with pytest.raises(DgtracesError) as exc:
+        validate([str(sr)], LogCluster(None, None, "nvlink3"))
+    assert exc.value.code == "BAD_INPUT"
+    assert nccl_tests.import_log(AG).collective == "allgather"  # unnamed: from the columns

@@ -20,8 +20,10 @@ is not positive gets no fit row, but a note.
 The collective comes from ``collective``, else the command line or file name
 (``all_reduce_perf`` -> allreduce), else the columns (:func:`infer_from_columns`: the
 busbw/algbw ratio for the rank count, ``redop`` and ``root``; refused, naming the columns
-read, when not exactly one collective fits); a non-zero ``#wrong`` count is PLAUSIBILITY (the run
-produced wrong results), a malformed line BAD_FILE naming the line.
+read, when not exactly one collective fits; a log naming another nccl-tests binary, e.g.
+``alltoall_perf``, is BAD_INPUT); a non-zero ``#wrong`` count is PLAUSIBILITY (the run
+produced wrong results), a malformed line BAD_FILE naming the line, and so is a table that
+stops before the sweep its header announces ends (a log cut at a line boundary).
 """
 
 from __future__ import annotations
@@ -35,9 +37,17 @@ from dgtraces.importers.base import IMPORTER_VERSION, CommImport, frame, read_te
 
 BINARIES = {"all_reduce": "allreduce", "all_gather": "allgather", "broadcast": "broadcast",
             "reduce_scatter": "reduce_scatter", "reduce": "reduce"}
+# nccl-tests binaries of collectives the comm table does not hold: a log naming one is
+# refused by import (not read as the all-gather its columns resemble); validate-comm models
+# alltoall
+OTHER_BINARIES = ("alltoall", "sendrecv", "scatter", "gather", "hypercube")
+NAMED = re.compile(r"\b(" + "|".join((*BINARIES, *OTHER_BINARIES)) + r")_perf")
 RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+"
                   r"(\d+)\s+\[[^\]]*\]\s+(?P<name>.+?)\s*$")
 ITERS = re.compile(r"(?<!warmup )(?<!agg )\biters:\s*(\d+)")
+# the header's sweep: nccl-tests runs sizes min, min*f (or min+step), ... while <= maxBytes
+SWEEP = re.compile(r"minBytes\s+(\d+)\s+maxBytes\s+(\d+)\s+step:\s*(\d+)\((factor|bytes)\)")
+WORD_BYTES_MAX = 8  # widest nccl-tests type: a printed size is rounded down by < ranks x 8 B
 PLACEMENTS = ("out-of-place", "in-place")
 MAX_RANKS = 32768  # more than any published nccl-tests run; 100,000 ranks is a forged log
 ALGBW_CHECKED_FROM = 0.1  # GB/s: below, 2 printed decimals say too little
@@ -90,9 +100,9 @@ def collective_of(text: str, path: Path, given: str | None, ranks: int = 0,
                                 f"got {given!r}", code=Code.BAD_INPUT)
         return Inferred(given, "given")
     for where in (text[:4000], path.name):
-        m = re.search(r"\b(all_reduce|all_gather|reduce_scatter|broadcast|reduce)_perf", where)
+        m = NAMED.search(where)
         if m:
-            return Inferred(BINARIES[m[1]], f"named: {m[0]}")
+            return Inferred(BINARIES.get(m[1], m[1]), f"named: {m[0]}")
     return infer_from_columns(str(path), ranks, points or [])
 
 
@@ -157,7 +167,32 @@ def parse(text: str, file: str) -> tuple[list[tuple[int, str, str]], list[Point]
         if columns is None or not line[0].isdigit():
             continue  # NCCL INFO/WARN lines, mpirun noise
         points.append(_point(line, lineno, columns, file))
+    _check_complete(text, file, len(ranks), points)
     return ranks, points, iters
+
+
+def _check_complete(text: str, file: str, ranks: int, points: "list[Point]") -> None:
+    """BAD_FILE when the table stops before the header's sweep ends: nccl-tests runs
+    ``size = minBytes; size <= maxBytes; size *= factor`` (or ``+= step``) and prints each
+    size rounded down by less than ranks x 8 bytes, so the last line printed is within that
+    of the sweep's last size, unless lines are missing."""
+    m = SWEEP.search(text)
+    if m is None or not points or ranks < 1:
+        return
+    low, high, step, how = int(m[1]), int(m[2]), int(m[3]), m[4]
+    if how == "factor" and step > 1 and 0 < low <= high:
+        end = low
+        while end * step <= high:
+            end *= step
+    elif how == "bytes" and step > 0 and 0 < low <= high:
+        end = low + (high - low) // step * step
+    else:
+        return
+    last = points[-1]
+    if last.size + ranks * WORD_BYTES_MAX <= end:
+        raise _bad(file, last.line, "truncated log: the table stops before the sweep of the "
+                   "header ends", f"last size {last.size}", f"last size {end} (minBytes {low} "
+                   f"maxBytes {high} step {step} {how})")
 
 
 def _point(line: str, lineno: int, columns: list[str], file: str) -> Point:
@@ -243,6 +278,12 @@ def import_log(path, *, collective: str | None = None, interconnect: str | None 
         raise DgtracesError(f"{file}: no size/time table lines", code=Code.EMPTY)
     inferred = collective_of(text, path, collective, len(ranks), points)
     coll = inferred.collective
+    if coll not in BINARIES.values():
+        known = " | ".join(BINARIES.values())
+        raise DgtracesError(f"{file}: an nccl-tests {coll} log ({inferred.how}); the comm "
+                            f"table holds {known}", code=Code.BAD_INPUT, failures=[Failure(
+                                Code.BAD_INPUT, "collective not in the comm table", file=file,
+                                column="collective", expected=known, found=coll)])
     sizes = [p.size for p in points]
     if len(set(sizes)) != len(sizes):
         raise DgtracesError(f"{file}: a size appears twice (two runs in one log? import them "
