@@ -268,3 +268,23 @@ def test_cli_validate_predictor_with_profiles_and_terms():
             if r["role"] == "scored"} >= {"tf-ps@1.x", "caffe-mpi@1.0-2.0"}
     bad = CliRunner().invoke(main, ["validate-predictor", "--published", "--framework", "autp"])
     assert bad.exit_code == 1 and bad.exception.code == Code.UNKNOWN_FRAMEWORK
+
+
+@pytest.mark.parametrize("name", list(NAMES))
+def test_cli_sweep_and_predict_agree_for_every_framework_name(name, tmp_path):
+    """Every --framework name works in sweep (tf-mirrored's one pack of 2^62 bytes is not a
+    --bucket-mib) and gives predict's iteration time; none is the command without it."""
+    import json
+
+    out = tmp_path / "rows.csv"
+    sw = CliRunner().invoke(main, ["sweep", "--models", "alexnet", "--device", "k80",
+                                   "--batch-sizes", "32", "--workers", "8", "--gpus-per-node",
+                                   "4", "--framework", name, "--out", str(out)])
+    assert sw.exit_code == 0, sw.output
+    rows = pd.read_csv(out)
+    pred = json.loads(CliRunner().invoke(main, BASE + ["--framework", name, "--json"]).output)
+    if name == "none":
+        plain = json.loads(CliRunner().invoke(main, BASE + ["--json"]).output)
+        assert pred == plain
+        rows = rows[rows["policy"] == "wfbp"]
+    assert rows["iter_ms"].tolist() == pytest.approx([pred["iter_ms"]], rel=1e-9)
