@@ -73,6 +73,9 @@ def test_apply_framework_explicit_options_win():
     assert (policy.name, policy.bucket_bytes) == ("mgwfbp", 5)
     ps, _ = apply_framework(get_framework("tf-ps"), Cluster(4), Policy())
     assert ps.algorithm == "ps"
+    kept, _ = apply_framework(get_framework("tf-ps"), Cluster(4, algorithm="tree"), Policy(),
+                              frozenset({"algorithm"}))
+    assert kept.algorithm == "tree"  # an explicit --algorithm wins over the PS placement
     same = apply_framework(None, Cluster(4), Policy())
     assert same == (Cluster(4), Policy())
 
@@ -268,6 +271,7 @@ def test_cli_validate_predictor_with_profiles_and_terms():
             if r["role"] == "scored"} >= {"tf-ps@1.x", "caffe-mpi@1.0-2.0"}
     bad = CliRunner().invoke(main, ["validate-predictor", "--published", "--framework", "autp"])
     assert bad.exit_code == 1 and bad.exception.code == Code.UNKNOWN_FRAMEWORK
+    assert "auto" in bad.exception.failures[0].expected.split(" | ")  # known and close here
 
 
 @pytest.mark.parametrize("name", list(NAMES))

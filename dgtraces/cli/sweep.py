@@ -255,7 +255,7 @@ def validate_predictor(release, published, plot, out, as_json, framework, overhe
     if framework != "auto":
         from ..predict.frameworks import get_framework
 
-        get_framework(framework)
+        get_framework(framework, extra=("auto",))
     spec = Overheads.parse(overheads, iteration_cv=iteration_cv,
                            host_decode_img_s=host_decode_img_s)
     if markdown:
