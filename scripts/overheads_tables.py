@@ -1,5 +1,5 @@
 """Regenerate the Results tables of docs/predictor-overheads.md (issue #26) by running the
-pre-registered evaluation (``dgtraces.predict.overheads_eval``): the text between the
+pre-registered evaluation (``dgtraces.evaluation.overheads``): the text between the
 ``<!-- terms:begin -->`` and ``<!-- terms:end -->`` markers is replaced, nothing is typed.
 
     PYTHONPATH=. python scripts/overheads_tables.py [--check]

@@ -73,6 +73,9 @@ def test_apply_framework_explicit_options_win():
     assert (policy.name, policy.bucket_bytes) == ("mgwfbp", 5)
     ps, _ = apply_framework(get_framework("tf-ps"), Cluster(4), Policy())
     assert ps.algorithm == "ps"
+    kept, _ = apply_framework(get_framework("tf-ps"), Cluster(4, algorithm="tree"), Policy(),
+                              frozenset({"algorithm"}))
+    assert kept.algorithm == "tree"  # an explicit --algorithm wins over the PS placement
     same = apply_framework(None, Cluster(4), Policy())
     assert same == (Cluster(4), Policy())
 
@@ -268,3 +271,24 @@ def test_cli_validate_predictor_with_profiles_and_terms():
             if r["role"] == "scored"} >= {"tf-ps@1.x", "caffe-mpi@1.0-2.0"}
     bad = CliRunner().invoke(main, ["validate-predictor", "--published", "--framework", "autp"])
     assert bad.exit_code == 1 and bad.exception.code == Code.UNKNOWN_FRAMEWORK
+    assert "auto" in bad.exception.failures[0].expected.split(" | ")  # known and close here
+
+
+@pytest.mark.parametrize("name", list(NAMES))
+def test_cli_sweep_and_predict_agree_for_every_framework_name(name, tmp_path):
+    """Every --framework name works in sweep (tf-mirrored's one pack of 2^62 bytes is not a
+    --bucket-mib) and gives predict's iteration time; none is the command without it."""
+    import json
+
+    out = tmp_path / "rows.csv"
+    sw = CliRunner().invoke(main, ["sweep", "--models", "alexnet", "--device", "k80",
+                                   "--batch-sizes", "32", "--workers", "8", "--gpus-per-node",
+                                   "4", "--framework", name, "--out", str(out)])
+    assert sw.exit_code == 0, sw.output
+    rows = pd.read_csv(out)
+    pred = json.loads(CliRunner().invoke(main, BASE + ["--framework", name, "--json"]).output)
+    if name == "none":
+        plain = json.loads(CliRunner().invoke(main, BASE + ["--json"]).output)
+        assert pred == plain
+        rows = rows[rows["policy"] == "wfbp"]
+    assert rows["iter_ms"].tolist() == pytest.approx([pred["iter_ms"]], rel=1e-9)

@@ -118,12 +118,13 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
                                                    "algorithms": "algorithm",
                                                    "shared_cpu": "blocking"})
     first, cycle = None, 0.0
+    bucket_bytes = bucket_bytes_option(bucket_mib)
     if profile is not None:  # the profile's defaults; explicit options win
         first, cycle = profile.first_bucket_bytes, profile.cycle_ms
         if "policy" not in given:
             policies = profile.policy
         if "bucket_bytes" not in given and profile.bucket_bytes is not None:
-            bucket_mib = profile.bucket_bytes / 2**20
+            bucket_bytes = profile.bucket_bytes  # in bytes (tf-mirrored's one pack: 2^62)
         if "blocking" not in given and profile.blocking:
             shared_cpu = True
         if "algorithm" not in given and profile.ps_placement == "host-cpu":
@@ -146,7 +147,7 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
                 inter=split_option(inter), nics_per_node=nics_per_node,
                 algorithms=split_option(algorithms), policies=split_option(policies),
                 io_overlap={"off": (False,), "on": (True,), "both": (False, True)}[io_overlap],
-                bucket_bytes=bucket_bytes_option(bucket_mib), first_bucket_bytes=first,
+                bucket_bytes=bucket_bytes, first_bucket_bytes=first,
                 cycle_ms=cycle, servers=servers,
                 alpha_us=link_alpha_us, gbps=gbps_option(link_bandwidth_gb_s), staging=staging,
                 staging_passes=staging_passes, shared_cpu=shared_cpu,
@@ -254,7 +255,7 @@ def validate_predictor(release, published, plot, out, as_json, framework, overhe
     if framework != "auto":
         from ..predict.frameworks import get_framework
 
-        get_framework(framework)
+        get_framework(framework, extra=("auto",))
     spec = Overheads.parse(overheads, iteration_cv=iteration_cv,
                            host_decode_img_s=host_decode_img_s)
     if markdown:

@@ -91,16 +91,17 @@ NAMES: tuple[str, ...] = (NONE,) + tuple(dict.fromkeys(p.name for p in FRAMEWORK
 KEYS: tuple[str, ...] = tuple(p.key for p in FRAMEWORKS)
 
 
-def get_framework(spec: str | None) -> FrameworkProfile | None:
+def get_framework(spec: str | None, extra: tuple[str, ...] = ()) -> FrameworkProfile | None:
     """``NAME`` (newest row of that name), ``NAME@VERSION`` or ``none`` (-> None).
-    Anything else is UNKNOWN_FRAMEWORK with the known names and a did-you-mean."""
+    Anything else is UNKNOWN_FRAMEWORK with the known names and a did-you-mean; ``extra``
+    names the caller also accepts (``auto`` of validate-predictor) join both."""
     text = (spec or NONE).strip()
     if text == NONE:
         return None
     for p in reversed(FRAMEWORKS):
         if text in (p.name, p.key):
             return p
-    known = NAMES + KEYS
+    known = NAMES + tuple(extra) + KEYS
     close = difflib.get_close_matches(text, known, n=3, cutoff=0.5)
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     message = f"unknown framework {text!r}{hint} (known: {', '.join(known)})"
