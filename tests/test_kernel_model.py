@@ -162,3 +162,23 @@ def test_a_device_with_peaks_but_no_sm_count_is_no_calibration(monkeypatch):
         get_gpu("v100")
     assert e.value.code == Code.NO_CALIBRATION
     assert get_gpu("k80").sm_count == 13
+
+
+def test_cli_unknown_device_is_typed_and_roofline_refusal_says_what_would(tmp_path):
+    from click.testing import CliRunner
+
+    from dgtraces.cli import main
+    from dgtraces.reconstruct.kernelmodel import gpus
+
+    args = ["reconstruct", "--model", "alexnet", "--batch-size", "16"]
+    bad = CliRunner().invoke(main, [*args, "--method", "kernels-2.0", "--device", "tpu9",
+                                    "--out", str(tmp_path / "a")])
+    assert bad.exit_code == 1 and bad.exception.code == Code.UNKNOWN_DEVICE
+    assert {"k80", "v100", "t4", "h100"} <= set(gpus())  # the known ones the error lists
+    # roofline-1.1 has no throughputs for a DeepBench-only GPU; kernels-2.0 models it
+    old = CliRunner().invoke(main, [*args, "--device", "t4", "--out", str(tmp_path / "b")])
+    assert old.exit_code == 1 and old.exception.code == Code.NO_CALIBRATION
+    new = CliRunner().invoke(main, [*args, "--method", "kernels-2.0", "--device", "t4",
+                                    "--out", str(tmp_path / "c")])
+    assert new.exit_code == 0, new.output
+    assert (tmp_path / "c" / "runs.parquet").is_file()

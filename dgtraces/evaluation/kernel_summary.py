@@ -98,10 +98,11 @@ def figure(summary: KernelSummary, path) -> None:
     ax.scatter(ks.observed_ms, loo_predictions(), s=4, alpha=0.25, marker=".",
                label="DeepBench kernels, 7 GPUs (leave-one-device-out)")
     markers = iter("osD^vP*X")
+    # the whole source id: the two Kineto runs differ only at its end
     for c in summary.sources.get("kernels-2.0", []):
         t = c.table
         ax.scatter(t["measured_ms"], t["predicted_ms"], s=12, marker=next(markers, "o"),
-                   alpha=0.7, label=f"{c.source[:40]} ({c.device})")
+                   alpha=0.7, label=f"{c.source} ({c.device})")
     lo, hi = 1e-3, 1e3
     ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
     for f in (0.5, 2.0):
