@@ -3,11 +3,11 @@
 
 import pytest
 from click.testing import CliRunner
-from test_contribute import META, fill_template, refused, variant, write_contrib
+from test_contribute import CONTRIBUTOR, META, fill_template, refused, variant, write_contrib
 
 from dgtraces.cli import main
 from dgtraces.contribute.files import validate_files
-from dgtraces.contribute.template import write_template
+from dgtraces.contribute.template import PLACEHOLDER_CONTRIBUTOR, write_template
 from dgtraces.errors import DgtracesError
 
 
@@ -65,3 +65,17 @@ def test_stray_files_are_reported_with_the_tables_problems(store, tmp_path):
     assert {("BAD_FILE", ".DS_Store", None), ("BAD_FILE", "notes.txt", None),
             ("METADATA", "contribution.yaml", "license"),
             ("SCHEMA", "runs.csv", "model")} <= got
+
+
+def test_placeholder_contributor_is_not_hidden_by_a_schema_failure(store, tmp_path):
+    """#28 Goal (every problem in one run): the template's placeholder contributor needs
+    only contribution.yaml; a schema failure in a table hid it until that was fixed."""
+
+    runs, lt = variant()
+    runs["model"] = "alexnett"
+    meta = META.replace(CONTRIBUTOR, PLACEHOLDER_CONTRIBUTOR)
+    folder = write_contrib(tmp_path / "c", runs, lt, meta=meta)
+    err = refused(folder, store, "SCHEMA", dry_run=True)
+    got = [(f.code, f.file, f.column) for f in err.failures]
+    assert ("METADATA", "contribution.yaml", "contributor") in got
+    assert ("SCHEMA", "runs.csv", "model") in got

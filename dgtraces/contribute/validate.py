@@ -104,15 +104,21 @@ def _duplicates(frames, files, fingerprints: dict, known: Known) -> list[Failure
     return out
 
 
-def placeholder_failures(meta: dict, runs: "pd.DataFrame", files) -> list[Failure]:
-    """The ``--template`` markers left in place: its contributor (METADATA), a ``source``
-    starting with its EXAMPLE marker or a ``run_id`` with its prefix (PLAUSIBILITY: the
-    template's numbers are placeholders, not measurements)."""
-    out = []
+def meta_placeholder_failures(meta: dict) -> list[Failure]:
+    """The ``--template``'s contributor left in place (METADATA). It needs only
+    ``contribution.yaml``, so it is reported with the layout and schema problems."""
     if str(meta.get("contributor", "")).strip() == PLACEHOLDER_CONTRIBUTOR:
-        out.append(Failure(Code.METADATA, "the template's placeholder contributor",
-                           file="contribution.yaml", column="contributor",
-                           expected="your name and e-mail", found=PLACEHOLDER_CONTRIBUTOR))
+        return [Failure(Code.METADATA, "the template's placeholder contributor",
+                        file="contribution.yaml", column="contributor",
+                        expected="your name and e-mail", found=PLACEHOLDER_CONTRIBUTOR)]
+    return []
+
+
+def placeholder_failures(runs: "pd.DataFrame", files) -> list[Failure]:
+    """The ``--template``'s run markers left in place: a ``source`` starting with its
+    EXAMPLE marker or a ``run_id`` with its prefix (PLAUSIBILITY: the template's numbers are
+    placeholders, not measurements)."""
+    out = []
     markers = (("source", lambda v: v.lstrip().startswith(EXAMPLE_SOURCE)),
                ("run_id", lambda v: v.startswith(EXAMPLE_RUN_PREFIX)))
     for col, is_marker in markers:
@@ -177,6 +183,7 @@ def check(contrib: Contribution, known: Known,
     first, later = stream.Failures(), stream.Failures()
     first.extend(contrib.layout_failures)
     first.extend(contrib.meta_failures)
+    first.extend(meta_placeholder_failures(contrib.meta))  # metadata only: never hidden
     frames, found = check_tables(dict(contrib.frames), files=files)
     first.extend(found)
     tmp = tempfile.TemporaryDirectory(prefix="dgtraces-spool-")
@@ -195,7 +202,7 @@ def check(contrib: Contribution, known: Known,
         known.update(known_for(sums))
     if not contrib.meta_failures:  # a bad field is reported once, not again as non-JSON
         later.extend(json_failures(contrib.meta))
-    later.extend(placeholder_failures(contrib.meta, runs, files))
+    later.extend(placeholder_failures(runs, files))
     later.extend(pl.finite_failures(frames, files))
     later.extend(pl.provenance_failures(frames, files))
     declared = device_keys(contrib.meta)  # the store's / staged kind wins (#29 M2)
