@@ -127,3 +127,18 @@ def test_versions_take_ascii_digits_only(text):
     with pytest.raises(DgtracesError):
         store.norm_version(text)
     record("non-ASCII digits", True)
+
+
+@pytest.mark.parametrize("column,suffix", [("commit", "\n"), ("kernel_id", "\n")])
+def test_kernel_commit_and_id_with_a_line_break_are_schema(column, suffix):
+    """Variant (another table): the kernels table's commit pattern ended in `$` too."""
+    from dgtraces.importers.deepbench import import_deepbench
+
+    df = import_deepbench().kernels.head(2).copy().reset_index(drop=True)
+    df.loc[0, column] = df.loc[0, column] + suffix
+    with pytest.raises(DgtracesError) as exc:
+        validate_frame("kernels", df)
+    ok = exc.value.code == "SCHEMA" and (0, column) in \
+        {(f.row, f.column) for f in exc.value.failures}
+    record("identifier with a trailing newline", ok)
+    assert ok, exc.value.report()

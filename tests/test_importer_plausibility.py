@@ -133,3 +133,16 @@ def test_osu_implausible_counts_and_units(tmp_path, name, lines):
     _refused(lambda: osu.import_log(_osu(tmp_path, name, lines), source=src), "PLAUSIBILITY",
              "importer: implausible unit or count")
     assert osu.import_log(_osu(tmp_path, "allreduce4.log", OSU_POINTS), source=src).workers == 4
+
+
+def test_link_fit_inputs_are_size_checked_before_reading(tmp_path, monkeypatch):
+    """Variant (another reader of importer inputs): `predict --link-fit` of an OSU output
+    or an nccl-tests log larger than the bound is BAD_FILE."""
+    from dgtraces.io import bounded
+    from dgtraces.predict.linkfit import link_from_fit
+
+    monkeypatch.setattr(bounded, "MAX_GUNZIP_BYTES", 1000)
+    osu = _osu(tmp_path, "allreduce4.log", OSU_POINTS * 40)
+    for path in (osu, AR):
+        _refused(lambda p=path: link_from_fit(str(p)), "BAD_FILE",
+                 "importer input over the size bound")

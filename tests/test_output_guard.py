@@ -57,3 +57,47 @@ def test_hub_export_inside_the_data_folder_is_refused(store, where):
         export(store / where)
     record("output into the data folder", exc.value.code == "BAD_INPUT")
     assert exc.value.code == "BAD_INPUT" and tree_digest(store) == before
+
+
+# every path parameter that is read, not written (anything else must be an OutPath)
+INPUTS = {("collect ssgd", "trace"), ("contribute", "path"), ("import bcaffe", "log"),
+          ("import caffe-time", "log"), ("import kineto", "trace"),
+          ("import kineto", "map_path"), ("import nccl-tests", "logs"),
+          ("import osu", "logs"), ("import pipedream", "graph"), ("validate", "paths"),
+          ("validate-comm", "logs"),
+          ("recipe", "root")}  # the data root a recipe builds in (the store's by default)
+
+
+def _path_params():
+    import click
+
+    ctx = click.Context(main)
+
+    def walk(cmd, prefix):
+        if isinstance(cmd, click.Group):
+            for name in cmd.list_commands(ctx):
+                yield from walk(cmd.get_command(ctx, name), prefix + [name])
+        else:
+            for p in cmd.params:
+                if isinstance(p.type, click.Path):
+                    yield " ".join(prefix), p
+
+    return list(walk(main, []))
+
+
+def test_every_output_option_goes_through_the_guard(store):
+    """Variant (every other output option): each CLI path parameter is either read or an
+    OutPath, and each OutPath refuses a path inside the data folder (BAD_INPUT)."""
+    from dgtraces.cli import OutPath
+
+    params = _path_params()
+    outs = [(cmd, p) for cmd, p in params if isinstance(p.type, OutPath)]
+    others = {(cmd, p.name) for cmd, p in params if not isinstance(p.type, OutPath)}
+    assert others == INPUTS and len(outs) >= 30
+    before = tree_digest(store)
+    for cmd, p in outs:
+        with pytest.raises(DgtracesError) as exc:
+            p.type.convert(str(store / "releases" / "v9.9.9"), p, None)
+        record("output into the data folder", exc.value.code == "BAD_INPUT")
+        assert exc.value.code == "BAD_INPUT", (cmd, p.opts)
+    assert tree_digest(store) == before

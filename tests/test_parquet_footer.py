@@ -215,3 +215,15 @@ def test_page_headers_with_long_statistics_are_read_whole(tmp_path):
     assert pages.rows == 50
     assert list(bounded.read_parquet(path, max_rows=100, max_cells=100, max_bytes=1 << 24,
                                      max_field_chars=4000)["source"]) == values
+
+
+@pytest.mark.parametrize("stem", ["comm_fits", "comm"])
+def test_a_lying_file_given_to_predict_link_fit(tmp_path, stem):
+    """Variant (another reader): `predict --link-fit FILE` reads a comm/comm_fits table
+    someone handed over; it goes through the bounded reader too."""
+    from dgtraces.predict.linkfit import link_from_fit
+
+    path = _table(tmp_path / f"{stem}.parquet")
+    lie(path)
+    _refused(lambda: link_from_fit(str(path)), "predict --link-fit")
+    _refused(lambda: link_from_fit(str(tmp_path)), "predict --link-fit")  # the folder form

@@ -130,3 +130,40 @@ def test_a_null_flagged_in_parquet_or_a_frame_is_refused(runs, tmp_path, value):
             == [(1, "flagged")]
         record("missing non-nullable boolean", ok)
         assert ok, exc.value.report()
+
+
+def _required(table):
+    from dgtraces.tables.schema import TABLES
+
+    return [n for n, c in TABLES[table].to_schema().columns.items() if not c.nullable]
+
+
+@pytest.mark.parametrize("table", ["runs", "layer_timings", "iterations", "comm"])
+def test_a_missing_value_in_any_non_nullable_column_is_refused(table, tmp_path):
+    """issue #29 M1, variants (other columns and tables): every spelling of "missing" in a
+    CSV (one row each), and a null in a frame, in every non-nullable column of every
+    contributed table is a SCHEMA failure at that cell, never a value filled in."""
+    import pandas as pd
+
+    from dgtraces.contribute.intake import read_bounded
+
+    one = _mini_frames()[table].head(1)
+    path = tmp_path / f"{table}.csv"
+    n = len(MISSING_SPELLINGS)
+    for column in _required(table):
+        df = pd.concat([one] * n, ignore_index=True).astype({column: object})
+        df[column] = [f"@@{i}@@" for i in range(n)]
+        text = df.to_csv(index=False)
+        for i, spelling in enumerate(MISSING_SPELLINGS):
+            text = text.replace(f"@@{i}@@", spelling)
+        path.write_text(text)
+        nulls = df.copy()
+        nulls[column] = None
+        for frame in (read_bounded(path), nulls):
+            with pytest.raises(ValidationError) as exc:
+                validate_frame(table, frame, file=path.name)
+            cells = {(f.row, f.column) for f in exc.value.failures}
+            for row in range(n):
+                ok = exc.value.code == "SCHEMA" and (row, column) in cells
+                record("missing value in a non-nullable column", ok)
+                assert ok, (column, row, exc.value.report())

@@ -91,3 +91,22 @@ def test_sql_csv_and_json_to_a_terminal_are_inert(mini_store, monkeypatch, fmt):
     ok = _control_free(out.getvalue()) and out.getvalue().strip() != ""
     record("terminal control sequence in shown text", ok)
     assert ok, repr(out.getvalue())
+
+
+@pytest.mark.parametrize("payload", PAYLOADS[:3])
+def test_a_released_hostile_source_is_inert_in_predict_and_export(store, tmp_path, payload):
+    """Variant (another code path): `predict` and `export-astra-sim` print the stored run's
+    `source`, a contributor's text once released."""
+    from dgtraces.contribute.release import build_release
+
+    runs, lt = variant("r-src")
+    runs["source"] = f"rig {payload} src"
+    contribute(write_contrib(tmp_path / "c", runs, lt), root=store)
+    build_release("0.9.0", root=store)
+    outs = [CliRunner().invoke(main, ["predict", "--run-id", "r-src"]),
+            CliRunner().invoke(main, ["export-astra-sim", "--run-id", "r-src",
+                                      "--out", str(tmp_path / "w.txt")])]
+    ok = all(r.exit_code == 0 and "rig " in r.output and _control_free(r.output)
+             for r in outs)
+    record("terminal control sequence in shown text", ok)
+    assert ok, [(r.exit_code, r.output) for r in outs]

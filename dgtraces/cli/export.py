@@ -45,7 +45,9 @@ def export_astra_sim(run_id, workers, parallelism, clock_ghz, update, release,
     click.echo(f"totals (ms): fwd {t['fwd']:.3f}, input-grad {t['input_grad']:.3f}, "
                f"weight-grad {t['weight_grad']:.3f}, update {t['update']:.3f}; "
                f"{t['grad_bytes']} gradient bytes all-reduced")
-    click.echo(f"trace: {trace.provenance} ({trace.run_id}); {trace.source}")
+    from dgtraces.io.terminal_text import inert
+
+    click.echo(inert(f"trace: {trace.provenance} ({trace.run_id}); {trace.source}"))  # #29 M7
     click.echo(f"update ({update}): " + wl.meta["update"])
     click.echo("note: " + wl.meta["backward_split"])
 

@@ -239,7 +239,11 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None, command: str = "")
                                               else f"{k} {v}" for k, v in b.items()))
     click.echo(f"critical path: {len(pred.critical_path)} tasks, ends "
                + " -> ".join(pred.critical_path[-3:]))
-    click.echo(f"trace: {pred.trace_provenance} ({pred.trace_run_id}); {pred.trace_source}")
+    from dgtraces.io.terminal_text import inert
+
+    # the trace's source is a contributor's text once released (#29 M7)
+    click.echo(inert(f"trace: {pred.trace_provenance} ({pred.trace_run_id}); "
+                     f"{pred.trace_source}"))
     click.echo(f"cite: dgtraces {pred.package_version}, dataset release "
                f"{pred.dataset_release or 'none'} (manifest digest "
                f"{pred.dataset_digest or 'none'}); BibTeX: `dgtraces cite --release "
@@ -270,7 +274,7 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None, command: str = "")
             click.echo(f"overhead {term}: {d['ms']:.3f} ms = {d['formula']} "
                        f"({d.get('source') or d.get('how')})")
     for note in pred.notes:
-        click.echo(f"note: {note}")
+        click.echo(inert(f"note: {note}"))
     for what, path in (("timeline", timeline), ("gantt", gantt),
                        ("kineto traces (one per worker) to", kineto_dir)):
         if path:

@@ -87,11 +87,20 @@ def _fit_points(points: pd.DataFrame, workers: int | None, what: str) -> dict:
                 else "measured", source=f"alpha-beta fit of {len(rows)} points of {what}")
 
 
+# a fit file is handed in (a comm/comm_fits table someone shared): read within bounds, its
+# Parquet footer not trusted (#29 high, variant: the contribution limits of one table)
+MAX_ROWS, MAX_CELLS, MAX_BYTES, MAX_FIELD_CHARS = 5_000_000, 20_000_000, 256 << 20, 65_536
+
+
 def _read_table(path: Path) -> pd.DataFrame:
     import pandas as pd
 
+    from dgtraces.io import bounded
+
     if path.suffix.lower() == ".parquet":
-        return pd.read_parquet(path)
+        return bounded.read_parquet(path, max_rows=MAX_ROWS, max_cells=MAX_CELLS,
+                                    max_bytes=MAX_BYTES, max_field_chars=MAX_FIELD_CHARS)
+    bounded.check_csv(path, MAX_ROWS, MAX_CELLS)
     return pd.read_csv(path)
 
 
@@ -106,7 +115,9 @@ def _osu(path: Path, workers: int | None) -> pd.DataFrame | None:
     """OSU allreduce text output as comm points, or None if the file is not one."""
     import pandas as pd
 
-    text = path.read_text(encoding="utf-8", errors="replace")
+    from ..importers.base import read_input  # size-checked before it is read (#29)
+
+    text = read_input(path).decode("utf-8", errors="replace")
     if "Latency" not in text:
         return None
     rows = []

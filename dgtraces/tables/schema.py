@@ -293,7 +293,7 @@ class Kernels(_Base):
     provenance: Series[str] = F("measured | reconstructed | published", isin=PROVENANCE)
     repository: Series[str] = F("source repository", str_length={"min_value": 3})
     path: Series[str] = F("file in the repository", str_length={"min_value": 1})
-    commit: Series[str] = F("commit of the file", str_matches=r"^[0-9a-f]{40}$")
+    commit: Series[str] = F("commit of the file", str_matches=r"^[0-9a-f]{40}\Z")  # \Z: #29 M3
     source: Series[str] = F("citation (repository, path, commit, sheet)",
                             str_length={"min_value": 3})
 
