@@ -5,7 +5,7 @@ Each candidate switches one mechanism of :mod:`dgtraces.reconstruct.costmodel` (
 parameter) and is fitted with the same Levenberg-Marquardt procedure (best of 5 starts) to
 the same rows, on the same architectures (:mod:`dgtraces.reconstruct.variants`); ``wino``
 is fitted on v100 only, as shipped. The baseline reproduces the shipped model exactly
-(``tests/test_explore_reconstruction.py``).
+(``tests/reconstruct/test_explore_reconstruction.py``).
 
 Decision rule, fixed before the candidates were run (2026-12-02) and unchanged from the
 one that reverted the inference-fold patch: a change is adopted only if the leave-one-out

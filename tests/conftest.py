@@ -6,8 +6,8 @@ from hypothesis import HealthCheck
 from hypothesis import settings as _hyp_settings
 
 from dgtraces.store import shards
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 CI_FULL = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
 
 
@@ -208,7 +208,7 @@ def pytest_sessionfinish(session):
     """An xdist worker hands its attack tally to the controller (``workeroutput``)."""
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
-        from attack_tally import TALLY
+        from tests.attack_tally import TALLY
 
         workeroutput["attack_tally"] = TALLY
 
@@ -216,13 +216,13 @@ def pytest_sessionfinish(session):
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
     """The controller adds up each finished worker's tally (hook of pytest-xdist)."""
-    from attack_tally import merge
+    from tests.attack_tally import merge
 
     merge(getattr(node, "workeroutput", {}).get("attack_tally", {}))
 
 
 def pytest_terminal_summary(terminalreporter):
-    from attack_tally import lines
+    from tests.attack_tally import lines
 
     if lines():
         terminalreporter.write_sep("-", "attack classes (tried, refused)")

@@ -5,11 +5,11 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.paths import REPO
+
 NOT_ON_PREDICT = ("pandera", "matplotlib", "scipy", "torch", "hypothesis", "duckdb",
                   "pyarrow.dataset", "datasets")
 NOT_ON_SQL = ("pandera", "pandas", "matplotlib", "scipy", "torch", "pyarrow.dataset")

@@ -1,7 +1,6 @@
 """Docs and help say what the code does (issue #28 point 9)."""
 
 import re
-from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -9,8 +8,7 @@ from dgtraces.cli import COMMANDS, main
 from dgtraces.errors import DgtracesError
 from dgtraces.query.engine import ALLOWED_SHOWN, sql
 from dgtraces.store import manifest as store
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.paths import REPO
 
 
 def test_export_hf_help_names_the_shard_layout(tmp_path):

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.paths import REPO
 
 
 def _graph():
@@ -128,3 +128,38 @@ def test_developing_layers_table_is_the_checked_layers():
             mods.add("dgtraces" if word in ("dgtraces", "__init__") else f"dgtraces.{word}")
         drawn.append((name, mods))
     assert drawn == [(name, set(prefixes)) for name, prefixes in _graph().LAYERS]
+
+
+# tests/ mirrors the packages (docs/DEVELOPING.md, "Tests"): a test of dgtraces/<pkg>/ lives in
+# tests/<pkg>/; only tests of the flat modules and cross-cutting ones stay at the top.
+TOP_LEVEL_TESTS = {
+    "test_cold_start.py",       # what every command's cold path imports
+    "test_core_helpers.py",     # flat modules fitting, values; who may import collect
+    "test_demo.py",             # flat module demo
+    "test_docs_match_code.py",  # docs against code
+    "test_errors.py",           # flat module errors
+    "test_layers.py",           # the architecture (this file)
+    "test_names.py",            # flat module names
+    "test_readme.py",           # the README's commands
+    "test_tutorial.py",         # docs/tutorial.ipynb
+    "test_typed_errors.py",     # typed errors across every reader and command
+    "test_wheel.py",            # the built wheel
+}
+TEST_HELPER_FOLDERS = {"fixtures"}
+
+
+def test_tests_mirror_the_packages():
+    tests = REPO / "tests"
+    top = {p.name for p in tests.glob("test_*.py")}
+    assert top <= TOP_LEVEL_TESTS, (
+        f"move {sorted(top - TOP_LEVEL_TESTS)} into tests/<package>/ (docs/DEVELOPING.md)")
+    packages = {p.parent.name for p in (REPO / "dgtraces").glob("*/__init__.py")}
+    folders = {p.name for p in tests.iterdir()
+               if p.is_dir() and p.name not in TEST_HELPER_FOLDERS
+               and not p.name.startswith((".", "__"))}
+    assert folders <= packages, f"tests/ folders without a package: {sorted(folders - packages)}"
+    for folder in folders:
+        assert (tests / folder / "__init__.py").is_file(), folder  # import mode: packages
+        nested = [p for p in (tests / folder).rglob("test_*.py") if p.parent.name != folder]
+        assert not nested, nested
+    assert (tests / "__init__.py").is_file()

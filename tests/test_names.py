@@ -3,7 +3,6 @@ one listing of the known names; missing layers named as missing."""
 
 import pytest
 from click.testing import CliRunner
-from test_contribute import variant
 
 from dgtraces.cli import main
 from dgtraces.errors import DgtracesError, did_you_mean, suggestions
@@ -13,6 +12,7 @@ from dgtraces.predict import resolve
 from dgtraces.reconstruct.calibration import get_device
 from dgtraces.tables.checks import check_tables
 from dgtraces.tables.coverage import incomplete_failures
+from tests.contribute.test_contribute import variant
 
 
 def test_canonical_and_suggestions():

@@ -2,14 +2,15 @@
 ``python3`` kernel that ipykernel installs)."""
 
 import os
-from pathlib import Path
 
 import pytest
+
+from tests.paths import REPO
 
 # nbformat is imported inside the tests: its jsonschema import takes ~3 s, which every
 # pytest-xdist worker would otherwise pay while collecting
 
-NB = Path(__file__).resolve().parent.parent / "docs" / "tutorial.ipynb"
+NB = REPO / "docs" / "tutorial.ipynb"
 
 
 def test_tutorial_outputs_are_stripped():

@@ -11,14 +11,14 @@ import zipfile
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from attack_tally import record
-from conftest import _mini_frames
 
 from dgtraces.contribute.intake import Limits, read_bounded
 from dgtraces.contribute.metadata import parse_meta
 from dgtraces.contribute.stream import raw_chunks
 from dgtraces.errors import DgtracesError
 from dgtraces.importers.kineto import load_trace
+from tests.attack_tally import record
+from tests.conftest import _mini_frames
 
 CLS = "malformed input (typed, no traceback)"
 

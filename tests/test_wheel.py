@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.paths import REPO
+
 RUN = os.environ.get("CI", "").lower() in ("1", "true", "yes") or \
     os.environ.get("DGTRACES_TEST_WHEEL") == "1"
 pytestmark = [pytest.mark.wheel,

@@ -6,7 +6,7 @@ rich (about 30 ms of a cold ``dgtraces sql``; issue #24). It returns None where 
 differ from rich (no rows; text that is not printable ASCII, whose cell widths rich measures
 its own way, or that has blanks at its edges, which rich trims; an environment that makes
 rich treat the output as a terminal), and the caller then uses rich.
-``tests/test_sql_grid.py`` holds the two byte for byte equal.
+``tests/cli/test_sql_grid.py`` holds the two byte for byte equal.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ and the ``runs`` row of an imported file.
 
 Importers import from here, :mod:`.shipped` (the registry of shipped files) and the layers
 below; never from :mod:`.gpu_sources` (the catalog that runs them) or from each other's
-internals, so the importers form no import cycle (``tests/test_importers_registry.py``).
+internals, so the importers form no import cycle (``tests/importers/test_importers_registry.py``).
 Nothing here prints or writes outside the path it is given.
 """
 

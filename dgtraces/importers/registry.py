@@ -2,7 +2,7 @@
 the tables it writes, its CLI help). ``dgtraces import NAME`` subcommands take their name and
 help from here (:mod:`dgtraces.cli.importers`), the catalog of shipped files
 (:mod:`.gpu_sources`) runs a shipped file with the importer its :class:`~.shipped.GpuSource`
-names, and ``tests/test_importers_registry.py`` checks that every entry has its subcommand
+names, and ``tests/importers/test_importers_registry.py`` checks that every entry has its subcommand
 and loads. Adding an importer = its module + one entry here + its subcommand's options.
 
 Targets are text, resolved on use, so this module imports no importer.

@@ -43,7 +43,7 @@ def build_spec(key: str) -> ModelSpec:
     e = entry(key)
     module, func = e.builder.split(":")
     spec: ModelSpec = getattr(import_module(f".{module}", __name__), func)()
-    return spec  # tests/test_models_registry.py checks every builder names its key
+    return spec  # tests/models/test_models_registry.py checks every builder names its key
 
 
 def inferred(name: str) -> tuple[InferredLayer, ...]:

@@ -87,9 +87,9 @@ def links_frame(release: str | None = "latest", *, use_store: bool = True) -> "p
 def _links_rows(release: str | None, use_store: bool) -> "pd.DataFrame":
     """:func:`links_frame` before its schema validation: what the predictor reads on every
     call. Nothing here needs pandera: ``links.csv`` ships with the package and the tests
-    validate it (``tests/test_predict.py``, and ``tests/test_cold_start.py`` checks that this
-    reading gives the validated links), and a ``comm_fits`` row was validated when its release
-    was written and is checked against the manifest when read; its inversion keeps
+    validate it (``tests/predict/test_predict.py``, and ``tests/test_cold_start.py`` checks
+    that this reading gives the validated links), and a ``comm_fits`` row was validated when
+    its release was written and is checked against the manifest when read; its inversion keeps
     ``alpha_us >= 0`` and ``bandwidth_gb_s > 0``."""
     from dgtraces.tables.checks import read_file
 

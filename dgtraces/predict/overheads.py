@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 TERMS = ("sync", "input")
 # Terms that met the pre-registered adoption rule (docs/predictor-overheads.md, Results;
-# tests/test_frameworks_overheads.py re-runs the evaluation): ``measured`` means these.
+# tests/predict/test_frameworks_overheads.py re-runs the evaluation): ``measured`` means these.
 # ``input`` has no measured published or CPU row to be judged on, so it stays off.
 ADOPTED = ("sync",)
 CHOICES = ("none", "measured") + TERMS  # measured = the adopted terms
