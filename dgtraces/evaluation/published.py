@@ -41,6 +41,12 @@ from dgtraces.predict.trace import resolve
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+
+
+def _distinct(values: pd.Series) -> str:
+    """The distinct values of a column, sorted and comma-joined (a source's profiles)."""
+    return ", ".join(sorted({str(v) for v in values}))
+
 FILE = "scaling_published.csv"
 HOROVOD_FUSION_BYTES = 64 * 1024 * 1024  # Horovod docs: HOROVOD_FUSION_THRESHOLD default 64 MB
 NCCL_DEFAULT = None  # an NCCL all-reduce: predict's default for the device (auto on GPUs)
@@ -77,6 +83,7 @@ class PublishedValidation:
         s = self.scored()
         g = s.groupby("source", sort=False)
         return g.agg(rows=("ape_pct", "size"), metric=("metric", "first"),
+                     framework_profiles=("framework_profile", _distinct),
                      mape_pct=("ape_pct", "mean"), median_ape_pct=("ape_pct", "median"),
                      max_ape_pct=("ape_pct", "max"),
                      mean_signed_pct=("error_pct", "mean"),

@@ -209,8 +209,16 @@ def test_cli_framework_and_overheads():
 def test_published_rows_get_their_declared_profile():
     from dgtraces.evaluation.published import validate_published
 
-    rows = validate_published(None, "auto", Overheads.parse("sync")).scored()
+    val = validate_published(None, "auto", Overheads.parse("sync"))
+    rows = val.scored()
     profiles = dict(zip(rows["update"], rows["framework_profile"], strict=False))
+    # per source too: the profiles its rows ran under, beside the linear baseline
+    by = val.by_source().set_index("source")
+    for src, part in rows.groupby("source"):
+        assert by.loc[src, "framework_profiles"] == ", ".join(
+            sorted(set(part["framework_profile"])))
+    assert "horovod@0.16-0.20" in " ".join(by["framework_profiles"])
+    assert "framework_profiles" in val.report()
     assert profiles["parameter server on the host CPU"] == "tf-ps@1.x"
     assert profiles["horovod (NCCL all-reduce with tensor fusion)"] == "horovod@0.16-0.20"
     assert (rows["sync_ms"] > 0).all()
