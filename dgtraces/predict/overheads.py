@@ -20,7 +20,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ..errors import Code, DgtracesError, Failure
-from .dag import Prediction
+from .dag import OPTIMISTIC, Prediction, published_note
 from .trace import Trace
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -189,8 +189,11 @@ def apply_overheads(pred: Prediction, trace: Trace, spec: Overheads,
     single = t1 + inp1
     speedup = p * single / it if it > 0 else 1.0
     breakdown = dict(pred.breakdown, sync_ms=sync, input_ms=inp)
-    notes = pred.notes + (f"overheads {spec.label} added after the DAG (pre-registered, "
-                          "docs/predictor-overheads.md)",)
+    notes = pred.notes
+    if "sync" in spec.terms and OPTIMISTIC in notes:
+        notes = tuple(published_note("sync") if n == OPTIMISTIC else n for n in notes)
+    notes = notes + (f"overheads {spec.label} added after the DAG (pre-registered, "
+                     "docs/predictor-overheads.md)",)
     return replace(pred, iter_ms=it, throughput_img_s=p * pred.batch_size * 1000.0 / it,
                    speedup_vs_1=speedup, efficiency=speedup / p, breakdown=breakdown,
                    notes=notes, overheads=detail)

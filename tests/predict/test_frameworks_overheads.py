@@ -300,3 +300,24 @@ def test_cli_sweep_and_predict_agree_for_every_framework_name(name, tmp_path):
         assert pred == plain
         rows = rows[rows["policy"] == "wfbp"]
     assert rows["iter_ms"].tolist() == pytest.approx([pred["iter_ms"]], rel=1e-9)
+
+
+def test_the_published_caveat_states_what_the_evaluation_gives():
+    """The note every multi-worker prediction carries quotes the published rows' signed
+    error range and MAPE; with the sync term applied, the note says what that gives."""
+    from dgtraces.evaluation.published import validate_published
+    from dgtraces.predict import predict, resolve
+    from dgtraces.predict.dag import OPTIMISTIC, PUBLISHED_ERROR, published_note
+
+    for terms in ("none", "sync"):
+        rows = validate_published(None, "none", Overheads.parse(terms)).scored()
+        err = rows["error_pct"]
+        want = {"rows": len(rows), "min_pct": round(err.min()), "max_pct": round(err.max()),
+                "mape_pct": round(rows["ape_pct"].mean(), 1)}
+        assert PUBLISHED_ERROR[terms] == want, terms
+    assert (validate_published(None, "none").scored()["error_pct"] > 0).all()
+    tr = resolve("resnet50", "v100", 64)
+    plain = predict(tr, Cluster(8, 4), Policy("wfbp"))
+    synced = apply_overheads(plain, tr, Overheads.parse("sync"))
+    assert OPTIMISTIC in plain.notes and OPTIMISTIC not in synced.notes
+    assert published_note("sync") in synced.notes
