@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dgtraces.errors import Code, DgtracesError
+from dgtraces.evaluation.kernel_summary import comparison_lines, loo_line
 from dgtraces.evaluation.kernels import SourceComparison, bcaffe, compare
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -156,25 +157,6 @@ def goals(heldout: list[SourceComparison], loo_new: dict[str, tuple[float, ...]]
                    f"{GOAL_LOO_PCT:.0f}% ({(a <= GOAL_LOO_PCT).sum()}/{len(a)} rows within): "
                    f"{'met' if a.mean() <= GOAL_LOO_PCT else 'NOT met'}")
     return out
-
-
-def comparison_lines(comps, title: str) -> list[str]:
-    out = [title]
-    for c in comps:
-        out.append(f"  {c.source} ({c.device}, {c.model}, b{c.batch_size}): per-layer "
-                   f"(fwd+bwd) MAPE {c.layer_mape():.1f}%")
-        for k in c.by_kind().itertuples():
-            out.append(f"    {k.kind:<8} {k.direction} {k.layers:4d} layers  MAPE "
-                       f"{k.mape_pct:6.1f}%  sum {k.measured_ms:8.2f} -> "
-                       f"{k.predicted_ms:8.2f} ms ({k.sum_error_pct:+.1f}%)")
-    return out
-
-
-def loo_line(method: str, dev: str, errs) -> str:
-    a = np.abs(errs)
-    return (f"  {method:<13} {dev:<5} mean |error| {a.mean():5.1f}%  max {a.max():6.1f}%  "
-            f"within 10%: {(a <= 10).sum()}/{len(a)}  [" + ", ".join(f"{e:+.1f}" for e in errs)
-            + "]")
 
 
 @dataclass
