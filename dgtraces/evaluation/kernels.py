@@ -15,15 +15,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dgtraces.errors import Code, DgtracesError
+from dgtraces.reconstruct.kerneltraces import MODELLED_AS, measured_table
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 METHODS = ("roofline-1.1", "kernels-2.0")  # the kernels-2.0 summary compares these two
 KNOWN = (*METHODS, "kernels-2.1")
-# device of a published run -> device the method models it as (same part, same figures)
-MODELLED_AS = {"v100-dgxs-32gb": "v100", "v100": "v100", "k80": "k80",
-               "titanx-maxwell": "titanx-maxwell"}
 
 
 def layer_times(method: str, model: str, device: str, batch: int
@@ -101,28 +99,6 @@ def compare(method: str, runs: "pd.DataFrame", timings: "pd.DataFrame"
                                     measured_table(timings[timings["run_id"] == rid], model,
                                                    names, fwd, bwd)))
     return out, skipped
-
-
-def measured_table(lt: "pd.DataFrame", model: str, names, fwd, bwd) -> "pd.DataFrame":
-    """One run's measured (layer, direction) rows with a time > 0 next to ``fwd``/``bwd``
-    predicted per layer of ``names``: layer, measured_ms, predicted_ms, direction, kind,
-    ape_pct."""
-    import pandas as pd
-
-    from dgtraces.models import layer_records
-
-    kinds = {r["layer"]: r["kind"] for r in layer_records(model)}
-    pred = pd.DataFrame({"layer": names, "fwd": fwd, "bwd": bwd})
-    parts = []
-    for d in ("fwd", "bwd"):
-        m = lt[["layer", f"{d}_ms"]].rename(columns={f"{d}_ms": "measured_ms"})
-        t = m.merge(pred[["layer", d]].rename(columns={d: "predicted_ms"}), on="layer")
-        t = t[t["measured_ms"] > 0].assign(direction=d)
-        parts.append(t)
-    t = pd.concat(parts, ignore_index=True)
-    t["kind"] = t["layer"].map(kinds)
-    t["ape_pct"] = (t["predicted_ms"] / t["measured_ms"] - 1).abs() * 100
-    return t
 
 
 def bcaffe(method: str, runs: "pd.DataFrame", timings: "pd.DataFrame"

@@ -19,7 +19,7 @@ from dgtraces.reconstruct.kernelcal import CALIBRATED, H_US, device_observations
 from dgtraces.reconstruct.kernelfit import T0_US, stage1
 from dgtraces.reconstruct.kernelmodel import CLASSES, E_MEM_STAGE1, KernelParams, get_gpu
 from dgtraces.reconstruct.kernelnet import predict_ms
-from dgtraces.reconstruct.kerneltraces import TraceBlock, trace_blocks
+from dgtraces.reconstruct.kerneltraces import FIT_TRACE_DEVICES, TraceBlock, trace_blocks
 
 VERSION = "2.1"
 E_LOWER = 0.05  # 20x below the weakest stage-1 efficiency: keeps the mapping finite
@@ -28,7 +28,6 @@ WINO_UPPER = 4.0 / 2.25  # F(4x4,3x3) on F(2x2,3x3) FLOPs (Lavin & Gray 2016)
 E_UPPER = np.array([1.0 if c != "wino" else WINO_UPPER for c in CLASSES])
 E_MEM = (0.05, 1.0)
 T0_MEM_US = T0_US  # same range as stage-1 t0: no new information sets it
-FIT_TRACE_DEVICES = ("v100", "titanx-maxwell")  # devices with fitted per-layer traces
 MAX_ITER = 60
 
 

@@ -18,6 +18,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from dgtraces.reconstruct.kernelmodel import KernelParams
 
+# device of a published run -> device the methods model it as (same part, same figures)
+MODELLED_AS = {"v100-dgxs-32gb": "v100", "v100": "v100", "k80": "k80",
+               "titanx-maxwell": "titanx-maxwell"}
+FIT_TRACE_DEVICES = ("v100", "titanx-maxwell")  # kernels-2.1: devices with fitted traces
 TRACE_RELEASE = "0.5.0"  # the release whose published traces the fit reads (pinned)
 # B-Caffe K80 stays validation (pre-registered): its runs are never fit data
 VALIDATION_ONLY = ("B-Caffe",)
@@ -106,12 +110,34 @@ class TraceBlock:
             "ape_pct": np.abs(predicted_ms[m] / self.measured_ms[m] - 1) * 100})
 
 
+def measured_table(lt: "pd.DataFrame", model: str, names, fwd, bwd) -> "pd.DataFrame":
+    """One run's measured (layer, direction) rows with a time > 0 next to ``fwd``/``bwd``
+    predicted per layer of ``names``: layer, measured_ms, predicted_ms, direction, kind,
+    ape_pct."""
+    import pandas as pd
+
+    from dgtraces.models import layer_records
+
+    kinds = {r["layer"]: r["kind"] for r in layer_records(model)}
+    pred = pd.DataFrame({"layer": names, "fwd": fwd, "bwd": bwd})
+    parts = []
+    for d in ("fwd", "bwd"):
+        m = lt[["layer", f"{d}_ms"]].rename(columns={f"{d}_ms": "measured_ms"})
+        t = m.merge(pred[["layer", d]].rename(columns={d: "predicted_ms"}), on="layer")
+        t = t[t["measured_ms"] > 0].assign(direction=d)
+        parts.append(t)
+    t = pd.concat(parts, ignore_index=True)
+    t["kind"] = t["layer"].map(kinds)
+    t["ape_pct"] = (t["predicted_ms"] / t["measured_ms"] - 1).abs() * 100
+    return t
+
+
+
 def blocks_from(runs: "pd.DataFrame", timings: "pd.DataFrame", device: str
                 ) -> tuple[TraceBlock, ...]:
     """The fit blocks of ``device`` from a release's runs and layer_timings."""
     import pandas as pd
 
-    from dgtraces.evaluation.kernels import MODELLED_AS, measured_table
     from dgtraces.reconstruct.costmodel import layer_arrays
 
     pub = runs[(runs["provenance"] == "published") & (runs["device_kind"] == "gpu")]
@@ -144,7 +170,6 @@ def blocks_from(runs: "pd.DataFrame", timings: "pd.DataFrame", device: str
 def trace_blocks(device: str) -> tuple[TraceBlock, ...]:
     """The fit blocks of ``device`` from release ``TRACE_RELEASE`` (empty for a device
     without fitted traces)."""
-    from dgtraces.reconstruct.kernel21 import FIT_TRACE_DEVICES
     from dgtraces.store import release
 
     if device not in FIT_TRACE_DEVICES:
