@@ -12,7 +12,7 @@ from .options import release_option
 
 @click.command()
 @click.option("--device", default=None, help="Device key: with calibration rows (k80, v100) "
-              "for roofline-1.1; any GPU with datasheet peaks and SMs for kernels-2.0.")
+              "for roofline-1.1; any GPU with datasheet peaks and SMs for kernels-2.x.")
 @model_option(default=None)
 @click.option("--batch-size", type=int, default=None, help="Per-device batch size (> 0).")
 @click.option("--precision", default="fp32", show_default=True,
@@ -27,8 +27,8 @@ from .options import release_option
               "(adds the leave-one-out table, about 20 s); with --method kernels-2.0: "
               "reconstruction_kernels.md (+ PNG).")
 @click.option("--method", default="roofline-1.1", show_default=True,
-              type=click.Choice(["roofline-1.1", "kernels-2.0"]),
-              help="Cost model version (docs/reconstruction-kernels.md for kernels-2.0).")
+              type=click.Choice(["roofline-1.1", "kernels-2.0", "kernels-2.1"]),
+              help="Cost model version (docs/reconstruction-kernels.md for kernels-2.x).")
 @click.option("--figure", default=None, type=OutPath(dir_okay=False),
               help="With --report --method kernels-2.0: write the log-log predicted vs "
               "measured plot (PNG) here.")
@@ -39,6 +39,15 @@ def reconstruct(device, model, batch_size, precision, out, as_csv, report, relea
     B-Caffe logs (nothing is measured on this machine)."""
     from ..errors import DgtracesError
 
+    if report and method == "kernels-2.1":
+        from dgtraces.evaluation.kernels21 import build as build21
+        from dgtraces.store import release as release_mod
+
+        if figure or fragment:
+            raise DgtracesError("--figure and --fragment are for --method kernels-2.0",
+                                code=Code.BAD_INPUT)
+        click.echo(build21(release_mod.read_all(release), release).text())  # minutes
+        return
     if report and method == "kernels-2.0":
         from dgtraces.evaluation.kernel_summary import build
         from dgtraces.evaluation.kernel_summary import figure as plot

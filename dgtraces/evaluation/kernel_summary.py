@@ -45,22 +45,33 @@ class KernelSummary:
                                                   for d, (n, m, med) in dirs.items()))
         out.append("calibration.csv leave-one-out (signed error of each held-out row):")
         for method, by_dev in self.loo_calibration.items():
-            for dev, errs in by_dev.items():
-                a = np.abs(errs)
-                out.append(f"  {method:<13} {dev:<5} mean |error| {a.mean():5.1f}%  max "
-                           f"{a.max():6.1f}%  within 10%: {(a <= 10).sum()}/{len(a)}  ["
-                           + ", ".join(f"{e:+.1f}" for e in errs) + "]")
+            out += [loo_line(method, dev, errs) for dev, errs in by_dev.items()]
         for method, comps in self.sources.items():
-            out.append(f"real GPU layers, {method} (no constant sees these rows):")
-            for c in comps:
-                out.append(f"  {c.source} ({c.device}, {c.model}, b{c.batch_size}): per-layer "
-                           f"(fwd+bwd) MAPE {c.layer_mape():.1f}%")
-                for k in c.by_kind().itertuples():
-                    out.append(f"    {k.kind:<8} {k.direction} {k.layers:4d} layers  MAPE "
-                               f"{k.mape_pct:6.1f}%  sum {k.measured_ms:8.2f} -> "
-                               f"{k.predicted_ms:8.2f} ms ({k.sum_error_pct:+.1f}%)")
+            out += comparison_lines(comps, f"real GPU layers, {method} (no constant sees "
+                                    "these rows):")
             out += [f"  not modelled: {s}" for s in self.skipped.get(method, [])]
         return "\n".join(out)
+
+
+def loo_line(method: str, dev: str, errs) -> str:
+    """One line of a calibration leave-one-out: mean / max |error|, count within 10%."""
+    a = np.abs(errs)
+    return (f"  {method:<13} {dev:<5} mean |error| {a.mean():5.1f}%  max {a.max():6.1f}%  "
+            f"within 10%: {(a <= 10).sum()}/{len(a)}  [" + ", ".join(f"{e:+.1f}" for e in errs)
+            + "]")
+
+
+def comparison_lines(comps, title: str) -> list[str]:
+    """``title``, then per source its per-layer MAPE and per kind and direction."""
+    out = [title]
+    for c in comps:
+        out.append(f"  {c.source} ({c.device}, {c.model}, b{c.batch_size}): per-layer "
+                   f"(fwd+bwd) MAPE {c.layer_mape():.1f}%")
+        for k in c.by_kind().itertuples():
+            out.append(f"    {k.kind:<8} {k.direction} {k.layers:4d} layers  MAPE "
+                       f"{k.mape_pct:6.1f}%  sum {k.measured_ms:8.2f} -> "
+                       f"{k.predicted_ms:8.2f} ms ({k.sum_error_pct:+.1f}%)")
+    return out
 
 
 def build(frames: dict[str, "pd.DataFrame"], release: str | None = None) -> KernelSummary:

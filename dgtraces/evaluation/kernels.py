@@ -15,14 +15,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dgtraces.errors import Code, DgtracesError
+from dgtraces.reconstruct.kerneltraces import MODELLED_AS, measured_table
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-METHODS = ("roofline-1.1", "kernels-2.0")
-# device of a published run -> device the method models it as (same part, same figures)
-MODELLED_AS = {"v100-dgxs-32gb": "v100", "v100": "v100", "k80": "k80",
-               "titanx-maxwell": "titanx-maxwell"}
+METHODS = ("roofline-1.1", "kernels-2.0")  # the kernels-2.0 summary compares these two
+KNOWN = (*METHODS, "kernels-2.1")
 
 
 def layer_times(method: str, model: str, device: str, batch: int
@@ -44,7 +43,13 @@ def layer_times(method: str, model: str, device: str, batch: int
 
         t = net_times(model, device, calibrate_kernels(device).params, batch, la=la)
         return la.layer, t.fwd_ms, t.bwd_ms
-    raise DgtracesError(f"unknown method {method!r}; known: {', '.join(METHODS)}",
+    if method == "kernels-2.1":
+        from dgtraces.reconstruct.kernel21 import calibrate21
+        from dgtraces.reconstruct.kernelnet import net_times
+
+        t = net_times(model, device, calibrate21(device).params, batch, la=la)
+        return la.layer, t.fwd_ms, t.bwd_ms
+    raise DgtracesError(f"unknown method {method!r}; known: {', '.join(KNOWN)}",
                         code=Code.BAD_INPUT)
 
 
@@ -76,10 +81,6 @@ class SourceComparison:
 def compare(method: str, runs: "pd.DataFrame", timings: "pd.DataFrame"
             ) -> tuple[list[SourceComparison], list[str]]:
     """Every published GPU run with per-layer times whose device the method can model."""
-    import pandas as pd
-
-    from dgtraces.models import layer_records
-
     pub = runs[(runs["provenance"] == "published") & (runs["device_kind"] == "gpu")]
     out, skipped = [], []
     for run in pub.to_dict("records"):
@@ -94,19 +95,9 @@ def compare(method: str, runs: "pd.DataFrame", timings: "pd.DataFrame"
         except DgtracesError as e:
             skipped.append(f"{rid}: {e.code}: {e}")
             continue
-        kinds = {r["layer"]: r["kind"] for r in layer_records(model)}
-        lt = timings[timings["run_id"] == rid]
-        pred = pd.DataFrame({"layer": names, "fwd": fwd, "bwd": bwd})
-        parts = []
-        for d in ("fwd", "bwd"):
-            m = lt[["layer", f"{d}_ms"]].rename(columns={f"{d}_ms": "measured_ms"})
-            t = m.merge(pred[["layer", d]].rename(columns={d: "predicted_ms"}), on="layer")
-            t = t[t["measured_ms"] > 0].assign(direction=d)
-            parts.append(t)
-        t = pd.concat(parts, ignore_index=True)
-        t["kind"] = t["layer"].map(kinds)
-        t["ape_pct"] = (t["predicted_ms"] / t["measured_ms"] - 1).abs() * 100
-        out.append(SourceComparison(rid, device, model, int(run["batch_size"]), t))
+        out.append(SourceComparison(rid, device, model, int(run["batch_size"]),
+                                    measured_table(timings[timings["run_id"] == rid], model,
+                                                   names, fwd, bwd)))
     return out, skipped
 
 

@@ -49,11 +49,11 @@ def reconstruct_trace(device: str, model: str, batch_size: int, precision: str =
                       method: str = "roofline-1.1") -> Reconstruction:
     """Reconstruct one training trace (per-layer fwd/bwd ms) of ``model`` on ``device``.
 
-    ``method``: ``roofline-1.1`` (releases v0.3.0, v0.4.0; devices with calibration rows) or
-    ``kernels-2.0`` (docs/reconstruction-kernels.md; any GPU with datasheet peaks and an SM
-    count, fp32). Raises UNKNOWN_DEVICE, UNKNOWN_MODEL, BAD_INPUT (batch <= 0, bad precision
-    or method) and NO_CALIBRATION (device without published calibration rows, or no amp
-    figure).
+    ``method``: ``roofline-1.1`` (releases v0.3.0, v0.4.0; devices with calibration rows),
+    ``kernels-2.0`` or ``kernels-2.1`` (docs/reconstruction-kernels.md; any GPU with
+    datasheet peaks and an SM count, fp32). Raises UNKNOWN_DEVICE, UNKNOWN_MODEL,
+    BAD_INPUT (batch <= 0, bad precision or method) and NO_CALIBRATION (device without
+    published calibration rows, or no amp figure).
     """
     import pandas as pd
 
@@ -118,7 +118,7 @@ def reconstruct_trace(device: str, model: str, batch_size: int, precision: str =
     return Reconstruction(run, timings_frame(la, costs, rid), bound)
 
 
-METHODS = (f"roofline-{METHOD_VERSION}", "kernels-2.0")
+METHODS = (f"roofline-{METHOD_VERSION}", "kernels-2.0", "kernels-2.1")
 
 
 def _other_method(method: str, device: str, model: str, batch_size: int, precision: str,
@@ -129,7 +129,7 @@ def _other_method(method: str, device: str, model: str, batch_size: int, precisi
     from .kerneltrace import reconstruct
 
     run, lt, bound = reconstruct(device, model, batch_size, precision,
-                                 timestamp_utc or utc_now())
+                                 timestamp_utc or utc_now(), version=method.split("-")[1])
     return Reconstruction(run, lt, bound)
 
 

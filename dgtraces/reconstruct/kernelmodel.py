@@ -55,6 +55,10 @@ class KernelParams:
         return self.kappa * np.array([self.e_fwd, self.e_dgrad, self.e_wgrad, self.e_wino,
                                       self.e_gemm])
 
+    def mem_floor_us(self) -> float:
+        """Per-kernel floor of memory-bound kernels (2.0: the GEMM floor ``t0``)."""
+        return self.t0_us
+
     def as_dict(self) -> dict:
         return asdict(self)
 

@@ -93,7 +93,7 @@ def net_times(model: str, device: str, p: KernelParams, batch: int,
     la = la if la is not None else layer_arrays(model)
     gpu = get_gpu(device)
     mem_rate = p.e_mem * gpu.bandwidth_gb_s * 1e9
-    t0 = p.t0_us * 1e-6
+    t0 = p.mem_floor_us() * 1e-6  # memory-bound kernels (GEMMs: t0 in gemm_seconds)
     g, idx, is_bwd = _gemms(model, device, batch)
     sec = gemm_seconds(g, p)
     is_gemm = np.isin(la.kind, GEMM_KINDS)

@@ -1,6 +1,6 @@
-"""A reconstructed training trace under ``kernels-2.0`` (any GPU with datasheet peaks and an
-SM count); called by :func:`dgtraces.reconstruct.reconstruct_trace` with
-``method="kernels-2.0"``.
+"""A reconstructed training trace under ``kernels-2.0`` or ``kernels-2.1`` (any GPU with
+datasheet peaks and an SM count); called by :func:`dgtraces.reconstruct.reconstruct_trace`
+with ``method="kernels-2.0"`` / ``"kernels-2.1"``.
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from dgtraces.errors import Code, DgtracesError
+from dgtraces.reconstruct.kerneltraces import TRACE_RELEASE
 from dgtraces.tables.runrow import runs_row
 
 METHOD = "dgtraces.reconstruct/kernels"
@@ -23,14 +24,43 @@ BASIS_TEXT = {
                  "calibration.csv throughputs of this GPU would constrain it)",
 }
 
+TRACES = (f"per-layer GPU traces of release v{TRACE_RELEASE} (Kineto V100, caffe-time "
+          "Titan X)")
+BASIS_TEXT_21 = {
+    "traces+throughputs": "kernel constants fitted on DeepBench kernels of seven GPUs; "
+                          "device constants (per-class efficiencies, e_mem, t0_mem, h_us) "
+                          f"fitted on its {TRACES} and calibration.csv throughputs",
+    "traces": "kernel constants fitted on DeepBench kernels of seven GPUs; device constants "
+              f"(per-class efficiencies, e_mem, t0_mem) fitted on its {TRACES}; h_us = mean "
+              "of the calibrated devices",
+    "throughputs": "kernel constants fitted on DeepBench kernels of seven GPUs; device "
+                   "constants (kappa, e_mem, h_us) fitted on its calibration.csv "
+                   "throughputs; t0_mem = mean of the trace-fitted devices",
+    "kernels": BASIS_TEXT["kernels"] + "; t0_mem = mean of the trace-fitted devices",
+    "datasheet": BASIS_TEXT["datasheet"] + "; t0_mem = mean of the trace-fitted devices",
+}
 
-def method_id() -> str:
-    return f"{METHOD}-{VERSION}"
+
+def method_id(version: str = VERSION) -> str:
+    return f"{METHOD}-{version}"
+
+
+def _calibration(device: str, version: str):
+    """(calibration, basis text) of ``device`` under kernels-``version``."""
+    if version == "2.1":
+        from dgtraces.reconstruct.kernel21 import calibrate21
+
+        cal = calibrate21(device)
+        return cal, BASIS_TEXT_21[cal.basis]
+    from dgtraces.reconstruct.kernelcal import calibrate_kernels
+
+    cal = calibrate_kernels(device)
+    return cal, BASIS_TEXT[cal.basis]
 
 
 def reconstruct(device: str, model: str, batch_size: int, precision: str,
-                timestamp_utc: str):
-    """(run row, layer_timings frame, bound frame) of one kernels-2.0 trace."""
+                timestamp_utc: str, version: str = VERSION):
+    """(run row, layer_timings frame, bound frame) of one kernels-``version`` trace."""
     import pandas as pd
 
     from dgtraces.reconstruct.costmodel import (
@@ -39,23 +69,22 @@ def reconstruct(device: str, model: str, batch_size: int, precision: str,
         layer_arrays,
         timings_frame,
     )
-    from dgtraces.reconstruct.kernelcal import calibrate_kernels
     from dgtraces.reconstruct.kernelmodel import SM_SOURCE, get_gpu
     from dgtraces.reconstruct.kernelnet import net_times, soft_max
 
     if precision != "fp32":
-        raise DgtracesError(f"{method_id()} models fp32 only (DeepBench kernels are fp32); "
-                            f"got {precision!r}", code=Code.NO_CALIBRATION)
+        raise DgtracesError(f"{method_id(version)} models fp32 only (DeepBench kernels "
+                            f"are fp32); got {precision!r}", code=Code.NO_CALIBRATION)
     gpu = get_gpu(device)  # UNKNOWN_DEVICE, listing the known ones
-    cal = calibrate_kernels(device)
+    cal, basis_text = _calibration(device, version)
     la = layer_arrays(model)
     t = net_times(model, device, cal.params, batch_size, la=la)
-    rid = f"rec-{device}-{model}-b{batch_size}-{precision}-v{VERSION}"
+    rid = f"rec-{device}-{model}-b{batch_size}-{precision}-v{version}"
     fwd, bwd = float(t.fwd_ms.sum()), float(t.bwd_ms.sum())
     host = t.host_fwd_ms + t.host_bwd_ms + t.host_update_ms
     iter_ms = soft_max(fwd + bwd + t.update_ms, host)
     detail = {
-        "method": METHOD, "method_version": VERSION, "precision": precision,
+        "method": METHOD, "method_version": version, "precision": precision,
         "params": cal.params.as_dict(), "basis": cal.basis,
         "device_peaks": {"peak_fp32_tflops": gpu.peak_tflops,
                          "mem_bandwidth_gb_s": gpu.bandwidth_gb_s,
@@ -72,8 +101,8 @@ def reconstruct(device: str, model: str, batch_size: int, precision: str,
         run_id=rid, model=model, device=device, device_kind="gpu", host=gpu.name,
         framework="reconstructed (cuDNN/cuBLAS kernel model)", precision=precision,
         batch_size=batch_size, threads=None, cores=None, provenance="reconstructed",
-        source=f"{method_id()} cost model ({BASIS_TEXT[cal.basis]}); peaks: {gpu.source}",
-        collector_version=method_id(), timestamp_utc=timestamp_utc,
+        source=f"{method_id(version)} cost model ({basis_text}); peaks: {gpu.source}",
+        collector_version=method_id(version), timestamp_utc=timestamp_utc,
         fwd_ms=fwd, bwd_ms=bwd, update_ms=t.update_ms, iter_ms=iter_ms,
         layer_sum_ratio=(fwd + bwd + t.update_ms) / iter_ms, flagged=False,
         flag_reason=None, params=detail,
@@ -82,7 +111,8 @@ def reconstruct(device: str, model: str, batch_size: int, precision: str,
     zero = np.zeros(len(la.layer))
     costs = LayerCosts(t.fwd_ms, t.bwd_ms, t.update_ms, zero, zero, zero, zero)
     kind = np.where(np.isin(la.kind, GEMM_KINDS), "compute", "memory")
-    t0_ms = cal.params.t0_us * 1e-3  # the per-kernel floor: the latency share
+    # the per-kernel floor (GEMMs: t0; memory-bound kernels: their floor): the latency share
+    t0_ms = np.where(kind == "compute", cal.params.t0_us, cal.params.mem_floor_us()) * 1e-3
     bound = pd.DataFrame({"layer": list(la.layer), "kind": list(la.kind), "fwd_bound": kind,
                           "bwd_bound": kind, "fwd_latency_ms": la.fwd_kernels * t0_ms,
                           "bwd_latency_ms": la.bwd_kernels * t0_ms})
