@@ -41,6 +41,8 @@ from dgtraces.predict.trace import resolve
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from dgtraces.store.release import Release
+
 FILE = "scaling_published.csv"
 HOROVOD_FUSION_BYTES = 64 * 1024 * 1024  # Horovod docs: HOROVOD_FUSION_THRESHOLD default 64 MB
 NCCL_DEFAULT = None  # an NCCL all-reduce: predict's default for the device (auto on GPUs)
@@ -194,14 +196,17 @@ def _configure(row: dict, calib: dict, framework: str | None = None) -> dict:
             "framework_why": profile_why}
 
 
-def _predict(row: dict, cfg: dict, release: str | None, overheads=None) -> dict:
+def _predict(row: dict, cfg: dict, release: str | None, rel: Release | str | None,
+             overheads=None) -> dict:
+    """One row predicted; ``rel``: ``release`` opened once for every row (or as given when
+    no such release exists: the traces are reconstructed then)."""
     from dgtraces.predict import calibrate
     from dgtraces.predict.cluster import DEFAULT_BUCKET_BYTES
     from dgtraces.predict.frameworks import apply_framework
     from dgtraces.predict.overheads import Overheads, apply_overheads, validation_spec
 
     synthetic = "synthetic data" in row["_notes"]
-    trace = resolve(row["model"], row["device"], int(row["batch_per_gpu"]), release=release,
+    trace = resolve(row["model"], row["device"], int(row["batch_per_gpu"]), release=rel,
                     h2d_link=None if synthetic else "pcie3", shape_only=True)
     policy = Policy(cfg["policy"], False, cfg["bucket_bytes"] or DEFAULT_BUCKET_BYTES)
     cluster = Cluster(int(row["gpus"]), cfg["gpus_per_node"], cfg["intra"], cfg["inter"],
@@ -240,7 +245,9 @@ def validate_published(release: str | None = None, framework: str | None = None,
     import pandas as pd
 
     from dgtraces.reference import rows as ref_rows
+    from dgtraces.store.release import open_if_any
 
+    rel = open_if_any(release)
     table = ref_rows(FILE)
     notes = ""
     for r in table:  # "same" repeats the previous row's notes
@@ -263,7 +270,7 @@ def validate_published(release: str | None = None, framework: str | None = None,
             base.update({k: v for k, v in cfg.items() if k not in ("calibrate_img_s",
                                                                    "profile")})
             base["source_1gpu_img_s"] = cfg["calibrate_img_s"]
-            base.update(_predict(r, cfg, release, overheads))
+            base.update(_predict(r, cfg, release, rel, overheads))
         except DgtracesError as exc:
             base.update(role="skipped", reason=f"[{exc.code}] {exc.message}")
             out.append(base)
