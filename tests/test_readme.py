@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from dgtraces.cli import main
 from dgtraces.publish import card as cards
+from dgtraces.store.release import Release
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -120,4 +121,4 @@ def test_readme_citation_is_the_cards():
     for needle in ("A DAG Model of Synchronous Stochastic Gradient Descent", "arXiv:1805.03812",
                    "Shaohuai", "ICPADS"):
         assert needle in cff and needle in cards.PAPER_BIBTEX
-    assert "arXiv:1805.03812" in cards.render_card()
+    assert "arXiv:1805.03812" in cards.render_card(Release.open())

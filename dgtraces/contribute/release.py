@@ -137,13 +137,15 @@ def _card_current(version: str, root) -> bool:
     try:
         from dgtraces.publish import croissant
         from dgtraces.publish.card import provenance_stats, render_card
+        from dgtraces.store.release import Release
 
-        stats = provenance_stats(version, root)
+        rel = Release.open(version, root)
+        stats = provenance_stats(rel)
         folder = cards_path(root)
         return (folder / "README.md").read_text("utf-8") == \
-            render_card(version, root, stats=stats) and \
+            render_card(rel, stats=stats) and \
             (folder / "croissant.json").read_text("utf-8") == \
-            croissant.render(version, root, stats=stats)
+            croissant.render(rel, stats=stats)
     except (OSError, UnicodeDecodeError, ImportError):
         return False
 

@@ -237,17 +237,19 @@ def _predict(row: dict, cfg: dict, release: str | None, rel: Release | str | Non
             "input_term": input_how or None}
 
 
-def validate_published(release: str | None = None, framework: str | None = None,
+def validate_published(release: Release | str | None = None, framework: str | None = None,
                        overheads=None) -> PublishedValidation:
-    """Predict every row of the shipped published scaling table (see module doc), with the
+    """Predict every row of the shipped published scaling table (see module doc) with the
+    traces of ``release`` (an open Release, or a version, default latest), the
     ``framework`` profile choice (None/``none``, ``auto`` = the declared per-row profile,
     or one profile for every row) and the ``overheads`` terms (an ``Overheads``)."""
     import pandas as pd
 
     from dgtraces.reference import rows as ref_rows
-    from dgtraces.store.release import open_if_any
+    from dgtraces.store.release import Release, open_if_any
 
     rel = open_if_any(release)
+    label = release.version if isinstance(release, Release) else release
     table = ref_rows(FILE)
     notes = ""
     for r in table:  # "same" repeats the previous row's notes
@@ -270,7 +272,7 @@ def validate_published(release: str | None = None, framework: str | None = None,
             base.update({k: v for k, v in cfg.items() if k not in ("calibrate_img_s",
                                                                    "profile")})
             base["source_1gpu_img_s"] = cfg["calibrate_img_s"]
-            base.update(_predict(r, cfg, release, rel, overheads))
+            base.update(_predict(r, cfg, label, rel, overheads))
         except DgtracesError as exc:
             base.update(role="skipped", reason=f"[{exc.code}] {exc.message}")
             out.append(base)

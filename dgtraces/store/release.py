@@ -164,11 +164,9 @@ def tables(version: str | None = None, root=None) -> dict[str, dict]:
 
 def as_release(release: Release | str | None) -> Release:
     """``release`` itself when it is a :class:`Release` (already open), else the release of
-    that version (``None`` or ``"latest"``: the latest) of the default store, opened: the one
-    place a library entry point that also takes a version string turns it into a handle."""
-    if isinstance(release, Release):
-        return release
-    return Release.open(None if release == "latest" else release)
+    that version (``None``: the latest) of the default store, opened: the one place a
+    library entry point that also takes a version string turns it into a handle."""
+    return release if isinstance(release, Release) else Release.open(release)
 
 
 def open_if_any(release: Release | str | None) -> Release | str | None:
