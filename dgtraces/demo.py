@@ -20,6 +20,8 @@ from dgtraces.errors import Code
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from dgtraces.store.release import Release
+
 STEPS = ("overview", "sql", "predict", "validate")
 
 ROWS_BY_PROVENANCE_SQL = """\
@@ -97,7 +99,7 @@ def run_demo(out_dir: str | Path = "dgtraces-demo", release: str | None = None,
     """
     from dgtraces.query.engine import connect
     from dgtraces.store import manifest as store
-    from dgtraces.store import release as release_mod
+    from dgtraces.store.release import Release
 
     step = on_step or (lambda name: None)
     out = Path(out_dir)
@@ -106,7 +108,8 @@ def run_demo(out_dir: str | Path = "dgtraces-demo", release: str | None = None,
     version = store.latest() if release is None else store.norm_version(release)
 
     step("overview")
-    tables = {k: int(v["rows"]) for k, v in sorted(release_mod.tables(version).items())}
+    rel = Release.open(version)  # the manifest read once for every step
+    tables = {k: int(v["rows"]) for k, v in sorted(rel.entries.items())}
     missing = sorted({"layers", "runs", "layer_timings", "iterations"} - set(tables))
     if missing:
         from .errors import StoreError
@@ -114,7 +117,7 @@ def run_demo(out_dir: str | Path = "dgtraces-demo", release: str | None = None,
         raise StoreError(f"release {version} lacks table(s) {', '.join(missing)} that the "
                          "demo queries; use --release 0.3.0 or later", code=Code.NOT_FOUND)
     files: dict[str, Path] = {}
-    con = connect(version)
+    con = connect(rel)
     try:
         by_prov = con.sql(ROWS_BY_PROVENANCE_SQL).df()
         files["rows_by_provenance"] = _csv(by_prov, out / "rows_by_provenance.csv")
@@ -127,13 +130,13 @@ def run_demo(out_dir: str | Path = "dgtraces-demo", release: str | None = None,
     files["comm_per_compute"] = _csv(ratio, out / "comm_per_compute.csv")
 
     step("predict")
-    preds = _predict(out, version, files)
+    preds = _predict(out, rel, files)
     files["predictions"] = _csv(preds, out / "predict_resnet50_8xv100.csv")
 
     step("validate")
     from dgtraces.evaluation.validation import parity_plot, validate
 
-    val = validate(version)
+    val = validate(rel)
     parity_plot(val, out / "validation_parity.png")
     files["validation_parity"] = out / "validation_parity.png"
     return DemoResult(version, out, tables, by_prov, grads, ratio, preds, val.headline(),
@@ -142,7 +145,7 @@ def run_demo(out_dir: str | Path = "dgtraces-demo", release: str | None = None,
                               "comm_per_compute": COMM_PER_COMPUTE_SQL})
 
 
-def _predict(out: Path, version: str, files: dict[str, Path]) -> pd.DataFrame:
+def _predict(out: Path, rel: Release, files: dict[str, Path]) -> pd.DataFrame:
     import pandas as pd
 
     from .predict import Cluster, Policy, predict_trace, resolve
@@ -151,11 +154,11 @@ def _predict(out: Path, version: str, files: dict[str, Path]) -> pd.DataFrame:
     p = PREDICT
     from .predict.algorithm_default import default_algorithm
 
-    trace = resolve(p.model, p.device, p.batch_size, release=version)
+    trace = resolve(p.model, p.device, p.batch_size, release=rel)
     choice = default_algorithm(trace.device, [p.intra], [p.inter],
                                [(p.workers, p.gpus_per_node)], given=p.algorithm)
     cluster = Cluster(p.workers, p.gpus_per_node, p.intra, p.inter, choice.algorithm,
-                      release=version, algorithm_why=choice.why)
+                      release=rel.version, algorithm_why=choice.why)
     rows = []
     for name in POLICIES:
         pred, sched = predict_trace(trace, cluster, Policy(name))

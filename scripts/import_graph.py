@@ -1,7 +1,11 @@
 """The package's import graph against its layers (issue #24): import circles, imports that
 run up a layer, modules flat in ``dgtraces/``, private names used outside their module.
 
-    python scripts/import_graph.py [--json]
+    python scripts/import_graph.py [--json] [--signatures [-v]]
+
+``--signatures`` counts the function signatures that take ``root=None`` or ``release=None``
+(a store location or a release re-resolved at that level; pass a ``Release`` or one resolved
+root instead); ``-v`` lists them.
 
 Every ``import``/``from`` counts, including those inside functions (a lazy import is still
 a dependency); imports under ``if TYPE_CHECKING:`` do not. ``tests/test_layers.py`` holds
@@ -170,6 +174,30 @@ def private_uses(mods: dict[str, Path]) -> list[tuple[str, str]]:
     return sorted(set(found))
 
 
+SIGNATURE_PARAMS = ("root", "release")
+
+
+def signatures(package: Path = PACKAGE) -> dict[str, list[str]]:
+    """Parameter name -> ``module:line:function`` of every signature (methods included)
+    whose parameter of that name defaults to ``None`` (positional or keyword-only)."""
+    found: dict[str, list[str]] = {name: [] for name in SIGNATURE_PARAMS}
+    for mod, path in sorted(modules(package).items()):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            a = node.args
+            pos = a.posonlyargs + a.args
+            pairs = list(zip(pos[len(pos) - len(a.defaults):], a.defaults, strict=True))
+            pairs += [(k, d) for k, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)
+                      if d is not None]
+            for arg, default in pairs:
+                if arg.arg in found and isinstance(default, ast.Constant) \
+                        and default.value is None:
+                    found[arg.arg].append(f"{mod}:{node.lineno}:{node.name}")
+    return found
+
+
 def report(package: Path = PACKAGE) -> dict:
     mods = modules(package)
     graph = edges(mods)
@@ -179,6 +207,17 @@ def report(package: Path = PACKAGE) -> dict:
 
 
 def main() -> int:
+    if "--signatures" in sys.argv:
+        sigs = signatures()
+        if "--json" in sys.argv:
+            print(json.dumps(sigs, indent=1))
+            return 0
+        for name, where in sigs.items():
+            print(f"signatures with {name}=None: {len(where)}")
+            if "-v" in sys.argv:
+                for w in where:
+                    print(f"  {w}")
+        return 0
     rep = report()
     if "--json" in sys.argv:
         print(json.dumps(rep, indent=1))

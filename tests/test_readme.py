@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from dgtraces.cli import main
 from dgtraces.publish import card as cards
+from dgtraces.store.release import Release
 from tests.paths import REPO
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -119,4 +120,4 @@ def test_readme_citation_is_the_cards():
     for needle in ("A DAG Model of Synchronous Stochastic Gradient Descent", "arXiv:1805.03812",
                    "Shaohuai", "ICPADS"):
         assert needle in cff and needle in cards.PAPER_BIBTEX
-    assert "arXiv:1805.03812" in cards.render_card()
+    assert "arXiv:1805.03812" in cards.render_card(Release.open())

@@ -76,9 +76,11 @@ def staging() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_cmd(as_json) -> None:
     """Staged contributions, oldest first."""
+    from dgtraces.store.manifest import data_root
+
     from ..contribute.staging import list_staged
 
-    entries = list_staged()
+    entries = list_staged(data_root())
     if as_json:
         click.echo(json.dumps([{"id": e.id, "contributor": e.contributor,
                                 "rows": e.info["rows"]} for e in entries], indent=2))
@@ -94,9 +96,11 @@ def list_cmd(as_json) -> None:
 @click.argument("entry_id")
 def show(entry_id) -> None:
     """Metadata, row counts and runs of one staged contribution."""
+    from dgtraces.store.manifest import data_root
+
     from ..contribute.staging import get_staged
 
-    e = get_staged(entry_id)
+    e = get_staged(entry_id, data_root())
     info = {k: e.info[k] for k in ("id", "created_utc", "source", "digest", "rows", "meta")}
     info["runs"] = sorted(e.info["fingerprints"])
     click.echo(json.dumps(info, indent=2, sort_keys=True))
@@ -108,9 +112,11 @@ def show(entry_id) -> None:
               help=LOCK_HELP)
 def reject(entry_id, lock_timeout) -> None:
     """Remove a staged contribution (it will not be released)."""
+    from dgtraces.store.manifest import data_root
+
     from ..contribute.staging import reject as run
 
-    e = run(entry_id, timeout=lock_timeout)
+    e = run(entry_id, root=data_root(), timeout=lock_timeout)
     click.echo(inert(f"rejected {e.id} ({e.contributor})"))
 
 

@@ -70,16 +70,19 @@ def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_t
                   link_bandwidth_gb_s, release, staging, staging_passes, shared_cpu, link_fit,
                   out) -> None:
     """Write Chakra execution traces (ASTRA-sim 2.0) of a stored run's predicted DAG."""
+    from dgtraces.store.release import open_if_any
+
     from ..export import check_workers, load_run_trace
     from ..export.chakra import build_et, write_et
     from ..predict import Cluster, Policy
 
     check_workers(workers)
-    trace = load_run_trace(run_id, release, whole=not raw_layer_times)
+    rel = open_if_any(release)  # opened once: the run and a --link-fit read it
+    trace = load_run_trace(run_id, rel, whole=not raw_layer_times)
     if link_fit is not None:
         from ..predict.linkfit import link_from_fit
 
-        intra = inter = link_from_fit(link_fit, release)
+        intra = inter = link_from_fit(link_fit, rel)
     choice = algorithm_for(trace.device, workers, gpus_per_node, intra, inter, algorithm,
                            link_alpha_us, link_bandwidth_gb_s, link_fit)
     cluster = Cluster(workers, gpus_per_node, intra, inter, choice.algorithm, servers,

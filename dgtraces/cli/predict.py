@@ -145,8 +145,11 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
             if value is not None:
                 raise bad(name, "a --run-id fixes model, device, batch size and precision",
                           "not given with --run-id", value)
+    from dgtraces.store.release import open_if_any
+
+    rel = open_if_any(release)  # opened once: the trace and a --link-fit read it
     trace = resolve(model, device, batch_size, precision=precision, run_id=run_id,
-                    release=release, whole=not raw_layer_times,
+                    release=rel, whole=not raw_layer_times,
                     h2d_link=h2d_link if h2d_ms is None else None,
                     shape_only=calibrate_img_s is not None)
     if io_ms is not None or h2d_ms is not None:
@@ -166,7 +169,7 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
     if link_fit is not None:
         from ..predict.linkfit import link_from_fit
 
-        intra = inter = link_from_fit(link_fit, release)
+        intra = inter = link_from_fit(link_fit, rel)
     choice = algorithm_for(trace.device, workers, gpus_per_node, intra, inter, algorithm,
                            link_alpha_us, link_bandwidth_gb_s, link_fit)
     cluster = Cluster(workers, gpus_per_node, intra, inter, choice.algorithm, servers,

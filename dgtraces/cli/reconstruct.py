@@ -51,9 +51,9 @@ def reconstruct(device, model, batch_size, precision, out, as_csv, report, relea
     if report and method == "kernels-2.0":
         from dgtraces.evaluation.kernel_summary import build
         from dgtraces.evaluation.kernel_summary import figure as plot
-        from dgtraces.store import release as release_mod
+        from dgtraces.store.release import Release
 
-        summary = build(release_mod.read_all(release), release)  # leave-one-outs: ~1 min
+        summary = build(Release.open(release).tables(), release)  # leave-one-outs: ~1 min
         click.echo(summary.text())
         if figure:
             plot(summary, figure)

@@ -206,8 +206,12 @@ def _sweep_loader(device, release, h2d_link, calibrate_img_s, grid):
         raise bad("calibrate_img_s", "one 1-worker throughput fits one model and one batch "
                   "size", "a single --models and --batch-sizes value", calibrate_img_s)
 
+    from dgtraces.store.release import open_if_any
+
+    rel = open_if_any(release)  # opened once: every (model, batch) trace reads it
+
     def load(model: str, batch: int):
-        trace = resolve(model, device, batch, release=release, h2d_link=h2d_link,
+        trace = resolve(model, device, batch, release=rel, h2d_link=h2d_link,
                         shape_only=calibrate_img_s is not None)
         return trace if calibrate_img_s is None else calibrate(trace, calibrate_img_s,
                                                                Policy())

@@ -21,13 +21,15 @@ def contribute(path: str | os.PathLike, *, root=None, limits: Limits = DEFAULT_L
     a line of text after each chunk of ``layer_timings`` (the CLI shows it)."""
     from dgtraces.contribute.staging import stage
     from dgtraces.store.lock import LOCK_TIMEOUT
+    from dgtraces.store.manifest import data_root
 
     from .validate import validate_contribution
 
-    checked = validate_contribution(path, root=root, limits=limits, progress=progress)
+    data = data_root(root)  # the data folder, resolved once for validation and staging
+    checked = validate_contribution(path, root=data, limits=limits, progress=progress)
     if dry_run:
         return checked
-    return stage(checked, str(path), root=root,
+    return stage(checked, str(path), root=data,
                  timeout=LOCK_TIMEOUT if timeout is None else timeout)
 
 

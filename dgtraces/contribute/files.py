@@ -5,7 +5,7 @@ gradient sizes), without staging anything. Nothing here prints.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,17 +15,27 @@ from dgtraces.tables.checks import check_tables, needed_parents, table_for_path
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from dgtraces.store.release import Release
 
-def store_parents(frames: Mapping[str, "pd.DataFrame"], root=None
-                   ) -> dict[str, "pd.DataFrame"]:
-    """The latest release's rows of each parent table the frames reference but lack."""
+
+def store_parents(frames: Mapping[str, "pd.DataFrame"], latest: Callable[[], Release]
+                  ) -> dict[str, "pd.DataFrame"]:
+    """The latest release's rows of each parent table the frames reference but lack;
+    ``latest`` opens that release (called once, only when a parent is needed). A parent
+    that cannot be read (no release, no such table, a damaged file) is left out."""
     from dgtraces.errors import StoreError
-    from dgtraces.store import release
 
+    parents = sorted(needed_parents(frames))
+    if not parents:
+        return {}
+    try:
+        rel = latest()
+    except StoreError:
+        return {}
     known = {}
-    for parent in sorted(needed_parents(frames)):
+    for parent in parents:
         try:
-            known[parent] = release.read_table(parent, root=root)
+            known[parent] = rel.table(parent)
         except StoreError:
             continue
     return known
@@ -55,7 +65,9 @@ def validate_files(paths, table: str | None = None, *, use_store: bool = True,
     from dgtraces.contribute.plausibility import grad_failures, split_grad_columns
 
     grads = split_grad_columns(frames)
-    known = store_parents(frames, root) if use_store else {}
+    from dgtraces.store.release import Release
+
+    known = store_parents(frames, lambda: Release.open(None, root)) if use_store else {}
     typed, failures = check_tables(frames, files=files, known=known)
     if grads is not None and not failures:  # checked as `contribute` does
         runs = typed["runs"] if "runs" in typed else known.get("runs")

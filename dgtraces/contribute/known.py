@@ -15,7 +15,11 @@ from dgtraces.tables.coverage import device_peaks, reference_peaks
 from .identity import comm_keys, run_fingerprints
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pathlib import Path
+
     import pandas as pd
+
+    from dgtraces.store.release import Release
 
 
 @dataclass
@@ -36,11 +40,10 @@ class Known:
         return self
 
 
-def _candidate_runs(version: str, root, sums: "pd.DataFrame | None") -> list[str] | None:
+def _candidate_runs(rel: Release, sums: "pd.DataFrame | None") -> list[str] | None:
     """Stored runs whose per-run layer count and fwd/bwd sums match a new run's (``sums``:
     one row per new run, columns n, f, b) within the fingerprint's rounding: the only ones
     whose fingerprints can equal a new run's. None: no sums (compute every fingerprint)."""
-    from dgtraces.store import release
     from dgtraces.store.duck import connect, scan
 
     if sums is None:
@@ -48,7 +51,7 @@ def _candidate_runs(version: str, root, sums: "pd.DataFrame | None") -> list[str
     con = connect()
     try:
         con.register("c", sums[["n", "f", "b"]].reset_index(drop=True))
-        files = release.table_files(version, root)["layer_timings"]
+        files = rel.files()["layer_timings"]
         rows = con.execute(
             "SELECT DISTINCT s.run_id FROM (SELECT run_id, count(*) AS n, "
             "sum(coalesce(fwd_ms, 0)) AS f, sum(coalesce(bwd_ms, 0)) AS b FROM "
@@ -60,8 +63,9 @@ def _candidate_runs(version: str, root, sums: "pd.DataFrame | None") -> list[str
     return [r[0] for r in rows]
 
 
-def store_known(root=None, sums: "pd.DataFrame | None" = None) -> Known:
-    """Keys, fingerprints and devices of the latest release (empty store: nothing).
+def store_known(root: Path, sums: "pd.DataFrame | None" = None) -> Known:
+    """Keys, fingerprints and devices of the latest release of the data folder ``root``
+    (resolved by the caller; empty store: nothing), its manifest read once.
 
     ``sums``: the contribution's per-run layer count and time sums (columns n, f, b; see
     :func:`dgtraces.contribute.stream.run_sums`); without them every stored fingerprint
@@ -71,7 +75,7 @@ def store_known(root=None, sums: "pd.DataFrame | None" = None) -> Known:
     import pyarrow.dataset as ds
 
     from dgtraces.store import manifest as store
-    from dgtraces.store import release
+    from dgtraces.store.release import Release
     from dgtraces.tables.schema import KEYS
 
     known = Known()
@@ -79,12 +83,13 @@ def store_known(root=None, sums: "pd.DataFrame | None" = None) -> Known:
     version = store.latest_or_none(root)
     if version is None:
         return known
-    tables = release.tables(version, root)
+    rel = Release.open(version, root)
+    tables = rel.entries
 
     def read(name, columns=None, run_ids=None):
         if name not in tables:
             return None
-        data = release.dataset(name, version, root)
+        data = rel.dataset(name)
         where = None if run_ids is None else ds.field("run_id").isin(
             pa.array(run_ids, type=data.schema.field("run_id").type))
         return data.to_table(columns=columns, filter=where).to_pandas()
@@ -93,7 +98,7 @@ def store_known(root=None, sums: "pd.DataFrame | None" = None) -> Known:
     if runs is not None:
         known.run_ids.update(runs["run_id"].astype(str))
         if "layer_timings" in tables and tables["layer_timings"]["rows"]:
-            cands = _candidate_runs(version, root, sums)
+            cands = _candidate_runs(rel, sums)
             lt = read("layer_timings", run_ids=cands) if cands != [] else None
             if lt is not None and len(lt):
                 known.fingerprints.update(run_fingerprints(runs, lt).values())

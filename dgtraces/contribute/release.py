@@ -137,13 +137,15 @@ def _card_current(version: str, root) -> bool:
     try:
         from dgtraces.publish import croissant
         from dgtraces.publish.card import provenance_stats, render_card
+        from dgtraces.store.release import Release
 
-        stats = provenance_stats(version, root)
+        rel = Release.open(version, root)
+        stats = provenance_stats(rel)
         folder = cards_path(root)
         return (folder / "README.md").read_text("utf-8") == \
-            render_card(version, root, stats=stats) and \
+            render_card(rel, stats=stats) and \
             (folder / "croissant.json").read_text("utf-8") == \
-            croissant.render(version, root, stats=stats)
+            croissant.render(rel, stats=stats)
     except (OSError, UnicodeDecodeError, ImportError):
         return False
 
@@ -160,7 +162,7 @@ def _finish(journal: dict, root, notes: list[str]) -> None:
     _card(version, root, notes)
     _checkpoint("card")
     for info in infos:
-        staging.remove_entry(info["id"], root)
+        staging.remove_entry(info["id"], store.data_root(root))
     _checkpoint("staging")
     os.unlink(store.data_root(root) / JOURNAL)
     _checkpoint("done")
@@ -251,11 +253,12 @@ def _sources(parent: str | None, entries, root, models=()
 
     from dgtraces.tables.checks import validate_frame
 
-    tables = release.tables(parent, root) if parent else {}
-    have = ({"layers": release.read_table("layers", parent, root, columns=["model"])}
-            if "layers" in tables else {})
-    known = (set(release.read_table("devices", parent, root, columns=["device"])["device"])
-             if "devices" in tables else set())
+    base = release.Release.open(parent, root) if parent else None  # its manifest read once
+    tables = base.entries if base is not None else {}
+    have = ({"layers": base.table("layers", columns=["model"])}
+            if base is not None and "layers" in tables else {})
+    known = (set(base.table("devices", columns=["device"])["device"])
+             if base is not None and "devices" in tables else set())
     layers, model_info = model_layers(models, have)
     sources: dict[str, list] = {"layers": [layers]} if layers is not None else {}
     for entry in entries:
@@ -274,17 +277,18 @@ def build_release(version: str, *, root=None, timeout: float = lock.LOCK_TIMEOUT
     the ``layers`` rows of registry ``models`` (each must be new to the ``layers`` table)."""
     version = store.norm_version(version)
     notes: list[str] = []
+    data = store.data_root(root)  # staging's data folder, resolved once
     with lock.store_lock(root, timeout):
         _clean_stale_temps(root)
         done = _recover(root, notes)
-        if staging.staging_dir(root).is_dir():  # half-deleted entries of a killed run
-            staging.clean_temps(staging.staging_dir(root))
+        if staging.staging_dir(data).is_dir():  # half-deleted entries of a killed run
+            staging.clean_temps(staging.staging_dir(data))
         if done is not None and done["version"] == version:
             return ReleaseResult(version, store.release_path(version, root), done["parent"],
                                  [e["id"] for e in done["entries"]], notes=notes, resumed=True)
         _checkpoint("start")
         releases = store.list_releases(root)
-        if releases and releases[-1] == version and not staging.list_staged(root):
+        if releases and releases[-1] == version and not staging.list_staged(data):
             notes.append(f"release {version} is complete already; nothing staged since")
             if not _card_current(version, root):  # e.g. the disk was full (#29)
                 _card(version, root, notes)
@@ -297,7 +301,7 @@ def build_release(version: str, *, root=None, timeout: float = lock.LOCK_TIMEOUT
                                    <= store.parse_version(parent)):
             raise VersionError(f"release {version} exists or is not newer than the latest "
                                f"({parent})")
-        entries = staging.list_staged(root)
+        entries = staging.list_staged(data)
         if not entries and not models:
             raise DgtracesError("the staging area is empty: nothing to release", code=Code.EMPTY,
                                 hint="stage contributions with `dgtraces contribute PATH`, "

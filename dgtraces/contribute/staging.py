@@ -4,6 +4,8 @@ Every write to staging (stage, reject) and every release holds the store lock
 (:func:`dgtraces.store.lock.store_lock`); it never writes without it.
 An entry is written into ``staging/.tmp-<id>-<rand>/`` (tables as Parquet, the metadata,
 ``entry.json``), fsynced and renamed into place, so it appears completely or not at all.
+Every function takes ``root``, the data folder resolved once by its caller
+(:func:`dgtraces.store.manifest.data_root`: ``contribute``, the release builder, the CLI).
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ ENTRY = "entry.json"
 ID_RE = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{12}")  # fullmatch (#29 M3)
 
 
-def staging_dir(root=None) -> Path:
-    return store.data_root(root) / STAGING
+def staging_dir(root: Path) -> Path:
+    """The staging folder of the data folder ``root`` (resolved by the caller:
+    :func:`dgtraces.store.manifest.data_root`, as for every function here)."""
+    return root / STAGING
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,7 @@ def _check_id(entry_id: str) -> str:
     return entry_id
 
 
-def list_staged(root=None) -> list[StagedEntry]:
+def list_staged(root: Path) -> list[StagedEntry]:
     """Complete staged entries, oldest first (temp folders are ignored)."""
     sdir = staging_dir(root)
     if not sdir.is_dir():
@@ -79,7 +83,7 @@ def list_staged(root=None) -> list[StagedEntry]:
     return out
 
 
-def get_staged(entry_id: str, root=None) -> StagedEntry:
+def get_staged(entry_id: str, root: Path) -> StagedEntry:
     _check_id(entry_id)
     for entry in list_staged(root):
         if entry.id == entry_id:
@@ -87,7 +91,7 @@ def get_staged(entry_id: str, root=None) -> StagedEntry:
     raise StoreError(f"no staged contribution {entry_id!r}", code=Code.NOT_FOUND)
 
 
-def staged_known(root=None) -> "Known":
+def staged_known(root: Path) -> "Known":
     from .known import Known
     from .metadata import device_keys
 
@@ -110,7 +114,7 @@ def clean_temps(sdir: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
-def _recheck(checked: "Checked", root) -> None:
+def _recheck(checked: "Checked", root: Path) -> None:
     """Under the lock: staging may have changed since validation (concurrent contribute),
     and so may the latest release (a release that took in and cleared staging meanwhile)."""
     from .identity import SEP
@@ -158,7 +162,7 @@ def _write_entry(tmp: Path, checked: "Checked", entry_id: str, source: str) -> N
                                            + "\n").encode())
 
 
-def stage(checked: "Checked", source: str, *, root=None,
+def stage(checked: "Checked", source: str, *, root: Path,
           timeout: float = LOCK_TIMEOUT) -> StagedEntry:
     """Write a checked contribution into staging atomically, under the store lock."""
     stamp = fileio.utc_now(fileio.STAMP_UTC)
@@ -174,7 +178,7 @@ def stage(checked: "Checked", source: str, *, root=None,
     return get_staged(entry_id, root)
 
 
-def remove_entry(entry_id: str, root=None) -> bool:
+def remove_entry(entry_id: str, root: Path) -> bool:
     """Remove a staged entry (rename away, then delete); caller holds the lock.
 
     Returns False if it was already gone (idempotent, used by release recovery).
@@ -189,7 +193,7 @@ def remove_entry(entry_id: str, root=None) -> bool:
     return True
 
 
-def reject(entry_id: str, *, root=None, timeout: float = LOCK_TIMEOUT) -> StagedEntry:
+def reject(entry_id: str, *, root: Path, timeout: float = LOCK_TIMEOUT) -> StagedEntry:
     """Drop a staged contribution; returns what was removed."""
     with store_lock(root, timeout):
         entry = get_staged(entry_id, root)

@@ -237,11 +237,12 @@ def _refuse(contrib: Contribution, failures: list[Failure]) -> None:
                           failures=failures)
 
 
-def validate_contribution(path: str | os.PathLike, *, root=None,
+def validate_contribution(path: str | os.PathLike, *, root: Path,
                           limits: Limits = DEFAULT_LIMITS,
                           progress: Callable[[str], object] | None = None) -> Checked:
-    """Read ``path`` and check it against the latest release and the staging area
-    (``progress``: see :func:`dgtraces.contribute.contribute`)."""
+    """Read ``path`` and check it against the latest release and the staging area of the
+    data folder ``root`` (resolved by the caller: :func:`dgtraces.store.manifest.data_root`;
+    ``progress``: see :func:`dgtraces.contribute.contribute`)."""
     from dgtraces.store import manifest as store
 
     from .staging import staged_known

@@ -16,6 +16,8 @@ from dgtraces.predict.overheads import Overheads
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from dgtraces.store.release import Release
+
 FRAMEWORK_CHOICES = ("none", "auto")
 OVERHEAD_CHOICES = ("none", "sync", "input", "sync,input")
 TOLERANCE_POINTS = 1.0  # the issue's "by more than 1 point"
@@ -98,7 +100,8 @@ class TermsEvaluation:
         return "\n".join(lines)
 
 
-def _variant(framework: str, overheads: str, release: str | None, cpu: dict) -> Variant:
+def _variant(framework: str, overheads: str, release: Release | str | None,
+             cpu: dict) -> Variant:
     import math
 
     from dgtraces.evaluation.published import validate_published
@@ -117,14 +120,18 @@ def _variant(framework: str, overheads: str, release: str | None, cpu: dict) -> 
                    dict(zip(src["source"], src["mape_pct"].astype(float), strict=True)), lin)
 
 
-def evaluate_terms(release: str | None = None, on_step=None) -> TermsEvaluation:
+def evaluate_terms(release: Release | str | None = None, on_step=None) -> TermsEvaluation:
     """Every variant (framework none/auto x overheads none/sync/input/sync,input), the
-    first being today's predictor."""
+    first being today's predictor; ``release`` (a Release or a version, default latest) is
+    opened once for all of them (its tables read once)."""
+    from dgtraces.store.release import open_if_any
+
+    rel = open_if_any(release)
     cpu: dict[str, float] = {}
     out = []
     for fw in FRAMEWORK_CHOICES:
         for ov in OVERHEAD_CHOICES:
-            out.append(_variant(fw, ov, release, cpu))
+            out.append(_variant(fw, ov, rel, cpu))
             if on_step:
                 on_step(1)
     return TermsEvaluation(tuple(out))

@@ -41,11 +41,13 @@ from dgtraces.predict.trace import resolve
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from dgtraces.store.release import Release
 
 
 def _distinct(values: pd.Series) -> str:
     """The distinct values of a column, sorted and comma-joined (a source's profiles)."""
     return ", ".join(sorted({str(v) for v in values}))
+
 
 FILE = "scaling_published.csv"
 HOROVOD_FUSION_BYTES = 64 * 1024 * 1024  # Horovod docs: HOROVOD_FUSION_THRESHOLD default 64 MB
@@ -201,14 +203,17 @@ def _configure(row: dict, calib: dict, framework: str | None = None) -> dict:
             "framework_why": profile_why}
 
 
-def _predict(row: dict, cfg: dict, release: str | None, overheads=None) -> dict:
+def _predict(row: dict, cfg: dict, release: str | None, rel: Release | str | None,
+             overheads=None) -> dict:
+    """One row predicted; ``rel``: ``release`` opened once for every row (or as given when
+    no such release exists: the traces are reconstructed then)."""
     from dgtraces.predict import calibrate
     from dgtraces.predict.cluster import DEFAULT_BUCKET_BYTES
     from dgtraces.predict.frameworks import apply_framework
     from dgtraces.predict.overheads import Overheads, apply_overheads, validation_spec
 
     synthetic = "synthetic data" in row["_notes"]
-    trace = resolve(row["model"], row["device"], int(row["batch_per_gpu"]), release=release,
+    trace = resolve(row["model"], row["device"], int(row["batch_per_gpu"]), release=rel,
                     h2d_link=None if synthetic else "pcie3", shape_only=True)
     policy = Policy(cfg["policy"], False, cfg["bucket_bytes"] or DEFAULT_BUCKET_BYTES)
     cluster = Cluster(int(row["gpus"]), cfg["gpus_per_node"], cfg["intra"], cfg["inter"],
@@ -239,15 +244,19 @@ def _predict(row: dict, cfg: dict, release: str | None, overheads=None) -> dict:
             "input_term": input_how or None}
 
 
-def validate_published(release: str | None = None, framework: str | None = None,
+def validate_published(release: Release | str | None = None, framework: str | None = None,
                        overheads=None) -> PublishedValidation:
-    """Predict every row of the shipped published scaling table (see module doc), with the
+    """Predict every row of the shipped published scaling table (see module doc) with the
+    traces of ``release`` (an open Release, or a version, default latest), the
     ``framework`` profile choice (None/``none``, ``auto`` = the declared per-row profile,
     or one profile for every row) and the ``overheads`` terms (an ``Overheads``)."""
     import pandas as pd
 
     from dgtraces.reference import rows as ref_rows
+    from dgtraces.store.release import Release, open_if_any
 
+    rel = open_if_any(release)
+    label = release.version if isinstance(release, Release) else release
     table = ref_rows(FILE)
     notes = ""
     for r in table:  # "same" repeats the previous row's notes
@@ -270,7 +279,7 @@ def validate_published(release: str | None = None, framework: str | None = None,
             base.update({k: v for k, v in cfg.items() if k not in ("calibrate_img_s",
                                                                    "profile")})
             base["source_1gpu_img_s"] = cfg["calibrate_img_s"]
-            base.update(_predict(r, cfg, release, overheads))
+            base.update(_predict(r, cfg, label, rel, overheads))
         except DgtracesError as exc:
             base.update(role="skipped", reason=f"[{exc.code}] {exc.message}")
             out.append(base)

@@ -24,6 +24,8 @@ from dgtraces.predict.trace import resolve
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from dgtraces.store.release import Release
+
 CIRCULAR = ("published single-GPU rows predicted from reconstructed traces are circular: the "
             "reconstruction was fitted to these throughputs, so their error measures the fit, "
             "not the predictor")
@@ -108,7 +110,7 @@ def _measured_ms(row) -> float | None:
     return None
 
 
-def _predict_row(row, release: str, runs, timings, overheads=None) -> dict:
+def _predict_row(row, rel: Release, runs, overheads=None) -> dict:
     policy_name = row["policy"]
     if row["phase"] != "train":
         raise DgtracesError("inference rows are outside the training DAG", code=Code.BAD_INPUT)
@@ -122,12 +124,12 @@ def _predict_row(row, release: str, runs, timings, overheads=None) -> dict:
     batch = _val(row["batch_size"])
     # as predict and sweep do: GPU traces get the modelled input copy (trace.H2D_LINK)
     trace = resolve(row["model"], row["device"], None if batch is None else int(batch),
-                    precision=row["precision"], release=release,
-                    run_id=rid if isinstance(rid, str) else None, runs=runs, timings=timings)
+                    precision=row["precision"], release=rel,
+                    run_id=rid if isinstance(rid, str) else None)
     workers = int(row["workers"])
     nodes = max(1, int(row["nodes"]))
     link = row["interconnect"] if workers > 1 else "pcie3"  # 1 worker: no comm, any link
-    plain = Cluster(workers, -(-workers // nodes), link, link, "ring", release=release)
+    plain = Cluster(workers, -(-workers // nodes), link, link, "ring", release=rel.version)
     bucket = _val(row["bucket_bytes"])
     policy = Policy(policy_name, bool(_val(row["io_overlap"]) or False),
                     DEFAULT_BUCKET_BYTES if bucket is None else int(bucket))
@@ -188,21 +190,21 @@ def _measured_phases(text) -> dict:
             for k in PHASES}
 
 
-def validate(release: str | None = None, overheads=None) -> ValidationResult:
-    """Predict every measured/published training row of ``release`` (default latest), with
-    the ``overheads`` terms (an ``overheads.Overheads``) when given."""
+def validate(release: "Release | str | None" = None, overheads=None) -> ValidationResult:
+    """Predict every measured/published training row of ``release`` (a Release or a
+    version, default latest), with the ``overheads`` terms (an ``overheads.Overheads``)
+    when given."""
     import pandas as pd
 
-    from dgtraces.store import manifest as store
-    from dgtraces.store import release as release_mod
+    from dgtraces.store.release import as_release
 
-    release = store.latest() if release is None else store.norm_version(release)
-    names = release_mod.tables(release)
+    rel = as_release(release)
+    release = rel.version
+    names = rel.entries
     if "iterations" not in names:
         raise DgtracesError(f"release {release} has no iterations table", code=Code.NOT_FOUND)
-    it = release_mod.read_table("iterations", release)
-    runs = release_mod.read_table("runs", release) if "runs" in names else None
-    timings = release_mod.read_table("layer_timings", release) if "layer_timings" in names else None
+    it = rel.table("iterations")
+    runs = rel.cached("runs") if "runs" in names else None
     it = it[it["provenance"].isin(("measured", "published"))]
     out = []
     for row in it.to_dict("records"):
@@ -213,7 +215,7 @@ def validate(release: str | None = None, overheads=None) -> ValidationResult:
                 "predicted_ms": None, "circular": False, "reason": None,
                 **_measured_phases(row.get("phases_json"))}
         try:
-            base.update(_predict_row(row, release, runs, timings, overheads))
+            base.update(_predict_row(row, rel, runs, overheads))
         except DgtracesError as exc:
             base["reason"] = f"[{exc.code}] {exc.message}"
         out.append(base)

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 from ..errors import Code, DgtracesError, Failure
 
 if TYPE_CHECKING:  # pragma: no cover
+    from dgtraces.store.release import Release
+
     from ..predict.trace import Trace
 
 MAX_WORKERS = 4096  # per-NPU files / NPUs named in an export; far beyond the traced clusters
@@ -42,12 +44,13 @@ def check_workers(workers: int) -> int:
     return whole_number("workers", workers, least=1, most=MAX_WORKERS)
 
 
-def load_run_trace(run_id: str, release: str | None = None, *, whole: bool = True) -> Trace:
-    """The Trace of a stored run as the predictor reads it (no modelled input copy: the
-    exports carry layer compute only). NOT_FOUND for an unknown run, NO_LAYER_TIMINGS for a
-    run that has only whole-model figures."""
-    from dgtraces.store import manifest as store
-    from dgtraces.store import release as release_mod
+def load_run_trace(run_id: str, release: "Release | str | None" = None, *,
+                   whole: bool = True) -> Trace:
+    """The Trace of a stored run of ``release`` (a Release or a version, default latest) as
+    the predictor reads it (no modelled input copy: the exports carry layer compute only).
+    NOT_FOUND for an unknown run, NO_LAYER_TIMINGS for a run that has only whole-model
+    figures."""
+    from dgtraces.store.release import as_release
 
     from ..predict.trace import resolve
 
@@ -55,21 +58,21 @@ def load_run_trace(run_id: str, release: str | None = None, *, whole: bool = Tru
         raise DgtracesError("run id must be a non-empty string", code=Code.BAD_INPUT,
                             failures=[Failure(Code.BAD_INPUT, "bad run id", column="run_id",
                                               found=repr(run_id)[:40])])
-    runs = release_mod.read_table("runs", release)
+    rel = as_release(release)
+    runs = rel.cached("runs")
     if not (runs["run_id"] == run_id).any():
         raise DgtracesError(f"run {run_id!r} not in runs of release "
-                            f"{release or store.latest()}", code=Code.NOT_FOUND,
+                            f"{rel.version}", code=Code.NOT_FOUND,
                             failures=[Failure(Code.NOT_FOUND, "unknown run", column="run_id",
                                               found=repr(run_id))],
                             hint="list runs with: dgtraces sql \"select run_id from runs\"")
-    timings = release_mod.read_table("layer_timings", release)
+    timings = rel.cached("layer_timings")
     if not (timings["run_id"] == run_id).any():
         raise DgtracesError(f"run {run_id!r} has no layer timings (whole-model figures only); "
                             "an export needs per-layer times", code=Code.NO_LAYER_TIMINGS,
                             failures=[Failure(Code.NO_LAYER_TIMINGS, "no layer_timings rows",
                                               column="run_id", found=repr(run_id))])
-    return resolve(None, None, None, run_id=run_id, release=release, whole=whole,
-                   h2d_link=None, runs=runs, timings=timings)
+    return resolve(None, None, None, run_id=run_id, release=rel, whole=whole, h2d_link=None)
 
 
 def split_backward(trace: Trace) -> BackwardSplit:

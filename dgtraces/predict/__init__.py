@@ -28,12 +28,16 @@ from .links import Link, get_link, known_links, links_frame
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from dgtraces.store.release import Release
+
 
 def load_trace(trace: "str | Trace | pd.DataFrame", *, model: str | None = None,
-               batch_size: int | None = None, release: str | None = None, **phases) -> Trace:
-    """Turn a run id, a Trace or a DataFrame of layer timings (needs ``model`` and
-    ``batch_size``) into a Trace. ``phases`` may give io_ms, h2d_ms, update_ms. A run id is
-    resolved as the CLI does (:func:`.trace.resolve`: modelled input copy for GPU runs)."""
+               batch_size: int | None = None, release: "Release | str | None" = None,
+               **phases) -> Trace:
+    """Turn a run id (of ``release``: a Release or a version, default latest), a Trace or a
+    DataFrame of layer timings (needs ``model`` and ``batch_size``) into a Trace. ``phases``
+    may give io_ms, h2d_ms, update_ms. A run id is resolved as the CLI does
+    (:func:`.trace.resolve`: modelled input copy for GPU runs)."""
     unknown = sorted(set(phases) - {"io_ms", "h2d_ms", "update_ms"})
     if unknown:
         raise bad(unknown[0], "not a phase time", "io_ms | h2d_ms | update_ms", unknown[0])
@@ -72,7 +76,7 @@ def calibrate(trace: Trace, img_s: float, policy: Policy | None = None) -> Trace
 
 def predict(trace: "str | Trace | pd.DataFrame", cluster: Cluster, policy: Policy, *,
             model: str | None = None, batch_size: int | None = None,
-            release: str | None = None, calibrate_img_s: float | None = None,
+            release: "Release | str | None" = None, calibrate_img_s: float | None = None,
             **phases) -> Prediction:
     """Predict one S-SGD iteration. ``trace`` is a run id of the store, a Trace, or a
     DataFrame of layer timings (``layer, fwd_ms, bwd_ms``) with ``model`` and ``batch_size``."""

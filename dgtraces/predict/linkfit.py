@@ -32,6 +32,8 @@ from .links import Link, ring_link_from_allreduce
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from dgtraces.store.release import Release
+
 MIN_FIT_BYTES = 12288
 OSU_WORKERS = 2
 ACCEPTED = ("a comm_fits or comm table (.csv/.parquet), a folder holding one, a raw nccl-tests "
@@ -167,10 +169,11 @@ def _from_path(path: Path, workers: int | None) -> dict:
     return _fit_points(osu, workers, f"OSU output {path.name}")
 
 
-def link_from_fit(spec: str, release: str | None = None) -> Link:
-    """The per-hop :class:`Link` of an allreduce fit named by ``spec`` (see module doc)."""
-    from dgtraces.store import manifest as store
-    from dgtraces.store import release as release_mod
+def link_from_fit(spec: str, release: "Release | str | None" = None) -> Link:
+    """The per-hop :class:`Link` of an allreduce fit named by ``spec`` (see module doc); a
+    release's ``comm_fits`` are read from ``release`` (a Release or a version, default
+    latest)."""
+    from dgtraces.store.release import as_release
 
     if not isinstance(spec, str) or not spec:
         raise _bad("empty", spec)
@@ -180,14 +183,14 @@ def link_from_fit(spec: str, release: str | None = None) -> Link:
         fit = _from_path(path, workers)
         origin = str(path)
     else:
-        rel = release or store.latest()
-        if "comm_fits" not in release_mod.tables(rel):
-            raise _bad(f"release {rel} has no comm_fits table and no file {target!r} exists",
-                       spec, code=Code.NOT_FOUND)
-        fits = release_mod.read_table("comm_fits", rel)
+        rel = as_release(release)
+        if "comm_fits" not in rel.entries:
+            raise _bad(f"release {rel.version} has no comm_fits table and no file {target!r} "
+                       "exists", spec, code=Code.NOT_FOUND)
+        fits = rel.cached("comm_fits")
         fit = _pick_fit(fits[fits["interconnect"] == target], workers,
-                        f"comm_fits of release {rel} (interconnect {target})")
-        origin = f"comm_fits of release {rel}"
+                        f"comm_fits of release {rel.version} (interconnect {target})")
+        origin = f"comm_fits of release {rel.version}"
     alpha, bw = ring_link_from_allreduce(float(fit["alpha_us"]),
                                          float(fit["beta_us_per_byte"]), int(fit["workers"]))
     return Link(f"fit:{Path(target).name}", alpha, bw, str(fit.get("provenance", "measured")),

@@ -59,15 +59,16 @@ def ring_link_from_allreduce(alpha_us: float, beta_us_per_byte: float,
 
 def _fit_rows(release: str | None) -> "pd.DataFrame | None":
     from dgtraces.store import manifest as store
-    from dgtraces.store import release as release_mod
+    from dgtraces.store.release import Release
 
     if release is None:
         release = store.latest_or_none()
         if release is None:  # no release at all: the shipped preliminary values
             return None
-    if "comm_fits" not in release_mod.tables(release):  # a bad or missing release raises
+    rel = Release.open(release)  # a bad or missing release raises
+    if "comm_fits" not in rel.entries:
         return None
-    fits = release_mod.read_table("comm_fits", release)
+    fits = rel.table("comm_fits")
     fits = fits[(fits["collective"] == "allreduce") & fits["interconnect"].isin(FIT_LINKS)]
     return fits if len(fits) else None
 

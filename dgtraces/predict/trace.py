@@ -24,7 +24,11 @@ from dgtraces.values import bad_value as bad
 from ..errors import Code, DgtracesError, Failure, StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Callable
+
     import pandas as pd
+
+    from dgtraces.store.release import Release
 
 def _phase(params_json, key: str) -> float:
     if not isinstance(params_json, str):
@@ -40,26 +44,30 @@ def _whole(value) -> float | None:
     return float(value) if value is not None and value == value and value > 0 else None
 
 
-def from_run(run_id: str, release: str | None = None, *, runs: "pd.DataFrame | None" = None,
-             timings: "pd.DataFrame | None" = None, whole: bool = True) -> Trace:
-    """Trace of a stored run (``runs`` + ``layer_timings`` of ``release``, default latest).
+def from_run(run_id: str, release: "Release | str | None" = None, *,
+             whole: bool = True) -> Trace:
+    """Trace of a stored run (``runs`` + ``layer_timings`` of ``release``: an open
+    :class:`~dgtraces.store.release.Release`, or a version, default latest).
 
     io/h2d times are read from the run's ``params_json`` keys ``io_ms``/``h2d_ms`` when
     present. With ``whole`` (default), per-layer times are scaled so that they sum to the
     run's whole-model ``fwd_ms``/``bwd_ms`` (timed without per-layer instrumentation), which
     is what an uninstrumented training iteration runs; the source says by how much.
     """
-    from dgtraces.store import manifest as store
-    from dgtraces.store import release as release_mod
+    from dgtraces.store.release import as_release
 
-    runs = release_mod.read_table("runs", release) if runs is None else runs
+    return _from_run(run_id, as_release(release), whole)
+
+
+def _from_run(run_id: str, rel: Release, whole: bool) -> Trace:
+    runs = rel.cached("runs")
     row = runs.loc[runs["run_id"] == run_id]
     if row.empty:
-        raise StoreError(f"run {run_id!r} not in runs of release {release or store.latest()}",
+        raise StoreError(f"run {run_id!r} not in runs of release {rel.version}",
                          failures=[Failure(Code.NOT_FOUND, "unknown run", column="run_id",
                                            found=repr(run_id))])
     run = row.iloc[0]
-    timings = release_mod.read_table("layer_timings", release) if timings is None else timings
+    timings = rel.cached("layer_timings")
     lt = timings.loc[timings["run_id"] == run_id]
     params = run.get("params_json")
     trace = from_frame(lt, run["model"], int(run["batch_size"]),
@@ -78,93 +86,105 @@ def from_run(run_id: str, release: str | None = None, *, runs: "pd.DataFrame | N
 
 
 def find_run(model: str, device: str, batch_size: int, precision: str = "fp32",
-             release: str | None = None, *, runs: "pd.DataFrame | None" = None,
-             timings: "pd.DataFrame | None" = None) -> str | None:
-    """Best stored run for a setup (measured > reconstructed > published, unflagged first);
-    a run whose layer timings lack layers of its model is never picked (ask for it by run
-    id). ``runs``/``timings`` are the preloaded tables of ``release``."""
-    return _find_run(model, device, batch_size, precision, release, runs, timings)[0]
+             release: "Release | str | None" = None) -> str | None:
+    """Best stored run for a setup in ``release`` (a Release or a version, default latest;
+    None without a release or a ``runs`` table): see :func:`pick_run`."""
+    from dgtraces.store.release import as_release
+
+    return _find_run(model, device, batch_size, precision, as_release(release))
 
 
-def _find_run(model, device, batch_size, precision, release, runs, timings
-              ) -> "tuple[str | None, pd.DataFrame | None, pd.DataFrame | None]":
-    """:func:`find_run`, and the ``runs``/``timings`` it was given or read (None if not), so
-    that :func:`resolve` reads each table of the release once."""
-    from dgtraces.store import release as release_mod
+def _find_run(model, device, batch_size, precision, rel: Release | None) -> str | None:
+    """:func:`find_run` in an open release (None: no release could be opened)."""
+    if rel is None:
+        return None
+    try:
+        runs = rel.cached("runs")
+    except StoreError:
+        return None
+    return pick_run(runs, lambda: rel.cached("layer_timings"), model, device, batch_size,
+                    precision)
+
+
+def pick_run(runs: "pd.DataFrame", timings: "pd.DataFrame | Callable[[], pd.DataFrame]",
+             model: str, device: str, batch_size: int, precision: str = "fp32"
+             ) -> str | None:
+    """The best of ``runs`` for a setup (measured > reconstructed > published, unflagged
+    first); a run whose layer timings (``timings``, or a function reading them, called only
+    when some run matches) lack layers of its model is never picked (ask for it by run id)."""
     from dgtraces.tables.coverage import incomplete_runs
 
-    if runs is None:
-        try:
-            runs = release_mod.read_table("runs", release)
-        except StoreError:
-            return None, None, timings
     m = runs[(runs["model"] == model) & (runs["device"] == device)
              & (runs["batch_size"] == batch_size) & (runs["precision"] == precision)]
     if m.empty:
-        return None, runs, timings
-    if timings is None:
-        timings = release_mod.read_table("layer_timings", release)
+        return None
+    lt = timings() if callable(timings) else timings
     m = m[~m["run_id"].astype(str).isin(set(incomplete_runs(
-        m, timings[timings["run_id"].isin(set(m["run_id"]))])))]
+        m, lt[lt["run_id"].isin(set(m["run_id"]))])))]
     if m.empty:
-        return None, runs, timings
+        return None
     rank = m["provenance"].map({p: i for i, p in enumerate(PREFERENCE)}).fillna(9)
     m = m.assign(_rank=rank, _flag=m["flagged"].astype(bool))
-    return str(m.sort_values(["_flag", "_rank", "run_id"]).iloc[0]["run_id"]), runs, timings
+    return str(m.sort_values(["_flag", "_rank", "run_id"]).iloc[0]["run_id"])
 
 
 def resolve(model: str | None, device: str | None, batch_size: int | None, *,
-            precision: str = "fp32", run_id: str | None = None, release: str | None = None,
-            whole: bool = True, h2d_link: str | None = H2D_LINK,
-            runs: "pd.DataFrame | None" = None, shape_only: bool = False,
-            timings: "pd.DataFrame | None" = None) -> Trace:
+            precision: str = "fp32", run_id: str | None = None,
+            release: "Release | str | None" = None, whole: bool = True,
+            h2d_link: str | None = H2D_LINK, shape_only: bool = False) -> Trace:
     """A stored trace when one matches, else one reconstructed on the fly (labelled so).
 
     Every caller (``predict``, ``sweep``, ``validate-predictor``) gets its traces here, so a
     GPU trace without a host-to-device time gets the same modelled input copy over
-    ``h2d_link`` (:func:`with_default_h2d`; ``None`` leaves h2d as stored). ``runs`` and
-    ``timings`` are preloaded tables of ``release`` (saves re-reading them per call).
+    ``h2d_link`` (:func:`with_default_h2d`; ``None`` leaves h2d as stored). ``release``: an
+    open :class:`~dgtraces.store.release.Release` (callers resolving many traces pass one:
+    its tables are read once, :meth:`~dgtraces.store.release.Release.cached`) or a version
+    (default latest), opened here once.
     ``shape_only``: the caller calibrates the compute time (``--calibrate-img-s``), so a GPU
     with datasheet peaks but no calibration rows gets a shape-only trace
     (:func:`.devices.shape_trace`) instead of NO_CALIBRATION."""
-    trace = _resolve(model, device, batch_size, precision, run_id, release, whole, runs,
-                     timings, shape_only)
+    from dgtraces.store.release import Release, as_release
+
+    if run_id is not None:
+        trace = _from_run(run_id, as_release(release), whole)
+    else:
+        try:
+            rel: Release | None = as_release(release)
+        except StoreError:  # no release: reconstructed on the fly, as without a stored run
+            rel = None
+        label = release if isinstance(release, str) else (
+            release.version if isinstance(release, Release) else None)
+        trace = _resolve(model, device, batch_size, precision, rel, label, whole, shape_only)
     if h2d_link is None:
         return trace
-    return with_default_h2d(trace, h2d_link, release or "latest")
+    return with_default_h2d(trace, h2d_link, release.version if isinstance(release, Release)
+                            else release or "latest")
 
 
-def _resolve(model, device, batch_size, precision, run_id, release, whole, runs,
-             timings, shape_only=False) -> Trace:
-    from dgtraces.store import manifest as store
-    from dgtraces.store import release as release_mod
-
-    if run_id is None:
-        for name, value in (("model", model), ("device", device), ("batch_size", batch_size)):
-            if value is None:
-                raise bad(name, "needed unless a run id is given", "a value", None)
-        model, device = _spelled(model, device, release, runs)
-        run_id, runs, timings = _find_run(model, device, batch_size, precision, release,
-                                          runs, timings)
+def _resolve(model, device, batch_size, precision, rel: Release | None, label: str | None,
+             whole: bool, shape_only: bool) -> Trace:
+    """:func:`resolve` without a run id; ``label``: the release as asked for (messages)."""
+    for name, value in (("model", model), ("device", device), ("batch_size", batch_size)):
+        if value is None:
+            raise bad(name, "needed unless a run id is given", "a value", None)
+    model, device = _spelled(model, device, rel)
+    run_id = _find_run(model, device, batch_size, precision, rel)
     if run_id is not None:
-        return from_run(run_id, release, runs=runs, timings=timings, whole=whole)
+        assert rel is not None
+        return _from_run(run_id, rel, whole)
     from .devices import no_run_at_batch, shape_trace
 
     if device not in gpu_devices():
-        if runs is None:
-            try:
-                runs = release_mod.read_table("runs", release)
-            except StoreError:
-                runs = None
-        missing = no_run_at_batch(model, device, batch_size, runs)
+        missing = no_run_at_batch(model, device, batch_size, _runs_or_none(rel))
         if missing is not None:
             raise missing
     try:
         from ..reconstruct import reconstruct_trace
     except ImportError as exc:
         raise StoreError(f"no stored trace for {model}/{device}/batch {batch_size} in release "
-                         f"{release or store.latest_or_none() or 'none'} and the reconstruction "
-                         "module (dgtraces.reconstruct) is not available", code=Code.NOT_FOUND,
+                         f"{label or (rel.version if rel else 'none')} and the "
+                         "reconstruction module (dgtraces.reconstruct) is not available",
+                         code=Code.NOT_FOUND,
                          hint="pass --run-id of a stored run, or install a dgtraces with "
                               "dgtraces.reconstruct") from exc
     try:
@@ -186,19 +206,24 @@ def _resolve(model, device, batch_size, precision, run_id, release, whole, runs,
                       run_id=run.get("run_id"), device=device)
 
 
-def _spelled(model: str, device: str, release, runs) -> tuple[str, str]:
+def _runs_or_none(rel: Release | None) -> "pd.DataFrame | None":
+    if rel is None:
+        return None
+    try:
+        return rel.cached("runs")
+    except StoreError:
+        return None
+
+
+def _spelled(model: str, device: str, rel: Release | None) -> tuple[str, str]:
     """``AlexNet``/``V100`` as the registry's and the store's spelling where unambiguous."""
     from dgtraces.models.registry import REGISTRY
     from dgtraces.names import canonical
 
     model = canonical(model, (e.key for e in REGISTRY)) or model
-    if device != device.lower() and canonical(device, gpu_devices()) is None and runs is None:
-        from dgtraces.store import release as release_mod
-
-        try:
-            runs = release_mod.read_table("runs", release, columns=["device"])
-        except StoreError:
-            runs = None
+    runs = None
+    if device != device.lower() and canonical(device, gpu_devices()) is None:
+        runs = _runs_or_none(rel)
     known = gpu_devices() | (set() if runs is None else set(runs["device"].astype(str)))
     return model, canonical(device, known) or device
 

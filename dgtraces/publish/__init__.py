@@ -17,11 +17,13 @@ def write_card(out_dir: str | Path = "cards", version: str | None = None, root=N
     from dgtraces.publish import croissant
     from dgtraces.publish.card import render_card
     from dgtraces.publish.card_stats import provenance_stats
+    from dgtraces.store.release import Release
 
     out = Path(out_dir)
     readme, meta = out / "README.md", out / "croissant.json"
-    stats = provenance_stats(version, root)  # one pass over the data for both files
-    atomic_write_bytes(readme, render_card(version, root, fragments_dir=fragments_dir,
+    release = Release.open(version, root)  # the manifest read once for both files
+    stats = provenance_stats(release)  # one pass over the data for both files
+    atomic_write_bytes(readme, render_card(release, fragments_dir=fragments_dir,
                                            stats=stats).encode())
-    atomic_write_bytes(meta, croissant.render(version, root, stats=stats).encode())
+    atomic_write_bytes(meta, croissant.render(release, stats=stats).encode())
     return [readme, meta]

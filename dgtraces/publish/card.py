@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dgtraces.io.markdown_text import md_inline
 from dgtraces.models.registry import MODELS, entry
 from dgtraces.publish.card_stats import THIRD_PARTY
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dgtraces.store.release import Release
 
 DATASET_NAME = "dgtraces"
 
@@ -44,15 +48,12 @@ def summary(models: tuple[str, ...] = MODELS) -> str:
             "their run; the layers table is computed from the cited architecture definitions.")
 
 
-def release_models(version: str | None = None, root=None) -> tuple[str, ...]:
+def release_models(release: Release) -> tuple[str, ...]:
     """The registry models in a release's ``layers`` table, in registry order (every
     dataset model when the release has no ``layers`` table)."""
-    from dgtraces.store.manifest import read_manifest
-    from dgtraces.store.release import read_table
-
-    if "layers" not in read_manifest(version, root)["tables"]:
+    if "layers" not in release.entries:
         return MODELS
-    present = set(read_table("layers", version, root)["model"])
+    present = set(release.table("layers")["model"])
     return tuple(m for m in MODELS if m in present) or MODELS
 
 
@@ -128,12 +129,12 @@ def size_category(rows: int) -> str:
     return next((label for bound, label in bounds if rows < bound), "10M<n<100M")
 
 
-def provenance_stats(version: str | None = None, root=None) -> dict[str, dict]:
+def provenance_stats(release: Release) -> dict[str, dict]:
     """Per table: rows, provenance counts, (provenance, source, rows) and B-Caffe rows
     (computed per shard and cached by its sha256: :mod:`dgtraces.publish.card_stats`)."""
     from dgtraces.publish.card_stats import provenance_stats as stats
 
-    return stats(version, root)
+    return stats(release)
 
 
 def licenses(stats: dict) -> list[tuple[str, str]]:
@@ -270,16 +271,16 @@ def fragments(folder: str | Path | None = None, stats: dict | None = None
     return out
 
 
-def render_card(version: str | None = None, root=None, *, data_dir: str = "data",
+def render_card(release: Release, *, data_dir: str = "data",
                 fragments_dir: str | Path | None = None, stats: dict | None = None) -> str:
-    """The card text of a release (default: latest). Deterministic for a given release.
+    """The card text of an open release. Deterministic for a given release.
     ``stats``: its :func:`provenance_stats`, when the caller has them already."""
-    from dgtraces.store.manifest import export_names, read_manifest
+    from dgtraces.store.manifest import export_names
 
-    manifest = read_manifest(version, root)
+    manifest = dict(release.manifest)
     version = manifest["version"]
-    stats = provenance_stats(version, root) if stats is None else stats
-    models = release_models(version, root)
+    stats = provenance_stats(release) if stats is None else stats
+    models = release_models(release)
     lines = [_yaml_header(manifest, stats, data_dir, models), f"# {pretty_name(models)}", "",
              f"Release **{version}** (schema version {manifest['schema_version']}, created "
              f"{manifest['created_utc']}). {summary(models)}", ""]

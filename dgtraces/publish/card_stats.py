@@ -21,9 +21,12 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dgtraces.store.integrity import cache_dir
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dgtraces.store.release import Release
 
 BCAFFE_PATTERN = r"(?i)b-caffe"  # sources of rows derived from the shyhuai/B-Caffe logs
 # third-party sources whose own licence applies to the rows citing them (besides B-Caffe):
@@ -142,17 +145,16 @@ class _ShardGroups:
             _save(self.cache)
 
 
-def provenance_stats(version: str | None = None, root=None) -> dict[str, dict]:
-    """Per table: rows, provenance counts, (provenance, source, rows) groups (ordered by
-    provenance, rows descending, source), B-Caffe rows and third-party rows per
-    repository; ``via`` names the table provenance is taken from (None: its own)."""
+def provenance_stats(release: Release) -> dict[str, dict]:
+    """Per table of an open release: rows, provenance counts, (provenance, source, rows)
+    groups (ordered by provenance, rows descending, source), B-Caffe rows and third-party
+    rows per repository; ``via`` names the table provenance is taken from (None: its own)."""
     from dgtraces.store import manifest as store
-    from dgtraces.store import release
     from dgtraces.store.duck import scan
 
-    folder = store.release_path(version, root)
-    entries = store.manifest_at(folder)["tables"]
-    files = release.table_files(version, root, verify=True)
+    folder = release.path
+    entries = dict(release.entries)
+    files = release.files(verify=True)
     ref_src = {t: scan(files[t], list(e.get("columns") or [])) for t, e in entries.items()}
     groups_of = _ShardGroups()
     stats: dict[str, dict] = {}

@@ -10,6 +10,10 @@ load its records with ``mlcroissant`` (extra ``[hf]``). Paths are relative to th
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dgtraces.store.release import Release
 
 CONFORMS_TO = "http://mlcommons.org/croissant/1.0"
 # The standard Croissant 1.0 JSON-LD context (as published with the spec's examples).
@@ -78,16 +82,15 @@ def _field_description(col: dict) -> str:
     return text
 
 
-def build(version: str | None = None, root=None, data_dir: str = "data",
-          stats: dict | None = None) -> dict:
-    """The Croissant document (a JSON-ready dict) of a release (``stats``: its
+def build(release: Release, data_dir: str = "data", stats: dict | None = None) -> dict:
+    """The Croissant document (a JSON-ready dict) of an open release (``stats``: its
     :func:`dgtraces.publish.card.provenance_stats`, when the caller has them already)."""
     from dgtraces.publish import card as c
     from dgtraces.publish import card_stats
     from dgtraces.store import manifest as store
     from dgtraces.tables.export import describe, file_columns
 
-    manifest = store.read_manifest(version, root)
+    manifest = dict(release.manifest)
     version = manifest["version"]
     files, record_sets = [], []
     for table, entry in sorted(manifest["tables"].items()):
@@ -131,13 +134,13 @@ def build(version: str | None = None, root=None, data_dir: str = "data",
             "description": desc["description"],
             "field": fields,
         })
-    stats = c.provenance_stats(version, root) if stats is None else stats
+    stats = c.provenance_stats(release) if stats is None else stats
     return {
         "@context": CONTEXT,
         "@type": "sc:Dataset",
         "conformsTo": CONFORMS_TO,
         "name": c.DATASET_NAME,
-        "description": c.summary(c.release_models(version, root)),
+        "description": c.summary(c.release_models(release)),
         "license": [url for _, url in c.licenses(stats)],
         "isBasedOn": [{"@type": "sc:CreativeWork", "name": repo,
                        "url": f"https://github.com/{repo}", "license": url}
@@ -154,8 +157,8 @@ def build(version: str | None = None, root=None, data_dir: str = "data",
     }
 
 
-def render(version: str | None = None, root=None, data_dir: str = "data",
-           stats: dict | None = None) -> str:
-    doc = build(version, root, data_dir, stats)
+def render(release: Release, data_dir: str = "data", stats: dict | None = None) -> str:
+    """:func:`build` as the ``croissant.json`` text."""
+    doc = build(release, data_dir, stats)
     doc = {k: v for k, v in doc.items() if v is not None}
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

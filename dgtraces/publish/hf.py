@@ -38,14 +38,15 @@ def export(out: str | os.PathLike, version: str | None = None, root=None, *,
     from dgtraces.publish import croissant
     from dgtraces.publish.card import provenance_stats, render_card
     from dgtraces.store import manifest as store
-    from dgtraces.store import release
+    from dgtraces.store.release import Release
 
     store.refuse_inside_data(out, "out", root)  # the one data-folder guard (#29 M6)
     out = check_out(out)
-    src = store.release_path(version, root)
-    manifest = store.read_manifest(version, root)
+    release = Release.open(version, root)  # the manifest read once for the whole folder
+    src = release.path
+    manifest = release.manifest
     version = manifest["version"]
-    files = release.table_files(version, root)  # INTEGRITY (hint: verify) if a file is missing
+    files = release.files()  # INTEGRITY (hint: verify) if a file is missing
     with atomic_folder(out) as tmp:
         (tmp / DATA_DIR).mkdir()
         bad = []
@@ -64,14 +65,14 @@ def export(out: str | os.PathLike, version: str | None = None, root=None, *,
             raise IntegrityError(f"release {version} fails its manifest", failures=bad,
                                  hint=store.VERIFY_HINT)
         shutil.copyfile(src / store.MANIFEST, tmp / store.MANIFEST)
-        stats = provenance_stats(version, root)  # one pass over the data for all three
+        stats = provenance_stats(release)  # one pass over the data for all three
         _copy_fragment_assets(tmp, fragments_dir, stats)
         fileio.atomic_write_bytes(tmp / "README.md", render_card(
-            version, root, data_dir=DATA_DIR,
+            release, data_dir=DATA_DIR,
             fragments_dir=None if fragments_dir is None else Path(fragments_dir),
             stats=stats).encode())
         fileio.atomic_write_bytes(tmp / "croissant.json",
-                                 croissant.render(version, root, DATA_DIR, stats).encode())
+                                 croissant.render(release, DATA_DIR, stats).encode())
     return sorted(p for p in out.rglob("*") if p.is_file())
 
 

@@ -33,7 +33,7 @@ class Context:
 
     version: str
     base: str | None
-    root: Any = None
+    root: Any = None  # the data folder (context() resolves it once)
     stamp: str = ""
     work: Path = Path("/tmp/dgtraces-recipe-work")
     fragments: Path = REPO / "cards" / "fragments"
@@ -43,7 +43,8 @@ class Context:
 
     def base_frames(self) -> dict[str, "pd.DataFrame"]:
         if self._base_frames is None:
-            self._base_frames = release.read_all(self.base, self.root) if self.base else {}
+            self._base_frames = (release.Release.open(self.base, self.root).tables()
+                                 if self.base else {})
         return self._base_frames
 
 
@@ -67,11 +68,12 @@ def resolve(target: str) -> Callable:
 
 
 def context(recipe: Recipe, root=None, **kw: Any) -> Context:
-    """A fresh context for ``recipe`` (``fragments`` defaults to $DGTRACES_FRAGMENTS or the
-    repository's cards/fragments)."""
+    """A fresh context for ``recipe`` in the data folder ``root`` (None: the store's; resolved
+    here once), ``fragments`` defaulting to $DGTRACES_FRAGMENTS or the repository's
+    cards/fragments."""
     kw.setdefault("fragments", Path(os.environ.get(FRAGMENTS_ENV, REPO / "cards" / "fragments")))
     kw.setdefault("stamp", fileio.utc_now())
-    return Context(recipe.version, recipe.base, root, **kw)
+    return Context(recipe.version, recipe.base, store.data_root(root), **kw)
 
 
 def produce(recipe: Recipe, ctx: Context, steps: Sequence[Step] | None = None
@@ -105,6 +107,7 @@ def build_recipe(recipe: Recipe, *, root=None, dry_run: bool = False,
     NOT_FOUND without the base release, VERSION if the release exists."""
     from dgtraces.tables.checks import validate_tables
 
+    root = store.data_root(root)  # resolved once for the listing and the writer
     ctx = ctx or context(recipe, root)
     releases = store.list_releases(root)
     if recipe.base is not None and recipe.base not in releases:

@@ -160,7 +160,8 @@ def reconstruction_fragment(ctx: "Context") -> list[Path]:
     """After v0.3.0: rewrite cards/fragments/reconstruction.md from the new release."""
     from dgtraces.evaluation.fragment import write
     from dgtraces.evaluation.reconstruction import build_report
-    from dgtraces.store import release
+    from dgtraces.store.release import Release
 
-    rep = build_report(ctx.version, frames=release.read_all(ctx.version, ctx.root), loo=True)
+    rep = build_report(ctx.version, frames=Release.open(ctx.version, ctx.root).tables(),
+                       loo=True)
     return write(rep, ctx.fragments)

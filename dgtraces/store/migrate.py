@@ -55,7 +55,7 @@ def _legacy_table(path: Path, entry: dict):
 
 
 def _table_shards(name: str, path: Path, entry: dict, parent: tuple[str | None, dict, dict],
-                  root, result: MigrateResult, version: str) -> list[dict]:
+                  root: Path, result: MigrateResult, version: str) -> list[dict]:
     import pyarrow.parquet as pq
 
     legacy = _legacy_table(path, entry)
@@ -103,9 +103,10 @@ def _clean_leftovers(folder: Path, manifest: dict) -> None:
             left.unlink()
 
 
-def migrate_release(version: str, root=None, result: MigrateResult | None = None
+def migrate_release(version: str, root: Path, result: MigrateResult | None = None
                     ) -> MigrateResult:
-    """Migrate one release (its parent must be in the shard layout already, or absent)."""
+    """Migrate one release of the data folder ``root`` (resolved by the caller:
+    :func:`migrate`); its parent must be in the shard layout already, or absent."""
     result = MigrateResult() if result is None else result
     folder = store.release_path(version, root)
     manifest = store.read_manifest(version, root)
@@ -142,6 +143,7 @@ def migrate(root=None, timeout: float = 10.0) -> MigrateResult:
     from dgtraces.store.lock import store_lock
 
     result = MigrateResult()
+    root = store.data_root(root)  # resolved once for every release
     with store_lock(root, timeout):
         for version in store.list_releases(root):
             migrate_release(version, root, result)

@@ -1,7 +1,8 @@
 """An opened release: :class:`Release` reads and checks its manifest once, then hands out
 its tables, files and verification without re-reading it.
 
-``Release.open(version=None, root=None)`` (``None``: the latest) is the one way in;
+``Release.open(version=None, root=None)`` (``None``: the latest) is the one way in
+(:func:`as_release` where an entry point also takes a version string);
 :func:`read_table`, :func:`table_files` and friends below are thin wrappers over it. Pass a
 ``Release`` down a call chain instead of ``version``/``root`` pairs.
 """
@@ -31,6 +32,7 @@ class Release:
     path: Path
     manifest: Mapping = field(repr=False)
     _verified: set = field(default_factory=set, repr=False, compare=False)
+    _frames: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def open(cls, version: str | None = None, root=None) -> Release:
@@ -108,6 +110,15 @@ class Release:
             read = self.dataset(table).to_table(columns=columns)
         return read.to_pandas()
 
+    def cached(self, table: str, columns: list[str] | None = None) -> pd.DataFrame:
+        """:meth:`table`, read once per handle and then shared by every call (do not modify
+        it in place): readers that look a table up again and again (the predictor resolving
+        one trace per row) take the handle, not preloaded DataFrames."""
+        key = (table, None if columns is None else tuple(columns))
+        if key not in self._frames:
+            self._frames[key] = self.table(table, columns)
+        return self._frames[key]
+
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table of the release as DataFrames."""
         return {name: self.table(name) for name in self.table_names}
@@ -149,6 +160,23 @@ def table_files(version: str | None = None, root=None, verify: bool = False
 def tables(version: str | None = None, root=None) -> dict[str, dict]:
     """Table name -> manifest entry (rows, bytes, columns, shards) for a release."""
     return mf.read_manifest(version, root)["tables"]
+
+
+def as_release(release: Release | str | None) -> Release:
+    """``release`` itself when it is a :class:`Release` (already open), else the release of
+    that version (``None``: the latest) of the default store, opened: the one place a
+    library entry point that also takes a version string turns it into a handle."""
+    return release if isinstance(release, Release) else Release.open(release)
+
+
+def open_if_any(release: Release | str | None) -> Release | str | None:
+    """:func:`as_release`, or ``release`` as given when no such release opens (StoreError):
+    for readers that also work without a store (the predictor then reconstructs its traces),
+    so that each fails, or not, where it needs a table, as before."""
+    try:
+        return as_release(release)
+    except StoreError:
+        return release
 
 
 def open_release(version: str | None = None, root=None):

@@ -76,9 +76,12 @@ def _conform(batch, schema, table: str, origin: str):
     return batch if batch.schema.equals(schema) else batch.cast(schema)
 
 
-def write_shard(table: str, source: Source, root=None, schema=None) -> tuple[dict, Path, bool]:
+def write_shard(table: str, source: Source, root: Path, schema=None
+                ) -> tuple[dict, Path, bool]:
     """Write ``source`` (DataFrame, Arrow table, or a Parquet file streamed in record
-    batches) into the pool as one shard of ``table``, with ``schema`` when given (the
+    batches) into the pool of the data folder ``root`` (resolved by the caller, as for
+    :func:`check_version`, :func:`commit` and :func:`base_state`; the public writers below
+    resolve it once) as one shard of ``table``, with ``schema`` when given (the
     table's earlier shards: same columns, order and types). Returns its manifest entry
     ``{sha256, bytes, rows}``, its path and whether this call created it."""
     import pyarrow as pa
@@ -195,7 +198,7 @@ def key_failures(new: Mapping[str, Sequence[Path]], old: Mapping[str, Sequence[P
     return out
 
 
-def check_version(version: str, root=None, allow_older: bool = False) -> str:
+def check_version(version: str, root: Path, allow_older: bool = False) -> str:
     """The normalised ``version``; VERSION if it exists or is not newer than the latest."""
     version = store.norm_version(version)
     existing = store.list_releases(root)
@@ -208,7 +211,7 @@ def check_version(version: str, root=None, allow_older: bool = False) -> str:
     return version
 
 
-def commit(version: str, entries: Mapping[str, dict], *, root=None, parent: str | None,
+def commit(version: str, entries: Mapping[str, dict], *, root: Path, parent: str | None,
            notes: str, created_utc: str | None = None) -> Path:
     """Write ``releases/v<version>/manifest.json`` (temp folder renamed into place: the
     commit point). ``entries``: table -> {columns, shards}."""
@@ -238,18 +241,20 @@ def commit(version: str, entries: Mapping[str, dict], *, root=None, parent: str 
     return rdir / f"v{version}"
 
 
-def base_state(base: str | None, root=None) -> tuple[dict[str, dict], dict[str, list[Path]]]:
+def base_state(base: str | None, root: Path
+               ) -> tuple[dict[str, dict], dict[str, list[Path]]]:
     """(table -> {columns, shards}, table -> shard files) of release ``base`` (None: empty).
     A legacy (v1) release cannot be a base: INTEGRITY with the migrate hint."""
     if base is None:
         return {}, {}
-    manifest = store.read_manifest(base, root)
+    rel = release.Release.open(base, root)  # the manifest read once
+    manifest = rel.manifest
     legacy = sorted(n for n, e in manifest["tables"].items() if store.is_legacy(e))
     if legacy:
         raise IntegrityError(f"release {base} is in the old one-file-per-table layout; new "
                              "releases are built on shard releases only",
                              hint=store.MIGRATE_HINT)
-    files = release.table_files(base, root)
+    files = rel.files()
     return ({n: {"columns": e["columns"], "shards": list(e["shards"])}
              for n, e in manifest["tables"].items()}, files)
 
@@ -265,6 +270,7 @@ def append(version: str, sources: Mapping[str, Sequence[Source]], *, base: str |
     shards this call created are removed again on refusal. Returns (folder, new rows)."""
     import pyarrow.parquet as pq
 
+    root = store.data_root(root)  # resolved once for the base, the pool and the commit
     entries, files = base_state(base, root)
     replace = set(replace)
     old = {t: fs for t, fs in files.items() if t not in replace}
@@ -303,15 +309,16 @@ def append(version: str, sources: Mapping[str, Sequence[Source]], *, base: str |
     return path, added
 
 
-def _frames_checked(frames, base: str | None, root) -> dict[str, pd.DataFrame]:
+def _frames_checked(frames, base: str | None, root: Path) -> dict[str, pd.DataFrame]:
     """Schemas of the new rows and their cross-table keys (with the base's runs, read as
     two columns), raising one ValidationError listing every failure."""
     from dgtraces.tables.checks import validate_tables
 
     known_runs = None
-    if base is not None and "runs" in release.tables(base, root) and \
+    rel = release.Release.open(base, root) if base is not None else None
+    if rel is not None and "runs" in rel.entries and \
             ("layer_timings" in frames or "iterations" in frames):
-        known_runs = release.read_table("runs", base, root, columns=["run_id", "model"])
+        known_runs = rel.table("runs", columns=["run_id", "model"])
     return validate_tables(frames, known_runs=known_runs)
 
 
@@ -335,6 +342,7 @@ def write_release(version: str, frames: Mapping[str, pd.DataFrame], *, root=None
 
     Refuses (code VERSION) an existing version or one not newer than the latest.
     """
+    root = store.data_root(root)  # resolved once
     version = check_version(version, root, allow_older)
     frames = _frames_or_refuse(frames)
     if validate:
@@ -353,6 +361,7 @@ def extend_release(version: str, additions: Mapping[str, pd.DataFrame], *,
     Tables named in ``replace`` are replaced instead of appended to. Only the new rows are
     validated in pandas; keys across shards are checked by DuckDB.
     """
+    root = store.data_root(root)  # resolved once
     base = store.latest(root) if base is None else store.norm_version(base)
     version = check_version(version, root)
     additions = _frames_checked(_frames_or_refuse(additions), base, root)
@@ -365,8 +374,8 @@ def copy_release(version: str, dest_root, root=None) -> Path:
     destination's pool, legacy files into its folder) into the data folder ``dest_root``;
     existing shards there are kept (same name, same content). Returns the new folder."""
     version = store.norm_version(version)
-    src = store.release_path(version, root)
-    manifest = store.read_manifest(version, root)
+    rel = release.Release.open(version, root)  # the manifest read once
+    src, manifest = rel.path, rel.manifest
     dest = store.releases_dir(dest_root) / f"v{version}"
     if dest.exists():
         raise VersionError(f"release {version} exists already in {dest_root}")

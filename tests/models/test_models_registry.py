@@ -86,12 +86,14 @@ def test_aux_is_refused_for_models_without_aux_classifiers(tmp_path):
 
 def test_card_lists_the_release_models_from_the_registry(mini_release_root):
     from dgtraces.publish import card as cards
+    from dgtraces.store.release import Release
 
-    assert cards.release_models("0.1.0", mini_release_root) == ("alexnet",)  # its layers
-    text = cards.render_card("0.1.0", root=mini_release_root)
+    old = Release.open("0.1.0", mini_release_root)
+    assert cards.release_models(old) == ("alexnet",)  # its layers
+    text = cards.render_card(old)
     assert f"| `alexnet` | {entry('alexnet').title} | {entry('alexnet').citation} |" in text
     assert "`resnet50`" not in text and "(AlexNet)" in text
-    assert cards.release_models() == MODELS  # the shipped latest release
+    assert cards.release_models(Release.open()) == MODELS  # the shipped latest release
     assert cards.pretty_name(("alexnet",)) == "dgtraces: layer-wise DL training traces (AlexNet)"
     assert "for AlexNet and ResNet-50, with" in cards.summary(("alexnet", "resnet50"))
 

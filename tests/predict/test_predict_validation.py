@@ -313,19 +313,20 @@ def test_validate_predictor_writes_no_plot_unless_asked(release, tmp_path, monke
     assert list(cwd.iterdir()) == []
 
 
-def test_resolve_with_preloaded_tables_reads_no_table_again(release, monkeypatch):
+def test_resolve_with_an_open_release_reads_each_table_once(release, monkeypatch):
     from dgtraces.predict.trace import resolve
 
     plain = resolve("alexnet", "cpu-test", 8, release="9.0.0")
-    runs = release_mod.read_table("runs", "9.0.0")
-    timings = release_mod.read_table("layer_timings", "9.0.0")
+    rel = release_mod.Release.open("9.0.0")
+    first = resolve("alexnet", "cpu-test", 8, release=rel)
 
     def no_read(*args, **kwargs):
-        raise AssertionError("preloaded tables were read again")
+        raise AssertionError("a table of the open release was read again")
 
+    monkeypatch.setattr(release_mod.Release, "table", no_read)
     monkeypatch.setattr(release_mod, "read_table", no_read)
-    again = resolve("alexnet", "cpu-test", 8, release="9.0.0", runs=runs, timings=timings)
-    assert again == plain and again.run_id == RUN
+    again = resolve("alexnet", "cpu-test", 8, release=rel)
+    assert again == first == plain and again.run_id == RUN
 
 
 def test_sweep_guard_is_sized_by_measured_memory(empty_store):

@@ -16,7 +16,7 @@ from tests.paths import REPO
 
 
 def test_provenance_stats(mini_release_root):
-    st = cards.provenance_stats(root=mini_release_root)
+    st = cards.provenance_stats(release.Release.open(root=mini_release_root))
     assert st["comm"]["provenance"] == {"measured": 1, "published": 2}
     assert st["comm"]["bcaffe"] == 2
     assert st["comm_fits"]["provenance"] == {"reconstructed": 1}
@@ -37,7 +37,7 @@ def test_provenance_stats_scan_each_shard_once(mini_release_root, monkeypatch):
     from dgtraces.store import integrity
 
     monkeypatch.setattr(card_stats, "_MEMO", {})  # as in a fresh process
-    first = cards.provenance_stats(root=mini_release_root)
+    first = cards.provenance_stats(release.Release.open(root=mini_release_root))
     cached = card_stats._load()
     wanted = {f"v{card_stats.CACHE_VERSION}:{t}:{s['sha256']}"
               for t, e in release.tables(root=mini_release_root).items()
@@ -49,11 +49,11 @@ def test_provenance_stats_scan_each_shard_once(mini_release_root, monkeypatch):
         raise AssertionError("a cached shard was scanned again")
 
     monkeypatch.setattr(duck, "connect", no_scan)
-    assert cards.provenance_stats(root=mini_release_root) == first
+    assert cards.provenance_stats(release.Release.open(root=mini_release_root)) == first
     monkeypatch.undo()
     monkeypatch.setattr(card_stats, "_MEMO", {})
     (integrity.cache_dir() / card_stats.CACHE_NAME).write_text("{not json")
-    assert cards.provenance_stats(root=mini_release_root) == first
+    assert cards.provenance_stats(release.Release.open(root=mini_release_root)) == first
 
 
 def test_card_content_fragments_sorted_and_deterministic(mini_release_root, tmp_path):
@@ -62,8 +62,9 @@ def test_card_content_fragments_sorted_and_deterministic(mini_release_root, tmp_
     (frag / "b_method.md").write_text("## Reconstruction method\n\nFRAGMENT-B\n")
     (frag / "a_published.md").write_text("## Published data\n\nFRAGMENT-A\n")
     (frag / "notes.txt").write_text("NOT-A-FRAGMENT")
-    text = cards.render_card(root=mini_release_root, fragments_dir=frag)
-    assert text == cards.render_card(root=mini_release_root, fragments_dir=frag)
+    rel = release.Release.open(root=mini_release_root)
+    text = cards.render_card(rel, fragments_dir=frag)
+    assert text == cards.render_card(rel, fragments_dir=frag)
     assert text.index("FRAGMENT-A") < text.index("FRAGMENT-B") and "NOT-A-FRAGMENT" not in text
     meta = yaml.safe_load(text.split("---\n")[1])
     assert meta["license"] == ["cc-by-4.0", "bsd-2-clause"] and len(meta["configs"]) == 8
@@ -78,7 +79,7 @@ def test_card_content_fragments_sorted_and_deterministic(mini_release_root, tmp_
 
 
 def test_card_without_fragments(mini_release_root, tmp_path):
-    text = cards.render_card(version="0.1.0", root=mini_release_root,
+    text = cards.render_card(release.Release.open("0.1.0", mini_release_root),
                              fragments_dir=tmp_path / "none")
     assert "from cards/fragments" not in text
     assert "computed from the architecture specs" in text
@@ -88,7 +89,7 @@ def test_card_without_fragments(mini_release_root, tmp_path):
 def test_write_card_and_cli(mini_store, tmp_path):
     paths = publish.write_card(tmp_path / "c1", fragments_dir=tmp_path / "none")
     assert [p.name for p in paths] == ["README.md", "croissant.json"]
-    assert paths[1].read_text() == croissant.render()
+    assert paths[1].read_text() == croissant.render(release.Release.open())
     res = CliRunner().invoke(main, ["card", "--out", str(tmp_path / "c2"), "--release", "0.1.0"])
     assert res.exit_code == 0, res.output
     assert "Release **0.1.0**" in (tmp_path / "c2" / "README.md").read_text()
@@ -101,17 +102,18 @@ def test_committed_card_is_current(monkeypatch):
         pytest.skip("no release in data/")
     readme = (REPO / "cards" / "README.md").read_text(encoding="utf-8")
     meta = (REPO / "cards" / "croissant.json").read_text(encoding="utf-8")
-    assert readme == cards.render_card(), "stale cards/README.md: run `dgtraces card`"
-    assert meta == croissant.render(), "stale cards/croissant.json: run `dgtraces card`"
+    latest = release.Release.open()
+    assert readme == cards.render_card(latest), "stale cards/README.md: run `dgtraces card`"
+    assert meta == croissant.render(latest), "stale cards/croissant.json: run `dgtraces card`"
 
 
 def test_licence_metadata_follows_the_rows(tmp_store, tmp_path):
     """Only CC-BY-4.0 when no row derives from the B-Caffe logs (v0.1.0: layers only)."""
     from dgtraces.publish import croissant
 
-    text = cards.render_card(root=tmp_store, fragments_dir=tmp_path)
+    text = cards.render_card(release.Release.open(root=tmp_store), fragments_dir=tmp_path)
     assert yaml.safe_load(text.split("---\n")[1])["license"] == "cc-by-4.0"
-    assert croissant.build(root=tmp_store)["license"] == [cards.LICENSE_URL]
+    assert croissant.build(release.Release.open(root=tmp_store))["license"] == [cards.LICENSE_URL]
 
 
 def test_fragments_only_for_releases_with_their_rows(tmp_store, tmp_path):
@@ -119,7 +121,7 @@ def test_fragments_only_for_releases_with_their_rows(tmp_store, tmp_path):
     figure of theirs in its Hub folder."""
     from dgtraces.publish.hf import export
 
-    text = cards.render_card(root=tmp_store)
+    text = cards.render_card(release.Release.open(root=tmp_store))
     assert "## Published rows" not in text and "## Reconstructed traces" not in text
     assert "requires provenance" not in text
     files = export(tmp_path / "hf", root=tmp_store)
@@ -128,7 +130,8 @@ def test_fragments_only_for_releases_with_their_rows(tmp_store, tmp_path):
     frag.mkdir()
     (frag / "a.md").write_text("<!-- requires provenance: measured, published -->\n## A\n")
     (frag / "b.md").write_text("## B (always)\n")
-    names = [n for n, _ in cards.fragments(frag, cards.provenance_stats(root=tmp_store))]
+    stats = cards.provenance_stats(release.Release.open(root=tmp_store))
+    names = [n for n, _ in cards.fragments(frag, stats)]
     assert names == ["b.md"]
     assert [t for _, t in cards.fragments(frag)] == ["## A", "## B (always)"]
 
@@ -136,7 +139,7 @@ def test_fragments_only_for_releases_with_their_rows(tmp_store, tmp_path):
 def test_third_party_licences_listed_per_source(mini_release_root):
     from dgtraces.publish import card as cards
 
-    st = cards.provenance_stats(root=mini_release_root)
+    st = cards.provenance_stats(release.Release.open(root=mini_release_root))
     assert cards.third_party_lines(st) == []  # no MIT/BSD-3 source in the mini release
     st["runs"]["third_party"] = {"pytorch/kineto": 2}
     assert ("bsd-3-clause", "https://opensource.org/license/bsd-3-clause") in cards.licenses(st)
@@ -167,7 +170,8 @@ def test_built_package_ships_the_card_fragments(tmp_path):
         p.name for p in (REPO / "cards" / "fragments").iterdir())
     probe = ("import json; from dgtraces.publish import card as cards; "
              "from dgtraces.publish.hf import export; "
-             "f = cards.fragments_folder(); t = cards.render_card(); "
+             "from dgtraces.store.release import Release; "
+             "f = cards.fragments_folder(); t = cards.render_card(Release.open()); "
              "files = export('hub'); "
              "print(json.dumps([str(f), t.count('<!-- from cards/fragments/'), "
              "sorted(p.name for p in files if p.parent.name == 'fragments')]))")

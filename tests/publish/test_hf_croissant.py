@@ -6,6 +6,7 @@ import pytest
 from dgtraces.publish.croissant import build, data_type
 from dgtraces.publish.hf import export
 from dgtraces.store import manifest as store
+from dgtraces.store.release import Release
 
 mlc = pytest.importorskip("mlcroissant")
 
@@ -18,7 +19,7 @@ def exported(mini_release_root, tmp_path_factory):
 
 
 def test_structure_from_schemas_and_manifest(mini_release_root):
-    doc = build(root=mini_release_root)
+    doc = build(Release.open(root=mini_release_root))
     manifest = store.read_manifest(root=mini_release_root)
     assert doc["version"] == "0.2.0" and doc["conformsTo"] == "http://mlcommons.org/croissant/1.0"
     assert doc["license"] == ["https://creativecommons.org/licenses/by/4.0/",
@@ -63,6 +64,6 @@ def test_records_equal_parquet_rows(exported, table):
 def test_committed_style_render_is_stable(mini_release_root):
     from dgtraces.publish.croissant import render
 
-    a = render(root=mini_release_root)
-    assert a == render(root=mini_release_root)
+    a = render(Release.open(root=mini_release_root))
+    assert a == render(Release.open(root=mini_release_root))
     assert json.loads(a)["distribution"][0]["contentUrl"].startswith("data/")

@@ -43,7 +43,7 @@ def test_missing_parquet_file_is_integrity(own_store, tmp_path, call):
     (comm,) = release.table_files("0.2.0")["comm"]
     comm.unlink()
     run = {"sql": lambda: query.sql("SELECT count(*) FROM runs", "0.2.0"),
-           "card": lambda: cards.render_card("0.2.0"),
+           "card": lambda: cards.render_card(release.Release.open("0.2.0")),
            "export": lambda: hf.export(tmp_path / "hf", "0.2.0"),
            "read_table": lambda: release.read_table("runs", "0.2.0")}[call]
     with pytest.raises(DgtracesError) as exc:

@@ -186,3 +186,27 @@ def test_duplicate_primary_keys_are_schema_failures(tmp_store):
         shards.write_release("0.9.0", {"layers": pd.concat([lay, lay.iloc[:1]])})
     assert exc.value.code == "SCHEMA"
     assert {(f.row, f.column) for f in exc.value.failures} >= {(0, "model"), (409, "model")}
+
+
+def test_a_release_handle_is_passed_down_and_reads_each_table_once(mini_store, monkeypatch):
+    """as_release keeps an open Release and opens a version (None: the latest); cached
+    reads a table once per handle; open_if_any leaves a version without a release as it
+    is (for readers that also work without a store)."""
+    from dgtraces.store.release import Release, as_release, open_if_any
+
+    rel = Release.open("0.2.0")
+    assert as_release(rel) is rel and as_release(None).version == "0.2.0"
+    assert as_release("0.1.0").version == "0.1.0" and open_if_any("9.9.9") == "9.9.9"
+    runs = rel.cached("runs")
+    assert runs.equals(release.read_table("runs", "0.2.0"))
+
+    def no_read(*args, **kwargs):
+        raise AssertionError("read again")
+
+    monkeypatch.setattr(Release, "table", no_read)
+    assert rel.cached("runs") is runs
+    with pytest.raises(AssertionError):
+        Release.open("0.2.0").cached("runs")  # another handle reads its own
+    with pytest.raises(StoreError) as exc:
+        as_release("9.9.9")
+    assert exc.value.code == "NOT_FOUND"

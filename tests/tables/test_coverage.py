@@ -7,7 +7,7 @@ import pytest
 
 from dgtraces.contribute import contribute
 from dgtraces.errors import DgtracesError
-from dgtraces.predict.trace import find_run
+from dgtraces.predict.trace import pick_run
 from dgtraces.tables import coverage
 from tests.attack_tally import record
 from tests.contribute.test_contribute import META, variant, write_contrib
@@ -49,8 +49,8 @@ def test_default_run_choice_skips_incomplete_runs():
     runs["provenance"] = ["reconstructed", "measured"]  # the incomplete one ranks first
     lt = pd.concat([lt, lt[lt["layer"] != "fc8"].assign(run_id="a-inc")])
     dev = runs["device"].iloc[0]
-    assert find_run("alexnet", dev, 8, runs=runs, timings=lt) == "full"
-    assert find_run("alexnet", dev, 8, runs=runs[runs.run_id == "a-inc"], timings=lt) is None
+    assert pick_run(runs, lt, "alexnet", dev, 8) == "full"
+    assert pick_run(runs[runs.run_id == "a-inc"], lambda: lt, "alexnet", dev, 8) is None
 
 
 @pytest.mark.parametrize("scale,device", [(1000.0, "example-gpu"), (1000.0, "k80"),
