@@ -41,12 +41,12 @@ def reconstruct(device, model, batch_size, precision, out, as_csv, report, relea
 
     if report and method == "kernels-2.1":
         from dgtraces.evaluation.kernels21 import build as build21
-        from dgtraces.store import release as release_mod
+        from dgtraces.store.release import Release
 
         if figure or fragment:
             raise DgtracesError("--figure and --fragment are for --method kernels-2.0",
                                 code=Code.BAD_INPUT)
-        click.echo(build21(release_mod.read_all(release), release).text())  # minutes
+        click.echo(build21(Release.open(release).tables(), release).text())  # minutes
         return
     if report and method == "kernels-2.0":
         from dgtraces.evaluation.kernel_summary import build

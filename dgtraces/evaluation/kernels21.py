@@ -84,7 +84,7 @@ def loo(device: str) -> tuple[float, ...]:
     from dgtraces.reconstruct.kerneltraces import trace_blocks
 
     obs, blocks = device_observations(device), trace_blocks(device)
-    out = []
+    out: list[float] = []
     for i in range(len(obs)):
         rest = obs[:i] + obs[i + 1:]
         p = (fit21(device, rest, blocks, "layers") if blocks
@@ -209,8 +209,9 @@ class Eval21:
         return "\n".join(out)
 
 
-def build(frames: dict[str, "pd.DataFrame"], release: str | None = None) -> Eval21:
-    """Everything above (minutes: every fold and leave-one-out is a refit)."""
+def build(frames: dict[str, "pd.DataFrame"], release: str | None) -> Eval21:
+    """Everything above (minutes: every fold and leave-one-out is a refit); ``release`` is
+    the label of the release ``frames`` were read from."""
     from dgtraces.evaluation import kernel_summary
     from dgtraces.reconstruct.kernel21 import FIT_TRACE_DEVICES, calibrate21
     from dgtraces.reconstruct.kernelcal import CALIBRATED

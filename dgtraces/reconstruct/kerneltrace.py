@@ -50,8 +50,8 @@ def _calibration(device: str, version: str):
     if version == "2.1":
         from dgtraces.reconstruct.kernel21 import calibrate21
 
-        cal = calibrate21(device)
-        return cal, BASIS_TEXT_21[cal.basis]
+        cal21 = calibrate21(device)
+        return cal21, BASIS_TEXT_21[cal21.basis]
     from dgtraces.reconstruct.kernelcal import calibrate_kernels
 
     cal = calibrate_kernels(device)
