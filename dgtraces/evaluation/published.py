@@ -211,13 +211,15 @@ def _predict(row: dict, cfg: dict, release: str | None, rel: Release | str | Non
     from dgtraces.predict.cluster import DEFAULT_BUCKET_BYTES
     from dgtraces.predict.frameworks import apply_framework
     from dgtraces.predict.overheads import Overheads, apply_overheads, validation_spec
+    from dgtraces.store.release import Release
 
     synthetic = "synthetic data" in row["_notes"]
     trace = resolve(row["model"], row["device"], int(row["batch_per_gpu"]), release=rel,
                     h2d_link=None if synthetic else "pcie3", shape_only=True)
     policy = Policy(cfg["policy"], False, cfg["bucket_bytes"] or DEFAULT_BUCKET_BYTES)
     cluster = Cluster(int(row["gpus"]), cfg["gpus_per_node"], cfg["intra"], cfg["inter"],
-                      cfg["algorithm"], cfg["servers"], release=release or "latest",
+                      cfg["algorithm"], cfg["servers"],
+                      release=rel if isinstance(rel, Release) else release or "latest",
                       algorithm_why=cfg["algorithm_why"])
     # the row's aggregation fixes the algorithm (ps, hierarchical, NCCL's default)
     cluster, policy = apply_framework(cfg["profile"], cluster, policy,

@@ -129,7 +129,7 @@ def _predict_row(row, rel: Release, runs, overheads=None) -> dict:
     workers = int(row["workers"])
     nodes = max(1, int(row["nodes"]))
     link = row["interconnect"] if workers > 1 else "pcie3"  # 1 worker: no comm, any link
-    plain = Cluster(workers, -(-workers // nodes), link, link, "ring", release=rel.version)
+    plain = Cluster(workers, -(-workers // nodes), link, link, "ring", release=rel)
     bucket = _val(row["bucket_bytes"])
     policy = Policy(policy_name, bool(_val(row["io_overlap"]) or False),
                     DEFAULT_BUCKET_BYTES if bucket is None else int(bucket))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dgtraces.errors import Code
 
@@ -13,6 +13,9 @@ from .comm import ALGORITHMS, CommCost, Phase, collective
 from .links import Link, get_link
 from .nccl import MODEL_NAMES
 from .policy_registry import POLICY_NAMES
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dgtraces.store.release import Release
 
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024  # PyTorch DDP bucket_cap_mb default
 
@@ -41,7 +44,9 @@ class Cluster:
     servers: int = 1
     alpha_us: float | None = None
     gbps: float | None = None
-    release: str | None = field(default="latest", compare=False)
+    # a version of the default store, or an open Release (of any store): where the link
+    # presets' measured fits and the digest a prediction cites are read
+    release: "Release | str | None" = field(default="latest", compare=False)
     staging: "str | Link | None" = None
     staging_passes: int = 2
     shared_cpu: bool = False

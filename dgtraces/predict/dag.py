@@ -223,11 +223,16 @@ def reproducibility(cluster: Cluster, policy: Policy) -> dict:
     (bucketed policy)."""
     from dgtraces._version import __version__
     from dgtraces.store import manifest as store
+    from dgtraces.store.release import Release
 
-    release = cluster.release
-    if release in (None, "latest"):
-        release = store.latest_or_none()
-    digest = None if release is None else store.read_manifest(release).get("digest")
+    asked = cluster.release
+    release: str | None
+    digest: str | None
+    if isinstance(asked, Release):  # an open handle: its version and digest
+        release, digest = asked.version, asked.digest
+    else:
+        release = store.latest_or_none() if asked in (None, "latest") else asked
+        digest = None if release is None else store.read_manifest(release).get("digest")
     return {"package_version": __version__, "dataset_release": release,
             "dataset_digest": digest,
             "bucket_bytes": policy.bucket_bytes if grouping(policy.name) is Grouping.BUCKET

@@ -21,6 +21,8 @@ from ..errors import Code, DgtracesError, Failure
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from dgtraces.store.release import Release
+
 LINKS_CSV = Path(__file__).resolve().parent / "links.csv"
 ALIASES_CSV = Path(__file__).resolve().parent / "link_aliases.csv"
 FIT_LINKS = ("loopback-gloo",)  # presets superseded by a release's measured comm_fits
@@ -57,7 +59,9 @@ def ring_link_from_allreduce(alpha_us: float, beta_us_per_byte: float,
     return alpha_us / steps, 1.0 / (beta_link * 1e3)
 
 
-def _fit_rows(release: str | None) -> "pd.DataFrame | None":
+def _fit_rows(release: "str | tuple[str, str] | None") -> "pd.DataFrame | None":
+    """The release's allreduce fits of :data:`FIT_LINKS` (None: none, or no release);
+    ``release``: a version of the default store, or ``(root, version)`` of an open handle."""
     from dgtraces.store import manifest as store
     from dgtraces.store.release import Release
 
@@ -65,7 +69,9 @@ def _fit_rows(release: str | None) -> "pd.DataFrame | None":
         release = store.latest_or_none()
         if release is None:  # no release at all: the shipped preliminary values
             return None
-    rel = Release.open(release)  # a bad or missing release raises
+    # a bad or missing release raises
+    rel = (Release.open(release[1], release[0]) if isinstance(release, tuple)
+           else Release.open(release))
     if "comm_fits" not in rel.entries:
         return None
     fits = rel.table("comm_fits")
@@ -85,7 +91,7 @@ def links_frame(release: str | None = "latest", *, use_store: bool = True) -> "p
                           file=str(LINKS_CSV))
 
 
-def _links_rows(release: str | None, use_store: bool) -> "pd.DataFrame":
+def _links_rows(release: "str | tuple[str, str] | None", use_store: bool) -> "pd.DataFrame":
     """:func:`links_frame` before its schema validation: what the predictor reads on every
     call. Nothing here needs pandera: ``links.csv`` ships with the package and the tests
     validate it (``tests/predict/test_predict.py``, and ``tests/test_cold_start.py`` checks
@@ -113,7 +119,8 @@ def _links_rows(release: str | None, use_store: bool) -> "pd.DataFrame":
 
 
 @lru_cache(maxsize=8)
-def _cached_links(release: str | None, use_store: bool, data_env: str | None) -> dict:
+def _cached_links(release: "str | tuple[str, str] | None", use_store: bool,
+                  data_env: str | None) -> dict:
     df = _links_rows(release, use_store)
     return {r["link"]: Link(r["link"], float(r["alpha_us"]), float(r["bandwidth_gb_s"]),
                             r["provenance"], r["source"]) for r in df.to_dict("records")}
@@ -129,11 +136,17 @@ def link_aliases() -> dict[str, tuple[str, str]]:
         return {r["alias"]: (r["link"], r["reason"]) for r in csv.DictReader(fh)}
 
 
-def known_links(release: str | None = "latest", use_store: bool = True) -> dict[str, Link]:
-    """Presets by name, plus each alias mapped to its preset's Link (named by the preset)."""
+def known_links(release: "Release | str | None" = "latest",
+                use_store: bool = True) -> dict[str, Link]:
+    """Presets by name, plus each alias mapped to its preset's Link (named by the preset).
+    ``release``: a version of the default store, or an open Release (of any store), whose
+    ``comm_fits`` supersede :data:`FIT_LINKS`."""
     import os
 
-    links = dict(_cached_links(release, use_store, os.environ.get("DGTRACES_DATA")))
+    from dgtraces.store.release import Release
+
+    key = (str(release.root), release.version) if isinstance(release, Release) else release
+    links = dict(_cached_links(key, use_store, os.environ.get("DGTRACES_DATA")))
     for alias, (target, _) in link_aliases().items():
         if target in links and alias not in links:
             links[alias] = links[target]
@@ -141,7 +154,7 @@ def known_links(release: str | None = "latest", use_store: bool = True) -> dict[
 
 
 def get_link(name: "str | Link", *, field: str = "link", alpha_us: float | None = None,
-             gbps: float | None = None, release: str | None = "latest",
+             gbps: float | None = None, release: "Release | str | None" = "latest",
              use_store: bool = True) -> Link:
     """Resolve a preset name (or pass a Link through), applying optional overrides.
 

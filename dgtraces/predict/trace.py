@@ -91,7 +91,11 @@ def find_run(model: str, device: str, batch_size: int, precision: str = "fp32",
     None without a release or a ``runs`` table): see :func:`pick_run`."""
     from dgtraces.store.release import as_release
 
-    return _find_run(model, device, batch_size, precision, as_release(release))
+    try:
+        rel = as_release(release)
+    except StoreError:  # no such release, or no store at all: nothing stored to find
+        return None
+    return _find_run(model, device, batch_size, precision, rel)
 
 
 def _find_run(model, device, batch_size, precision, rel: Release | None) -> str | None:
@@ -157,7 +161,8 @@ def resolve(model: str | None, device: str | None, batch_size: int | None, *,
         trace = _resolve(model, device, batch_size, precision, rel, label, whole, shape_only)
     if h2d_link is None:
         return trace
-    return with_default_h2d(trace, h2d_link, release.version if isinstance(release, Release)
+    # the handle itself when given one: its store's comm_fits, not the default store's
+    return with_default_h2d(trace, h2d_link, release if isinstance(release, Release)
                             else release or "latest")
 
 
@@ -236,7 +241,7 @@ def gpu_devices() -> set[str]:
 
 
 def with_default_h2d(trace: Trace, link: str = H2D_LINK,
-                     release: str | None = "latest") -> Trace:
+                     release: "Release | str | None" = "latest") -> Trace:
     """For a GPU trace with no host-to-device time, model the input batch's copy over ``link``
     (alpha + bytes / bandwidth, fp32 input as in the ``layers`` table); labelled in the source.
 

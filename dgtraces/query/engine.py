@@ -82,16 +82,17 @@ class Release:
     entries: dict[str, dict] = field(default_factory=dict)
 
 
-def resolve(version: "StoreRelease | str | None") -> Release:
+def resolve(version: "StoreRelease | str | None", root) -> Release:
     """The release ``version`` (an open :class:`dgtraces.store.release.Release`, or a version
-    of the default store, ``None``: the latest) as the sandbox reads it."""
+    of the store at ``root``, default the default store; ``None``: the latest) as the sandbox
+    reads it."""
     from dgtraces.store import manifest as store
     from dgtraces.store.release import Release as Handle
 
     if isinstance(version, Handle):
         path, entries = version.path.resolve(), version.entries
     else:
-        path = store.release_path(version).resolve()
+        path = store.release_path(version, root).resolve()
         entries = store.manifest_at(path)["tables"]  # INTEGRITY if missing or malformed
     store.checked_files(path, entries)  # INTEGRITY if a file (a shard) is missing
     return Release(path.name[1:], path, dict(entries))
@@ -115,16 +116,17 @@ def _over_memory(limit_mib: int) -> QueryLimitError:
                            "(lists and strings included)", hint=LIMIT_HINT)
 
 
-def connect(version: "StoreRelease | str | None" = None,
+def connect(version: "StoreRelease | str | None" = None, root=None,
             memory_limit_mib: int = DEFAULT_MEMORY_LIMIT_MIB) -> "duckdb.DuckDBPyConnection":
-    """A sandboxed DuckDB connection with one view per table of a release (a version,
-    default latest, or an open :class:`dgtraces.store.release.Release` of any store).
+    """A sandboxed DuckDB connection with one view per table of a release (a version of the
+    store at ``root``, default the default store and the latest release, or an open
+    :class:`dgtraces.store.release.Release` of any store).
 
     It can read only that release's table files (checked against the manifest) and has a
     memory limit, but no statement guard and no time limit (SQL you wrote yourself; for
     anyone else's use :class:`Query`)."""
     check_limits(DEFAULT_TIMEOUT_S, memory_limit_mib)
-    rel = resolve(version)
+    rel = resolve(version, root)
     return open_connection(rel.path, rel.entries, memory_limit_mib)
 
 
@@ -221,7 +223,7 @@ class Query:
     streamed as Arrow batches (:meth:`arrow_batches`, :meth:`batches`) for writing files of
     any size; the time limit covers the whole run, streaming included."""
 
-    def __init__(self, sql: str, version: "StoreRelease | str | None" = None, *,
+    def __init__(self, sql: str, version: "StoreRelease | str | None" = None, root=None, *,
                  timeout_s: float = DEFAULT_TIMEOUT_S,
                  memory_limit_mib: int = DEFAULT_MEMORY_LIMIT_MIB) -> None:
         if not isinstance(sql, str) or not sql.strip():
@@ -230,7 +232,7 @@ class Query:
                                 code=Code.BAD_INPUT)
         self.timeout_s, self.memory_limit_mib = check_limits(timeout_s, memory_limit_mib)
         self.sql = sql
-        self.release = resolve(version)
+        self.release = resolve(version, root)
         self.version = self.release.version
         self.con = open_connection(self.release.path, self.release.entries,
                                    self.memory_limit_mib)
@@ -389,11 +391,12 @@ class Query:
         self.close()
 
 
-def sql(query: str, version: "StoreRelease | str | None" = None, limit: int | None = None, *,
+def sql(query: str, version: "StoreRelease | str | None" = None, root=None,
+        limit: int | None = None, *,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         memory_limit_mib: int = DEFAULT_MEMORY_LIMIT_MIB) -> SqlResult:
     """Run ``query`` against a release in the sandbox and return its rows (at most
     ``limit``), within the time and memory limits (``QUERY_LIMIT`` when hit)."""
-    with Query(query, version, timeout_s=timeout_s,
+    with Query(query, version, root, timeout_s=timeout_s,
                memory_limit_mib=memory_limit_mib) as q:
         return q.fetch(limit)

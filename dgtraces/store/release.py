@@ -111,13 +111,14 @@ class Release:
         return read.to_pandas()
 
     def cached(self, table: str, columns: list[str] | None = None) -> pd.DataFrame:
-        """:meth:`table`, read once per handle and then shared by every call (do not modify
-        it in place): readers that look a table up again and again (the predictor resolving
-        one trace per row) take the handle, not preloaded DataFrames."""
+        """:meth:`table`, read and checked once per handle; each call gets its own copy, so a
+        caller that edits what it got cannot change what later calls read. Readers that look
+        a table up again and again (the predictor resolving one trace per row) take the
+        handle, not preloaded DataFrames."""
         key = (table, None if columns is None else tuple(columns))
         if key not in self._frames:
             self._frames[key] = self.table(table, columns)
-        return self._frames[key]
+        return self._frames[key].copy()
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table of the release as DataFrames."""

@@ -381,3 +381,29 @@ def test_sweep_grid_fields_are_lists():
         with pytest.raises(DgtracesError) as exc:
             run_sweep(Grid(**kw))
         assert exc.value.code == "BAD_INPUT", kw
+
+
+def test_a_release_of_another_store_supplies_its_links_and_digest(tmp_path, monkeypatch):
+    """A Release handle of a store other than the default one is read whole: its comm_fits
+    for the link presets, its runs for the trace, its digest for the citation."""
+    import shutil
+
+    from dgtraces.predict import Cluster, Policy, predict, resolve
+    from dgtraces.predict.links import known_links
+    from dgtraces.store import manifest as store
+    from dgtraces.store.release import Release
+
+    src = store.data_root()
+    version = store.latest()
+    want = known_links(version)
+    trace_want = resolve("resnet50", "v100", 64, release=version)
+    other = tmp_path / "other"
+    for name in ("releases", "shards"):
+        shutil.copytree(src / name, other / name)
+    monkeypatch.setenv("DGTRACES_DATA", str(tmp_path / "empty"))  # the default: no store
+    rel = Release.open(version, other)
+    assert known_links(rel) == want
+    tr = resolve("resnet50", "v100", 64, release=rel)
+    assert tr.run_id == trace_want.run_id and tr.h2d_ms == trace_want.h2d_ms
+    pred = predict(tr, Cluster(8, 4, release=rel), Policy("wfbp"))
+    assert (pred.dataset_release, pred.dataset_digest) == (version, rel.digest)

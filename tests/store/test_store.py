@@ -204,9 +204,35 @@ def test_a_release_handle_is_passed_down_and_reads_each_table_once(mini_store, m
         raise AssertionError("read again")
 
     monkeypatch.setattr(Release, "table", no_read)
-    assert rel.cached("runs") is runs
+    again = rel.cached("runs")  # not read again, and a copy: editing one changes no other
+    assert again is not runs and again.equals(runs)
+    again["batch_size"] *= 2
+    assert rel.cached("runs").equals(runs)
     with pytest.raises(AssertionError):
         Release.open("0.2.0").cached("runs")  # another handle reads its own
     with pytest.raises(StoreError) as exc:
         as_release("9.9.9")
     assert exc.value.code == "NOT_FOUND"
+
+
+def test_find_run_is_none_without_a_release(mini_store, tmp_path, monkeypatch):
+    """find_run: None when no such release opens (the predictor then reconstructs)."""
+    from dgtraces.predict.trace import find_run
+
+    assert find_run("alexnet", "k80", 16, release="9.9.9") is None
+    monkeypatch.setenv("DGTRACES_DATA", str(tmp_path / "empty"))
+    assert find_run("alexnet", "k80", 16) is None
+
+
+def test_query_takes_a_root_in_its_old_place(mini_store):
+    """query.sql / connect / Query keep ``root`` as their third (second) positional
+    parameter: a caller of the old API still reads the store it names."""
+    from dgtraces.query.engine import Query, connect, sql
+
+    root = store.data_root()
+    assert sql("SELECT count(*) FROM runs", "0.2.0", root, 5).rows == \
+        sql("SELECT count(*) FROM runs", "0.2.0").rows
+    con = connect("0.1.0", root)
+    assert con.execute("SELECT count(*) FROM layers").fetchall()[0][0] > 0
+    with Query("SELECT 1", None, root) as q:
+        assert q.version == "0.2.0"
