@@ -47,6 +47,8 @@ RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+
 ITERS = re.compile(r"(?<!warmup )(?<!agg )\biters:\s*(\d+)")
 # the header's sweep: nccl-tests runs sizes min, min*f (or min+step), ... while <= maxBytes
 SWEEP = re.compile(r"minBytes\s+(\d+)\s+maxBytes\s+(\d+)\s+step:\s*(\d+)\((factor|bytes)\)")
+# nccl-tests lowers maxBytes to what the GPUs' memory holds, and says so after the header
+REDUCED = re.compile(r"Reducing maxBytes to (\d+)")
 WORD_BYTES_MAX = 8  # widest nccl-tests type: a printed size is rounded down by < ranks x 8 B
 PLACEMENTS = ("out-of-place", "in-place")
 MAX_RANKS = 32768  # more than any published nccl-tests run; 100,000 ranks is a forged log
@@ -180,6 +182,9 @@ def _check_complete(text: str, file: str, ranks: int, points: "list[Point]") -> 
     if m is None or not points or ranks < 1:
         return
     low, high, step, how = int(m[1]), int(m[2]), int(m[3]), m[4]
+    if (r := REDUCED.search(text)) is not None:  # the sweep ends where memory allowed
+        high = min(high, int(r[1]))
+        low = min(low, high)
     if how == "factor" and step > 1 and 0 < low <= high:
         end = low
         while end * step <= high:

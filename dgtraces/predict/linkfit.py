@@ -102,8 +102,17 @@ def _read_table(path: Path) -> pd.DataFrame:
     if path.suffix.lower() == ".parquet":
         return bounded.read_parquet(path, max_rows=MAX_ROWS, max_cells=MAX_CELLS,
                                     max_bytes=MAX_BYTES, max_field_chars=MAX_FIELD_CHARS)
+    size = path.stat().st_size  # a CSV within the same bounds as a Parquet file
+    if size > MAX_BYTES:
+        raise bounded.bad_file(path.name, "file too large", f"<= {MAX_BYTES} bytes", size)
     bounded.check_csv(path, MAX_ROWS, MAX_CELLS)
-    return pd.read_csv(path)
+    df = pd.read_csv(path)
+    for col in df.select_dtypes(include=["object", "string"]).columns:
+        longest = df[col].astype("string").str.len().max()
+        if pd.notna(longest) and longest > MAX_FIELD_CHARS:
+            raise bounded.bad_file(path.name, f"huge field in column {col!r}",
+                                   f"<= {MAX_FIELD_CHARS} characters", int(longest))
+    return df
 
 
 def _is_nccl_tests(path: Path) -> bool:

@@ -75,6 +75,14 @@ def _gemms(model: str, device: str, batch: int) -> tuple[Gemms, np.ndarray, np.n
     return gemm_list(rows, get_gpu), np.array(layer, int), np.array(bwd, bool)
 
 
+def gemm_counts(model: str, device: str, batch: int, layers: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """GEMM kernels per layer of ``model`` (``layers`` of them): (forward, backward)."""
+    _, idx, is_bwd = _gemms(model, device, batch)
+    return (np.bincount(idx[~is_bwd], minlength=layers),
+            np.bincount(idx[is_bwd], minlength=layers))
+
+
 @dataclass(frozen=True)
 class NetTimes:
     """Device time per layer (ms) and the host dispatch of the pass (ms)."""

@@ -70,7 +70,7 @@ def reconstruct(device: str, model: str, batch_size: int, precision: str,
         timings_frame,
     )
     from dgtraces.reconstruct.kernelmodel import SM_SOURCE, get_gpu
-    from dgtraces.reconstruct.kernelnet import net_times, soft_max
+    from dgtraces.reconstruct.kernelnet import gemm_counts, net_times, soft_max
 
     if precision != "fp32":
         raise DgtracesError(f"{method_id(version)} models fp32 only (DeepBench kernels "
@@ -111,9 +111,14 @@ def reconstruct(device: str, model: str, batch_size: int, precision: str,
     zero = np.zeros(len(la.layer))
     costs = LayerCosts(t.fwd_ms, t.bwd_ms, t.update_ms, zero, zero, zero, zero)
     kind = np.where(np.isin(la.kind, GEMM_KINDS), "compute", "memory")
-    # the per-kernel floor (GEMMs: t0; memory-bound kernels: their floor): the latency share
-    t0_ms = np.where(kind == "compute", cal.params.t0_us, cal.params.mem_floor_us()) * 1e-3
+    # the latency share: each GEMM kernel's floor t0, every other kernel's (a conv's or fc's
+    # bias kernel too) the memory-bound floor, as net_times charges them
+    t0_ms, floor_ms = cal.params.t0_us * 1e-3, cal.params.mem_floor_us() * 1e-3
+    gemm_fwd, gemm_bwd = gemm_counts(model, device, batch_size, len(la.layer))
     bound = pd.DataFrame({"layer": list(la.layer), "kind": list(la.kind), "fwd_bound": kind,
-                          "bwd_bound": kind, "fwd_latency_ms": la.fwd_kernels * t0_ms,
-                          "bwd_latency_ms": la.bwd_kernels * t0_ms})
+                          "bwd_bound": kind,
+                          "fwd_latency_ms": la.fwd_kernels * floor_ms
+                          + gemm_fwd * (t0_ms - floor_ms),
+                          "bwd_latency_ms": la.bwd_kernels * floor_ms
+                          + gemm_bwd * (t0_ms - floor_ms)})
     return run, timings_frame(la, costs, rid), bound

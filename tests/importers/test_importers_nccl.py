@@ -152,6 +152,18 @@ def test_a_log_cut_at_a_line_boundary_is_refused(tmp_path, log):
                 nccl_tests._check_complete(head, "x.log", 3, pts)
         else:
             nccl_tests._check_complete(head, "x.log", 3, pts)
+    # a complete log whose maxBytes nccl-tests lowered to fit the GPUs' memory (it says so)
+    lines = AR.read_text().splitlines()
+    lines[1] = lines[1].replace("maxBytes 1073741824", "maxBytes 8589934592")
+    lines.insert(2, "#\n# Reducing maxBytes to 1200000000 due to memory limitation")
+    reduced = tmp_path / "reduced.log"
+    reduced.write_text("\n".join(lines) + "\n")
+    assert nccl_tests.import_log(reduced).comm["message_bytes"].max() == 1073741824
+    cut = [k for k, line in enumerate(lines) if line.strip()[:1].isdigit()][-1]
+    reduced.write_text("\n".join(lines[:cut]) + "\n")
+    with pytest.raises(DgtracesError) as exc:  # still refused when cut before the new end
+        nccl_tests.import_log(reduced)
+    assert exc.value.code == "BAD_FILE"
     step = "# nThread 1 nGpus 2 minBytes 1000 maxBytes 5500 step: 1000(bytes) iters: 20"
     nccl_tests._check_complete(step, "x.log", 2, [nccl_tests.Point(9, 5000, (1.0, 1.0))])
     with pytest.raises(DgtracesError):

@@ -160,8 +160,15 @@ def test_kernels21_dispatch_and_bad_input(base, monkeypatch):
     assert r["run_id"].endswith("-v2.1") and "t0_mem" in r["source"]
     assert rec.layer_timings["fwd_ms"].sum() == pytest.approx(r["fwd_ms"])
     la = layer_arrays("alexnet")
-    floor = np.where(rec.bound["fwd_bound"] == "memory", 5.0, base.t0_us) * 1e-3
-    assert rec.bound["fwd_latency_ms"].to_numpy() == pytest.approx(la.fwd_kernels * floor)
+    # the latency share as net_times charges it: t0 per GEMM kernel, the memory floor (5 us
+    # here) for every other kernel, a conv's or fc's bias kernel included
+    gemm = (la.kind == "conv") | (la.kind == "fc")
+    n_fwd, n_bwd = np.where(gemm, 1, 0), np.where(gemm, 2, 0)
+    n_bwd[0] = 1  # conv1 takes the data: no data gradient
+    for d, n in (("fwd", n_fwd), ("bwd", n_bwd)):
+        k = getattr(la, f"{d}_kernels")
+        want = (n * base.t0_us + (k - n) * 5.0) * 1e-3
+        assert rec.bound[f"{d}_latency_ms"].to_numpy() == pytest.approx(want)
     bad = {Code.NO_CALIBRATION: ("titanx-maxwell", "amp"),
            Code.UNKNOWN_DEVICE: ("no-such-gpu", "fp32")}
     for code, (device, precision) in bad.items():
