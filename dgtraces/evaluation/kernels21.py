@@ -30,10 +30,6 @@ GOAL_KINETO_PCT = 25.0  # Kineto all kinds <= 25%,
 GOAL_LOO_PCT = 10.0  # whole-network throughput within 10%
 
 
-def _fixed(obs) -> dict[str, float]:
-    return {} if obs else {"h_us": 0.0}  # device times do not see h_us
-
-
 def comparisons(blocks: tuple["TraceBlock", ...], predicted: list[np.ndarray], device: str
                 ) -> list[SourceComparison]:
     """One comparison per run of ``blocks`` from per-row predictions."""
@@ -49,7 +45,7 @@ def comparisons(blocks: tuple["TraceBlock", ...], predicted: list[np.ndarray], d
 def kfold(device: str) -> tuple[SourceComparison, ...]:
     """(c): every row of every fitted trace of ``device`` predicted by a fit without its
     fold (the fold held out of every run of its block; the rest of the fit data in)."""
-    from dgtraces.reconstruct.kernel21 import fit21
+    from dgtraces.reconstruct.kernel21 import fit21, trace_fixed
     from dgtraces.reconstruct.kernelcal import device_observations
     from dgtraces.reconstruct.kerneltraces import trace_blocks
 
@@ -62,17 +58,10 @@ def kfold(device: str) -> tuple[SourceComparison, ...]:
         for f in dict.fromkeys(b.fold):
             held = b.fold == f
             rest = blocks[:i] + (b.select(~held),) + blocks[i + 1:]
-            p = fit21(device, obs, rest, "layers", fixed=_fixed(obs))
+            p = fit21(device, obs, rest, "layers", fixed=trace_fixed(obs))
             pred[held] = b.select(held).predict(p, device)
         preds.append(pred)
     return tuple(comparisons(blocks, preds, device))
-
-
-def _errors(device: str, p, obs) -> tuple[float, ...]:
-    from dgtraces.reconstruct.kernelnet import predict_ms
-
-    return tuple(100.0 * (predict_ms(o.model, device, p, o.batch_size, o.phase) / o.time_ms
-                          - 1.0) for o in obs)
 
 
 @cache
@@ -80,7 +69,7 @@ def loo(device: str) -> tuple[float, ...]:
     """(b): signed error (%) of each calibration row of ``device`` by a fit without it (the
     device's traces stay in; a throughput-only device uses the pooled ``t0_mem``)."""
     from dgtraces.reconstruct.kernel21 import fit21, pooled_t0_mem, throughput_fit
-    from dgtraces.reconstruct.kernelcal import device_observations
+    from dgtraces.reconstruct.kernelcal import device_observations, errors_pct
     from dgtraces.reconstruct.kerneltraces import trace_blocks
 
     obs, blocks = device_observations(device), trace_blocks(device)
@@ -89,7 +78,7 @@ def loo(device: str) -> tuple[float, ...]:
         rest = obs[:i] + obs[i + 1:]
         p = (fit21(device, rest, blocks, "layers") if blocks
              else throughput_fit(device, rest, pooled_t0_mem()))
-        out += _errors(device, p, [obs[i]])
+        out += errors_pct(device, p, [obs[i]])
     return tuple(out)
 
 
@@ -99,7 +88,7 @@ def loso(device: str = "v100") -> tuple[tuple[SourceComparison, ...], tuple[floa
     calibration rows predicted by a fit on the traces only, ``h_us`` from the other
     calibrated devices)."""
     from dgtraces.reconstruct.kernel21 import calibrate21, fit21, pooled_t0_mem, throughput_fit
-    from dgtraces.reconstruct.kernelcal import CALIBRATED, device_observations
+    from dgtraces.reconstruct.kernelcal import CALIBRATED, device_observations, errors_pct
     from dgtraces.reconstruct.kerneltraces import trace_blocks
 
     obs, blocks = device_observations(device), trace_blocks(device)
@@ -107,7 +96,7 @@ def loso(device: str = "v100") -> tuple[tuple[SourceComparison, ...], tuple[floa
     traces = comparisons(blocks, [b.predict(p_cal, device) for b in blocks], device)
     h = float(np.mean([calibrate21(d).params.h_us for d in CALIBRATED if d != device]))
     p_tr = fit21(device, [], blocks, "layers", fixed={"h_us": h})
-    return tuple(traces), _errors(device, p_tr, obs)
+    return tuple(traces), errors_pct(device, p_tr, obs)
 
 
 def adoption(heldout_kineto: dict[str, float], roofline_kineto: dict[str, float],

@@ -15,7 +15,7 @@ import numpy as np
 
 from dgtraces.errors import Code, DgtracesError
 from dgtraces.reconstruct.fit import Observation, levenberg_marquardt
-from dgtraces.reconstruct.kernelcal import CALIBRATED, H_US, device_observations
+from dgtraces.reconstruct.kernelcal import CALIBRATED, H_US, device_observations, errors_pct
 from dgtraces.reconstruct.kernelfit import T0_US, stage1
 from dgtraces.reconstruct.kernelmodel import CLASSES, E_MEM_STAGE1, KernelParams, get_gpu
 from dgtraces.reconstruct.kernelnet import predict_ms
@@ -161,13 +161,17 @@ def fit21(device: str, obs: list[Observation], blocks: tuple[TraceBlock, ...], m
     return build(base, box.values(best[0]), fixed)
 
 
+def trace_fixed(obs: list[Observation]) -> dict[str, float]:
+    """What a per-layer trace fit holds fixed: ``h_us`` = 0 placeholder without calibration
+    rows (device times do not see host dispatch), nothing with them."""
+    return {} if obs else {"h_us": 0.0}
+
+
 @cache
 def layer_fit(device: str) -> KernelParams21:
-    """The full stage-2 fit of a device with per-layer traces (``h_us`` = 0 placeholder when
-    it has no calibration rows: device times do not see host dispatch)."""
+    """The full stage-2 fit of a device with per-layer traces (:func:`trace_fixed`)."""
     obs = device_observations(device)
-    return fit21(device, obs, trace_blocks(device), "layers",
-                 fixed={} if obs else {"h_us": 0.0})
+    return fit21(device, obs, trace_blocks(device), "layers", fixed=trace_fixed(obs))
 
 
 def pooled_t0_mem(exclude: tuple[str, ...] = ()) -> float:
@@ -211,9 +215,8 @@ def calibrate21(device: str) -> Calibration21:
         p = build(base, {"kappa": 1.0, "e_mem": E_MEM_STAGE1},
                   {"t0_mem_us": pooled_t0_mem(), "h_us": mean_h_us()})
         basis = "kernels" if device in SHEETS.values() else "datasheet"
-    errs = tuple(100.0 * (predict_ms(o.model, device, p, o.batch_size, o.phase) / o.time_ms
-                          - 1.0) for o in obs)
-    return Calibration21(device, p, basis, tuple(r.row for r in rows), errs)
+    return Calibration21(device, p, basis, tuple(r.row for r in rows),
+                         errors_pct(device, p, obs))
 
 
 def mean_h_us() -> float:

@@ -68,16 +68,20 @@ def device_observations(device: str) -> list[Observation]:
     return [observation(r) for r in fitted_rows(device)]
 
 
+def errors_pct(device: str, p: KernelParams, obs: list[Observation]) -> tuple[float, ...]:
+    """Signed error (%) of each whole-model row of ``obs`` predicted with ``p``."""
+    return tuple(100.0 * (predict_ms(o.model, device, p, o.batch_size, o.phase) / o.time_ms
+                          - 1.0) for o in obs)
+
+
 @cache
 def loo(device: str) -> tuple[float, ...]:
     """Signed error (%) of each fitted row of ``device`` predicted by a stage-2 fit on the
     other rows (stage 1 from all seven DeepBench GPUs, which never see these rows)."""
     obs = device_observations(device)
-    out = []
-    for i, o in enumerate(obs):
-        p = fit_device(device, obs[:i] + obs[i + 1:])
-        out.append(100.0 * (predict_ms(o.model, device, p, o.batch_size, o.phase)
-                            / o.time_ms - 1.0))
+    out: list[float] = []
+    for i in range(len(obs)):
+        out += errors_pct(device, fit_device(device, obs[:i] + obs[i + 1:]), [obs[i]])
     return tuple(out)
 
 
@@ -104,9 +108,8 @@ def calibrate_kernels(device: str) -> KernelCalibration:
     if rows:
         obs = [observation(r) for r in rows]
         p = fit_device(device, obs)
-        errs = tuple(100.0 * (predict_ms(o.model, device, p, o.batch_size, o.phase)
-                              / o.time_ms - 1.0) for o in obs)
-        return KernelCalibration(device, p, "throughputs", tuple(r.row for r in rows), errs)
+        return KernelCalibration(device, p, "throughputs", tuple(r.row for r in rows),
+                                 errors_pct(device, p, obs))
     h = float(np.mean([calibrate_kernels(d).params.h_us for d in CALIBRATED]))
     p = dataclasses.replace(stage1().params, e_mem=E_MEM_STAGE1, kappa=1.0, h_us=h)
     basis = "kernels" if device in SHEETS.values() else "datasheet"

@@ -12,15 +12,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dgtraces.errors import Code, DgtracesError
+from dgtraces.reconstruct.gpu import MODELLED_AS as ROOFLINE_MODELLED_AS
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from dgtraces.reconstruct.kernelmodel import KernelParams
 
-# device of a published run -> device the methods model it as (same part, same figures)
-MODELLED_AS = {"v100-dgxs-32gb": "v100", "v100": "v100", "k80": "k80",
-               "titanx-maxwell": "titanx-maxwell"}
+# device of a published run -> device the kernel methods model it as (same part, same
+# figures): roofline-1.1's map, plus Titan X Maxwell, which has datasheet peaks and SMs
+MODELLED_AS = {**ROOFLINE_MODELLED_AS, "titanx-maxwell": "titanx-maxwell"}
 FIT_TRACE_DEVICES = ("v100", "titanx-maxwell")  # kernels-2.1: devices with fitted traces
 TRACE_RELEASE = "0.5.0"  # the release whose published traces the fit reads (pinned)
 # B-Caffe K80 stays validation (pre-registered): its runs are never fit data
@@ -132,7 +133,6 @@ def measured_table(lt: "pd.DataFrame", model: str, names, fwd, bwd) -> "pd.DataF
     return t
 
 
-
 def blocks_from(runs: "pd.DataFrame", timings: "pd.DataFrame", device: str
                 ) -> tuple[TraceBlock, ...]:
     """The fit blocks of ``device`` from a release's runs and layer_timings."""
@@ -170,9 +170,9 @@ def blocks_from(runs: "pd.DataFrame", timings: "pd.DataFrame", device: str
 def trace_blocks(device: str) -> tuple[TraceBlock, ...]:
     """The fit blocks of ``device`` from release ``TRACE_RELEASE`` (empty for a device
     without fitted traces)."""
-    from dgtraces.store import release
+    from dgtraces.store.release import Release
 
     if device not in FIT_TRACE_DEVICES:
         return ()
-    frames = release.read_all(TRACE_RELEASE)
-    return blocks_from(frames["runs"], frames["layer_timings"], device)
+    rel = Release.open(TRACE_RELEASE)  # only the two tables the blocks are made of
+    return blocks_from(rel.table("runs"), rel.table("layer_timings"), device)
