@@ -158,7 +158,7 @@ def _predict(out: Path, rel: Release, files: dict[str, Path]) -> pd.DataFrame:
     choice = default_algorithm(trace.device, [p.intra], [p.inter],
                                [(p.workers, p.gpus_per_node)], given=p.algorithm)
     cluster = Cluster(p.workers, p.gpus_per_node, p.intra, p.inter, choice.algorithm,
-                      release=rel.version, algorithm_why=choice.why)
+                      release=rel, algorithm_why=choice.why)  # its digest: no re-read
     rows = []
     for name in POLICIES:
         pred, sched = predict_trace(trace, cluster, Policy(name))

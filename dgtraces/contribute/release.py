@@ -161,10 +161,11 @@ def _finish(journal: dict, root, notes: list[str]) -> None:
     _checkpoint("changelog")
     _card(version, root, notes)
     _checkpoint("card")
+    data = store.data_root(root)  # resolved once for every entry and the journal
     for info in infos:
-        staging.remove_entry(info["id"], store.data_root(root))
+        staging.remove_entry(info["id"], data)
     _checkpoint("staging")
-    os.unlink(store.data_root(root) / JOURNAL)
+    os.unlink(data / JOURNAL)
     _checkpoint("done")
 
 

@@ -203,23 +203,20 @@ def _configure(row: dict, calib: dict, framework: str | None = None) -> dict:
             "framework_why": profile_why}
 
 
-def _predict(row: dict, cfg: dict, release: str | None, rel: Release | str | None,
-             overheads=None) -> dict:
-    """One row predicted; ``rel``: ``release`` opened once for every row (or as given when
-    no such release exists: the traces are reconstructed then)."""
+def _predict(row: dict, cfg: dict, rel: Release | str | None, overheads=None) -> dict:
+    """One row predicted; ``rel``: the release opened once for every row (or the version as
+    given when no such release exists: the traces are reconstructed then)."""
     from dgtraces.predict import calibrate
     from dgtraces.predict.cluster import DEFAULT_BUCKET_BYTES
     from dgtraces.predict.frameworks import apply_framework
     from dgtraces.predict.overheads import Overheads, apply_overheads, validation_spec
-    from dgtraces.store.release import Release
 
     synthetic = "synthetic data" in row["_notes"]
     trace = resolve(row["model"], row["device"], int(row["batch_per_gpu"]), release=rel,
                     h2d_link=None if synthetic else "pcie3", shape_only=True)
     policy = Policy(cfg["policy"], False, cfg["bucket_bytes"] or DEFAULT_BUCKET_BYTES)
     cluster = Cluster(int(row["gpus"]), cfg["gpus_per_node"], cfg["intra"], cfg["inter"],
-                      cfg["algorithm"], cfg["servers"],
-                      release=rel if isinstance(rel, Release) else release or "latest",
+                      cfg["algorithm"], cfg["servers"], release=rel or "latest",
                       algorithm_why=cfg["algorithm_why"])
     # the row's aggregation fixes the algorithm (ps, hierarchical, NCCL's default)
     cluster, policy = apply_framework(cfg["profile"], cluster, policy,
@@ -255,10 +252,9 @@ def validate_published(release: Release | str | None = None, framework: str | No
     import pandas as pd
 
     from dgtraces.reference import rows as ref_rows
-    from dgtraces.store.release import Release, open_if_any
+    from dgtraces.store.release import open_if_any
 
     rel = open_if_any(release)
-    label = release.version if isinstance(release, Release) else release
     table = ref_rows(FILE)
     notes = ""
     for r in table:  # "same" repeats the previous row's notes
@@ -281,7 +277,7 @@ def validate_published(release: Release | str | None = None, framework: str | No
             base.update({k: v for k, v in cfg.items() if k not in ("calibrate_img_s",
                                                                    "profile")})
             base["source_1gpu_img_s"] = cfg["calibrate_img_s"]
-            base.update(_predict(r, cfg, label, rel, overheads))
+            base.update(_predict(r, cfg, rel, overheads))
         except DgtracesError as exc:
             base.update(role="skipped", reason=f"[{exc.code}] {exc.message}")
             out.append(base)

@@ -89,23 +89,26 @@ def find_run(model: str, device: str, batch_size: int, precision: str = "fp32",
              release: "Release | str | None" = None) -> str | None:
     """Best stored run for a setup in ``release`` (a Release or a version, default latest;
     None without a release or a ``runs`` table): see :func:`pick_run`."""
+    return _find_run(model, device, batch_size, precision, _opened(release))
+
+
+def _opened(release: "Release | str | None") -> Release | None:
+    """``release`` opened (a Release as it is), or None when no such release opens (no
+    store at all, or an unknown version): nothing stored to find, traces reconstructed."""
     from dgtraces.store.release import as_release
 
     try:
-        rel = as_release(release)
-    except StoreError:  # no such release, or no store at all: nothing stored to find
+        return as_release(release)
+    except StoreError:
         return None
-    return _find_run(model, device, batch_size, precision, rel)
 
 
 def _find_run(model, device, batch_size, precision, rel: Release | None) -> str | None:
     """:func:`find_run` in an open release (None: no release could be opened)."""
-    if rel is None:
+    runs = _runs_or_none(rel)
+    if runs is None:
         return None
-    try:
-        runs = rel.cached("runs")
-    except StoreError:
-        return None
+    assert rel is not None
     return pick_run(runs, lambda: rel.cached("layer_timings"), model, device, batch_size,
                     precision)
 
@@ -152,10 +155,7 @@ def resolve(model: str | None, device: str | None, batch_size: int | None, *,
     if run_id is not None:
         trace = _from_run(run_id, as_release(release), whole)
     else:
-        try:
-            rel: Release | None = as_release(release)
-        except StoreError:  # no release: reconstructed on the fly, as without a stored run
-            rel = None
+        rel = _opened(release)  # None: reconstructed on the fly, as without a stored run
         label = release if isinstance(release, str) else (
             release.version if isinstance(release, Release) else None)
         trace = _resolve(model, device, batch_size, precision, rel, label, whole, shape_only)
