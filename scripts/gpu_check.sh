@@ -9,7 +9,12 @@
 # a run with skipped steps ends with exit 4 (incomplete) unless the dry run failed.
 #
 # 1. collect layers: AlexNet and ResNet-50, fp32 and amp, on cuda:0 (CUDA-event timing);
-#    AlexNet fp32 also with --profile (torch.profiler trace imported beside it)
+#    AlexNet fp32 also with --profile (torch.profiler trace imported beside it). Batch sizes:
+#    LAYER_BATCHES (default "alexnet:32 resnet50:32"; several per model allowed). On a fast
+#    GPU, batch 32 leaves the fused pass bound by the host's kernel launches (an H200 runs
+#    ResNet-50's b32 kernels in a fraction of the launch time), so the per-layer GPU times
+#    sum to far less than the fused pass and the run is flagged: give such a GPU a batch
+#    that keeps it busy, e.g. LAYER_BATCHES="alexnet:512 resnet50:128".
 # 2. collect comm: NCCL all-reduce/broadcast sweep over all GPUs when there are 2 or more
 #    (one GPU: the gloo loopback sweep, labelled as such)
 # 3. collect ssgd: ResNet-50, NCCL, naive/wfbp/bucketed/ddp, when there are 2 or more GPUs
@@ -86,14 +91,19 @@ print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN "
 EOF
 
 say "1. collect layers (cuda:0)"
-for model in alexnet resnet50; do
+PROFILED=""
+for pair in ${LAYER_BATCHES:-alexnet:32 resnet50:32}; do
+  model=${pair%%:*}
+  batch=${pair#*:}
   for prec in fp32 amp; do
     extra=()
-    if [ "$model" = alexnet ] && [ "$prec" = fp32 ]; then
-      extra=(--profile "$OUTDIR/alexnet-fp32.kineto.json.gz")
+    if [ "$model" = alexnet ] && [ "$prec" = fp32 ] && [ -z "$PROFILED" ]; then
+      extra=(--profile "$OUTDIR/alexnet-fp32-b$batch.kineto.json.gz")
+      PROFILED=1
     fi
-    dg 150 collect layers --model "$model" --batch-size 32 --repeats 10 --warmup 3 \
-      --device cuda:0 --precision "$prec" "${extra[@]}" --out "$OUTDIR/layers-$model-$prec"
+    dg 150 collect layers --model "$model" --batch-size "$batch" --repeats 10 --warmup 3 \
+      --device cuda:0 --precision "$prec" "${extra[@]}" \
+      --out "$OUTDIR/layers-$model-$prec-b$batch"
   done
 done
 
@@ -103,8 +113,8 @@ if [ "$NGPU" -ge 2 ]; then
     --warmup 3 --out "$OUTDIR/comm-nccl"
   say "3. collect ssgd (resnet50, nccl, $NGPU GPUs)"
   trace=()
-  if [ -d "$OUTDIR/layers-resnet50-fp32" ]; then
-    trace=(--trace "$OUTDIR/layers-resnet50-fp32")
+  if [ -d "$OUTDIR/layers-resnet50-fp32-b32" ]; then  # the same batch as the S-SGD runs
+    trace=(--trace "$OUTDIR/layers-resnet50-fp32-b32")
   fi
   dg 180 collect ssgd --model resnet50 --backend nccl --workers "$NGPU" --batch-size 32 \
     --policies naive,wfbp,bucketed,ddp --iters 10 --warmup 3 "${trace[@]}" \

@@ -68,10 +68,10 @@ def layerwise_pass(net, x, labels, fwd: dict, bwd: dict, clock=None, precision=N
     for name in net.order:
         bottoms = net.bottoms[name]
         inputs = [blobs[b].detach().requires_grad_(b != "data") for b in bottoms]
-        t0 = clock.mark()
+        t0 = clock.open(("fwd", name))
         with cast():
             out = net.run_layer(name, inputs, labels)
-        marks_f.append((name, t0, clock.mark()))
+        marks_f.append((name, t0, clock.close(("fwd", name))))
         blobs[name] = out
         local[name] = (inputs, out)
     del blobs  # like the fused pass, free each activation once its consumers' backward ran
@@ -83,9 +83,9 @@ def layerwise_pass(net, x, labels, fwd: dict, bwd: dict, clock=None, precision=N
         if upstream is None:  # output consumed by nobody (not the case in the shipped specs)
             continue
         wanted = [t for t in inputs if t.requires_grad] + params.get(name, [])
-        t0 = clock.mark()
+        t0 = clock.open(("bwd", name))
         got = torch.autograd.grad(out, wanted, upstream.to(out.dtype))
-        marks_b.append((name, t0, clock.mark()))
+        marks_b.append((name, t0, clock.close(("bwd", name))))
         got = iter(got)
         for b, inp in zip(net.bottoms[name], inputs, strict=True):
             if inp.requires_grad:
@@ -250,8 +250,10 @@ def _device_info(st: Setup) -> tuple[str, str, dict, dict | None, str]:
 
     meta = gpu.gpu_metadata(torch, st.target.index)
     entry = device_entry(meta["gpu"], meta["gpu_memory_gb"])
-    meta.update({"device_row": entry, "timing": "CUDA events around each layer call and "
-                 "each phase, read after one synchronize per pass",
+    meta.update({"device_row": entry, "timing": "CUDA events around each layer call (each "
+                 "opened behind a GPU spin as long as the host's launch of that call, so "
+                 "the pair times the GPU's work, not the host's dispatch) and each phase, "
+                 "read after one synchronize per pass",
                  "amp": "torch.autocast fp16 per layer forward; fused pass with GradScaler; "
                         "layer-wise backward unscaled" if st.precision == "amp" else None})
     return entry["device"], "gpu", meta, entry, f"{meta['gpu']} ({st.target.label})"

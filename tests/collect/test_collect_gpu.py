@@ -37,6 +37,20 @@ class FakeEvent:
         return (end.t - self.t) * 1000.0
 
 
+class FakeSpin:
+    """torch.cuda._sleep stand-in: spins the host for ``cycles`` at 1 GHz (so that the
+    calibration of CudaClock reads a positive time) and records each request."""
+
+    def __init__(self):
+        self.cycles = []
+
+    def __call__(self, cycles):
+        self.cycles.append(cycles)
+        end = time.perf_counter() + min(cycles, 20_000_000) / 1e9
+        while time.perf_counter() < end:
+            pass
+
+
 class _Device:
     def __init__(self, index):
         self.index = index
@@ -59,6 +73,7 @@ def fake_cuda(monkeypatch):
     monkeypatch.setattr(cuda, "get_device_properties", lambda i=0: types.SimpleNamespace(
         total_memory=150_000_000_000, multi_processor_count=132, major=9, minor=0))
     monkeypatch.setattr(cuda, "Event", FakeEvent)
+    monkeypatch.setattr(cuda, "_sleep", FakeSpin())
     monkeypatch.setattr(cuda, "synchronize", lambda i=None: None)
     monkeypatch.setattr(cuda, "device", _Device)
     monkeypatch.setattr(gpu, "place", lambda target: "cpu")
@@ -155,7 +170,38 @@ def test_collect_layers_on_fake_cuda(fake_cuda, precision):
     assert info["device_row"]["datasheet"] and trace.device["peak_fp32_tflops"] == 67.0
     n_layers = len(valid["layer_timings"])
     assert FakeEvent.made >= 2 * 2 * n_layers  # start+end per layer forward and backward
+    assert len(fake_cuda._sleep.cycles) >= 1 + 2 * n_layers  # calibration + a spin per call
+    assert "GPU spin" in info["timing"]
     assert "CUDA" in run.source and "cuda:1" in run.source
+
+
+def test_cuda_clock_opens_each_call_behind_a_spin_as_long_as_its_last_launch(fake_cuda):
+    """The first real-GPU run (H200, batch 32) timed the host's dispatch instead of the GPU:
+    each timed call is now opened behind a spin of 1.5x the host's last launch time of the
+    same call + 50 us (2 ms the first time), in GPU cycles calibrated once by events."""
+    clock = gpu.CudaClock(torch, 0)
+    spin = fake_cuda._sleep
+    t0 = clock.open("conv1")
+    time.sleep(0.004)  # the host 'launching' the call
+    t1 = clock.close("conv1")
+    per_s = clock.cycles_per_s()
+    assert spin.cycles[0] == gpu.CudaClock.CALIBRATION_CYCLES  # calibrated once, first
+    assert spin.cycles[1] == pytest.approx(2.05e-3 * per_s, rel=1e-6)
+    host = clock.host_s["conv1"]
+    assert 0.004 <= host < 1.0 and gpu.CudaClock.seconds(t0, t1) >= 0.004
+    clock.open("conv1")
+    clock.close("conv1")
+    clock.open("other")
+    assert spin.cycles[2] == pytest.approx((1.5 * host + 50e-6) * per_s, rel=1e-6)
+    assert spin.cycles[3] == pytest.approx(2.05e-3 * per_s, rel=1e-6)  # a new call: 2 ms
+    assert len(spin.cycles) == 4  # no second calibration
+
+
+def test_cpu_clock_needs_no_lead():
+    clock = gpu.CpuClock()
+    a = clock.open("x")
+    b = clock.close("x")
+    assert isinstance(a, float) and b >= a
 
 
 def test_unknown_gpu_gets_name_and_kind_only(fake_cuda, monkeypatch):
