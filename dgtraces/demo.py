@@ -152,7 +152,7 @@ def _predict(out: Path, rel: Release, files: dict[str, Path]) -> pd.DataFrame:
     from .predict.timeline import write_gantt
 
     p = PREDICT
-    from .predict.algorithm_default import default_algorithm
+    from .comm.algorithm_default import default_algorithm
 
     trace = resolve(p.model, p.device, p.batch_size, release=rel)
     choice = default_algorithm(trace.device, [p.intra], [p.inter],

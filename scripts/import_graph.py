@@ -30,9 +30,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("declarations", ("dgtraces.models", "dgtraces.reference")),
     ("tables", ("dgtraces.tables",)),
     ("store", ("dgtraces.store",)),
+    # what users run, in two layers: collective modelling (comm) sits beside the importers
+    # and cost models, below the predictor that imports it (issue #34)
     ("runtime", ("dgtraces.query", "dgtraces.publish", "dgtraces.importers",
-                 "dgtraces.collect", "dgtraces.reconstruct", "dgtraces.predict",
-                 "dgtraces.export", "dgtraces.contribute")),
+                 "dgtraces.collect", "dgtraces.comm", "dgtraces.reconstruct")),
+    ("predictor", ("dgtraces.predict", "dgtraces.export", "dgtraces.contribute")),
     # recipes assemble releases from every producer, the card fragments of evaluation too
     ("evaluation", ("dgtraces.evaluation", "dgtraces.recipes", "dgtraces.demo")),
     ("cli", ("dgtraces.cli", "dgtraces.__main__", "dgtraces")),

@@ -57,7 +57,7 @@ def test_predict_cli_imports_no_validator_or_plotting(tmp_path, store):
     mods = set(loaded_after(cli("predict", "--model", "resnet50", "--device", "v100",
                                 "--batch-size", "64", "--workers", "8", "--gpus-per-node",
                                 "4", "--intra", "nvlink2", "--inter", "10gbe"), env))
-    assert {"dgtraces.predict.links", "dgtraces.predict.dag"} <= mods  # it did predict
+    assert {"dgtraces.comm.links", "dgtraces.predict.dag"} <= mods  # it did predict
     assert sorted(m for m in NOT_ON_PREDICT if m in mods) == []
 
 
@@ -76,7 +76,7 @@ def test_sql_cli_imports_no_pandas_or_validator(tmp_path):
 def test_links_read_without_pandera_equal_the_validated_table(use_store):
     """The predictor reads ``links.csv`` (and the release's comm_fits rows) without running
     the schema on every call; the schema runs here: the same links, value for value."""
-    from dgtraces.predict.links import Link, _links_rows, known_links, links_frame
+    from dgtraces.comm.links import Link, _links_rows, known_links, links_frame
 
     checked = links_frame("latest", use_store=use_store)  # raises ValidationError if bad
     assert len(checked) == len(_links_rows("latest", use_store)) >= 20

@@ -45,7 +45,7 @@ for v in rels:
 res = query.sql("SELECT model, count(*) AS n FROM layers GROUP BY 1 ORDER BY 1")
 # the shipped presets as packaged, validated against their schema (predict reads them
 # without pandera on every call: issue #24)
-from dgtraces.predict.links import links_frame
+from dgtraces.comm.links import links_frame
 links = len(links_frame(None, use_store=False))
 print(json.dumps({"links": links, "file": dgtraces.__file__, "kind": loc.kind,
                   "root": str(loc.root),
@@ -137,7 +137,7 @@ def test_wheel_ships_releases_and_seeds_user_store(tmp_path):
     assert got["rows"] == expected  # every table of every release, row for row
     models = release.read_table("layers", store.latest())["model"].nunique()
     assert got["verify_ok"] and got["sql_rows"] == models  # one row per model of the latest
-    from dgtraces.predict.links import links_frame
+    from dgtraces.comm.links import links_frame
 
     assert got["links"] == len(links_frame(None, use_store=False))  # shipped presets valid
     # the CLI works there too, on the same seeded user store

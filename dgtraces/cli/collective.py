@@ -48,7 +48,7 @@ def collective(coll, workers, gpus_per_node, intra, inter, nics_per_node, algori
       dgtraces collective --workers 16 --gpus-per-node 8 --intra nvlink3 \\
           --inter ib-hdr --nics-per-node 8 --sizes 1MiB,64MiB,1GiB
     """
-    from ..predict.collective_time import parse_sizes, predict_collective
+    from ..comm.collective_time import parse_sizes, predict_collective
 
     res = predict_collective(coll, parse_sizes(sizes), workers=workers,
                              gpus_per_node=gpus_per_node, intra=intra, inter=inter,

@@ -80,7 +80,7 @@ def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_t
     rel = open_if_any(release)  # opened once: the run and a --link-fit read it
     trace = load_run_trace(run_id, rel, whole=not raw_layer_times)
     if link_fit is not None:
-        from ..predict.linkfit import link_from_fit
+        from ..comm.linkfit import link_from_fit
 
         intra = inter = link_from_fit(link_fit, rel)
     choice = algorithm_for(trace.device, workers, gpus_per_node, intra, inter, algorithm,

@@ -9,8 +9,8 @@ import click
 
 from dgtraces.errors import Code
 
-from ..predict.comm import ALGORITHMS as ALGOS  # the collective registry
-from ..predict.nccl import MODEL_NAMES as NCCL_ALGOS  # NCCL's tuning model (auto)
+from ..comm.collectives import ALGORITHMS as ALGOS  # the collective registry
+from ..comm.nccl import MODEL_NAMES as NCCL_ALGOS  # NCCL's tuning model (auto)
 from ..predict.policy_registry import POLICY_NAMES as POLICIES  # the policy registry
 from . import OutPath, model_option
 from .options import (
@@ -167,7 +167,7 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
     if calibrate_img_s is not None:
         trace = calibrate(trace, calibrate_img_s, pol)
     if link_fit is not None:
-        from ..predict.linkfit import link_from_fit
+        from ..comm.linkfit import link_from_fit
 
         intra = inter = link_from_fit(link_fit, rel)
     choice = algorithm_for(trace.device, workers, gpus_per_node, intra, inter, algorithm,
@@ -211,8 +211,8 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
 def algorithm_for(device, workers, gpus_per_node, intra, inter, algorithm, link_alpha_us,
                   link_bandwidth_gb_s, link_fit):
     """The algorithm of ``predict``/``export-chakra``: ``--algorithm`` when given, else the
-    default of the device (``predict.algorithm_default``)."""
-    from ..predict.algorithm_default import default_algorithm
+    default of the device (``comm.algorithm_default``)."""
+    from ..comm.algorithm_default import default_algorithm
 
     overridden = (link_alpha_us, link_bandwidth_gb_s, link_fit) != (None, None, None)
     return default_algorithm(device, [intra], [inter], [(workers, gpus_per_node)],

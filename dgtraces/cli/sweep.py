@@ -7,8 +7,8 @@ import json
 
 import click
 
-from ..predict.comm import ALGORITHMS as ALGOS  # the collective registry
-from ..predict.nccl import MODEL_NAMES  # NCCL's tuning model (auto, nccl-*)
+from ..comm.collectives import ALGORITHMS as ALGOS  # the collective registry
+from ..comm.nccl import MODEL_NAMES  # NCCL's tuning model (auto, nccl-*)
 from ..predict.policy_registry import POLICY_NAMES as POLICIES  # the policy registry
 from . import OutPath, model_list
 from .options import (
@@ -131,10 +131,10 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
             algorithms = "ps"
     workers_list, gpn_list = _ints(workers_, "--workers"), _ints(gpn, "--gpus-per-node")
     why = None
-    if algorithms is None:  # the device's default (predict.algorithm_default)
+    if algorithms is None:  # the device's default (comm.algorithm_default)
         from itertools import product
 
-        from ..predict.algorithm_default import default_algorithm
+        from ..comm.algorithm_default import default_algorithm
 
         choice = default_algorithm(device, split_option(intra), split_option(inter),
                                    list(product(workers_list, gpn_list)),

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Code, DgtracesError
 from ..models import get_spec
-from ..predict.policy_registry import COLLECTED_POLICIES, Grouping, grouping
+from ..tables.vocab import COLLECTED_POLICIES, Grouping, grouping  # the policy registry
 from . import env, procs
 
 if TYPE_CHECKING:  # pragma: no cover

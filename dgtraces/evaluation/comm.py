@@ -157,7 +157,7 @@ def user_log(path: str, given: LogCluster) -> tuple[LogCluster, list[tuple[int, 
 
 
 def _evaluate(log_id: str, source: str, c: LogCluster, pts, algorithm: str) -> LogResult:
-    from dgtraces.predict.collective_time import predict_collective
+    from dgtraces.comm.collective_time import predict_collective
 
     res = predict_collective(c.collective or "allreduce", [n for n, _ in pts],
                              workers=int(c.workers or 1), gpus_per_node=int(c.gpus_per_node or 1),

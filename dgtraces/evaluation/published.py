@@ -7,7 +7,7 @@ How a row becomes a configuration (declared here, never fitted to the rows):
 
 * aggregation (``update`` column) -> algorithm and policy by :data:`UPDATE_RULES`; an NCCL
   aggregation (algorithm :data:`NCCL_DEFAULT`) takes ``predict``'s default for the device
-  (``predict.algorithm_default``: ``auto``, NCCL's own choice, for GPUs; issue #25);
+  (``comm.algorithm_default``: ``auto``, NCCL's own choice, for GPUs; issue #25);
 * ``intra`` / ``inter`` columns: their first word when it is a links preset; an unstated
   intra link is the device's board link (:data:`BOARD_LINK`), InfiniBand of unstated rate is
   ``ib-fdr`` (:data:`UNSTATED_IB`: the 56 Gb/s generation of 2016-2017 clusters);
@@ -161,7 +161,7 @@ def _rule(update: str) -> tuple:
 
 
 def _link(text: str, fallback: str) -> str:
-    from dgtraces.predict.links import known_links
+    from dgtraces.comm.links import known_links
 
     word = (text or "").split(" ")[0].strip()
     if word in known_links(use_store=False):
@@ -191,7 +191,7 @@ def _configure(row: dict, calib: dict, framework: str | None = None) -> dict:
     img_1 = calib.get((row["source"], row["framework"], row["update"]))
     algo_why = "the row's aggregation"
     if algo is NCCL_DEFAULT:
-        from dgtraces.predict.algorithm_default import default_algorithm
+        from dgtraces.comm.algorithm_default import default_algorithm
 
         choice = default_algorithm(device, [intra], [inter], [(gpus, gpn)])
         algo, algo_why = choice.algorithm, choice.why

@@ -21,9 +21,9 @@ from dgtraces.predict.trace import Trace, from_frame, from_run, resolve
 from dgtraces.predict.tracedef import nonneg
 from dgtraces.values import bad_value as bad
 
-from .comm import ALGORITHMS, CommCost, collective
+from ..comm.collectives import ALGORITHMS, CommCost, collective
+from ..comm.links import Link, get_link, known_links, links_frame
 from .dag import Prediction, Schedule, predict_trace, simulate
-from .links import Link, get_link, known_links, links_frame
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from dgtraces.errors import Code
 
+from ..comm.collectives import ALGORITHMS, CommCost, Phase, collective
+from ..comm.links import Link, get_link, link_dict
+from ..comm.nccl import MODEL_NAMES
 from ..values import bad_value as bad
 from ..values import whole_number
-from .comm import ALGORITHMS, CommCost, Phase, collective
-from .links import Link, get_link
-from .nccl import MODEL_NAMES
 from .policy_registry import POLICY_NAMES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024  # PyTorch DDP bucket_cap_mb default
 
 
-NCCL_NAMES = tuple(MODEL_NAMES)  # NCCL's tuning model (predict/nccl.py)
+NCCL_NAMES = tuple(MODEL_NAMES)  # NCCL's tuning model (comm/nccl.py)
 MAX_COUNT = 2 ** 31 - 1  # workers, GPUs per node, servers: far beyond any cluster
 
 
@@ -89,7 +89,7 @@ class Cluster:
 
     def comm_cost(self) -> CommCost:
         if self.algorithm in NCCL_NAMES:  # per message size, NCCL's tuning model
-            from .nccl import nccl_allreduce_cost
+            from ..comm.nccl import nccl_allreduce_cost
 
             assert isinstance(self.intra, str) and isinstance(self.inter, str)
             cost: CommCost = nccl_allreduce_cost(self.algorithm, self.workers,
@@ -124,19 +124,13 @@ class Cluster:
 
     def _nccl_describe(self) -> dict:
         """The fabrics NCCL's model used (they differ from the alpha-beta presets)."""
-        from .nccl import NCCL_VERSION, fabric, nic
+        from ..comm.nccl import NCCL_VERSION, fabric, nic
 
         return {"model": f"NCCL {NCCL_VERSION} tuning model (docs/collectives.md)",
                 **{side: {"link": f.name, "class": f.hw, "bandwidth_gb_s": f.bandwidth_gb_s,
                           "source": f.source}
                    for side, f in (("intra", fabric(str(self.intra), "intra")),
                                    ("inter", nic(str(self.inter), self.nodes)))}}
-
-
-def link_dict(link: Link) -> dict:
-    return {"link": link.name, "alpha_us": link.alpha_us,
-            "bandwidth_gb_s": link.bandwidth_gb_s, "provenance": link.provenance,
-            "source": link.source}
 
 
 @dataclass(frozen=True)

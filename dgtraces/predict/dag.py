@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from ..comm.collectives import CommCost
 from .cluster import Cluster, Policy
-from .comm import CommCost
 from .policies import Message, messages
 from .policy_registry import Grouping, grouping
 from .trace import Trace

@@ -4,7 +4,7 @@ NCCL's cost is not affine in the message size (algorithm and protocol change wit
 these rows cannot take :mod:`.fast`'s ``A + B n`` path. For a fixed cluster the cost is a
 function of the size alone, so each *distinct* configuration (workers, GPUs per node, intra,
 inter, algorithm) is costed once, vectorised over the array of its message sizes
-(:func:`dgtraces.predict.nccl.allreduce_ms`), and its finish time is shared by every row
+(:func:`dgtraces.comm.nccl.allreduce_ms`), and its finish time is shared by every row
 with that configuration:
 
 * stream policies (naive, wfbp, bucketed; and every policy with ``shared_cpu``): the sizes of
@@ -13,7 +13,7 @@ with that configuration:
   (``F(i) = min_m max(F(m), r_i) + T(S_i - S_m)``) over the costs of all ``n(n+1)/2``
   contiguous merges, computed in one call.
 
-The DAG (``dag.simulate`` with :class:`~dgtraces.predict.collective_time.NcclCost`) stays the
+The DAG (``dag.simulate`` with :class:`~dgtraces.comm.nccl.NcclCost`) stays the
 reference; tests check that a sweep row equals the single prediction.
 """
 
@@ -23,12 +23,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dgtraces.predict.collective_time import NCCL_ALGORITHMS
-from dgtraces.predict.nccl import check_cluster
+from dgtraces.comm.collective_time import NCCL_ALGORITHMS
+from dgtraces.comm.nccl import check_cluster
 
+from ..comm.nccl import Topology, allreduce_ms, fabric, nic
 from .cluster import Policy
 from .fast import Prepared, message_sizes
-from .nccl import Topology, allreduce_ms, fabric, nic
 from .policy_registry import Grouping, grouping
 
 Cost = Callable[[np.ndarray], np.ndarray]  # message bytes -> ms

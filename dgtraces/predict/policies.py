@@ -22,8 +22,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..comm.collectives import CommCost
 from .cluster import Policy
-from .comm import CommCost
 from .policy_registry import Grouping, grouping
 
 

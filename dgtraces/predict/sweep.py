@@ -20,10 +20,10 @@ from dgtraces.errors import Code
 from dgtraces.predict.cluster import DEFAULT_BUCKET_BYTES, NCCL_NAMES, POLICY_NAMES, Cluster, Policy
 from dgtraces.values import bad_value as bad
 
+from ..comm.collectives import ALGORITHMS, collective_ab
+from ..comm.links import get_link
 from ..values import whole_number
-from .comm import ALGORITHMS, collective_ab
 from .fast import comm_end, finish, prepare
-from .links import get_link
 from .trace import Trace
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -136,7 +136,7 @@ def _nccl_figures(figures: dict, labels: dict, nccl, w, g, li, le) -> None:
     per algorithm and protocol: NaN here)."""
     import pandas as pd
 
-    from .nccl import NCCL_VERSION, fabric, nic
+    from ..comm.nccl import NCCL_VERSION, fabric, nic
 
     for side, names in (("intra", li), ("inter", le)):
         used = [fabric(x, "intra") if side == "intra" else

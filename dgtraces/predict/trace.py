@@ -19,6 +19,7 @@ from dgtraces.predict.tracedef import (  # noqa: F401  (Trace, from_frame: re-ex
     from_frame,
     nonneg,
 )
+from dgtraces.reference import gpu_devices
 from dgtraces.values import bad_value as bad
 
 from ..errors import Code, DgtracesError, Failure, StoreError
@@ -233,13 +234,6 @@ def _spelled(model: str, device: str, rel: Release | None) -> tuple[str, str]:
     return model, canonical(device, known) or device
 
 
-def gpu_devices() -> set[str]:
-    """Device keys of the published GPU figures (dgtraces/reference/devices.csv)."""
-    from ..reference import device_rows
-
-    return {row["device"] for row in device_rows()}
-
-
 def with_default_h2d(trace: Trace, link: str = H2D_LINK,
                      release: "Release | str | None" = "latest") -> Trace:
     """For a GPU trace with no host-to-device time, model the input batch's copy over ``link``
@@ -247,8 +241,8 @@ def with_default_h2d(trace: Trace, link: str = H2D_LINK,
 
     The copy goes host -> GPU, so ``link`` is the host link (PCIe on x86 hosts), not the
     GPU-GPU ``intra`` link of the cluster: predict, sweep and validation all use it alike."""
+    from ..comm.links import get_link
     from ..models import inferred
-    from .links import get_link
 
     lk = get_link(link, field="h2d link", release=release)  # UNKNOWN_LINK for any trace
     if trace.h2d_ms > 0 or trace.device not in gpu_devices():

@@ -38,6 +38,11 @@ def device_rows() -> list[dict[str, str]]:
     return out
 
 
+def gpu_devices() -> set[str]:
+    """Device keys of the published GPU figures (:func:`device_rows`)."""
+    return {row["device"] for row in device_rows()}
+
+
 def rows(name: str) -> list[dict[str, str]]:
     """Rows of a shipped CSV (``csv.DictReader``), read once per process; fresh dicts."""
     return [dict(r) for r in _csv_rows(name)]

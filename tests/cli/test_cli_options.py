@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from dgtraces.cli import main
-from dgtraces.predict.comm import ALGORITHMS
+from dgtraces.comm.collectives import ALGORITHMS
 from dgtraces.predict.policy_registry import POLICY_NAMES
 
 BASE = ["predict", "--model", "alexnet", "--device", "k80", "--batch-size", "32",

@@ -137,8 +137,8 @@ def test_osu_implausible_counts_and_units(tmp_path, name, lines):
 def test_link_fit_inputs_are_size_checked_before_reading(tmp_path, monkeypatch):
     """Variant (another reader of importer inputs): `predict --link-fit` of an OSU output
     or an nccl-tests log larger than the bound is BAD_FILE."""
+    from dgtraces.comm.linkfit import link_from_fit
     from dgtraces.io import bounded
-    from dgtraces.predict.linkfit import link_from_fit
 
     monkeypatch.setattr(bounded, "MAX_GUNZIP_BYTES", 1000)
     osu = _osu(tmp_path, "allreduce4.log", OSU_POINTS * 40)
@@ -150,7 +150,7 @@ def test_link_fit_inputs_are_size_checked_before_reading(tmp_path, monkeypatch):
 def test_link_fit_csv_tables_have_the_parquet_bounds(tmp_path, monkeypatch):
     """Variant (#29 high, review): a comm table handed to `predict --link-fit` as CSV gets
     the bounds its Parquet form gets: the file's size, and each text field's length."""
-    from dgtraces.predict import linkfit
+    from dgtraces.comm import linkfit
 
     huge = tmp_path / "comm.csv"
     huge.write_text("message_bytes,time_ms,source\n8,0.01," + "x" * 70_000 + "\n")

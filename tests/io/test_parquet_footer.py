@@ -221,7 +221,7 @@ def test_page_headers_with_long_statistics_are_read_whole(tmp_path):
 def test_a_lying_file_given_to_predict_link_fit(tmp_path, stem):
     """Variant (another reader): `predict --link-fit FILE` reads a comm/comm_fits table
     someone handed over; it goes through the bounded reader too."""
-    from dgtraces.predict.linkfit import link_from_fit
+    from dgtraces.comm.linkfit import link_from_fit
 
     path = _table(tmp_path / f"{stem}.parquet")
     lie(path)

@@ -1,8 +1,8 @@
 import pandas as pd
 import pytest
 
+from dgtraces.comm.links import get_link
 from dgtraces.models import layers_frame
-from dgtraces.predict.links import get_link
 from dgtraces.predict.trace import from_frame, with_default_h2d
 
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dgtraces.comm.collectives import ALGORITHMS, collective, collective_ab
 from dgtraces.models import layers_frame
 from dgtraces.predict import Cluster, Link, Policy, from_frame, simulate
-from dgtraces.predict.comm import ALGORITHMS, collective, collective_ab
 from dgtraces.predict.fast import iter_times, prepare
 from dgtraces.predict.policy_registry import POLICY_NAMES
 from dgtraces.predict.sweep import Grid, comm_grid, reference_row, run_sweep

@@ -5,11 +5,11 @@ import pytest
 
 from dgtraces import reference
 from dgtraces._version import __version__
+from dgtraces.comm.linkfit import link_from_fit
+from dgtraces.comm.links import ring_link_from_allreduce
 from dgtraces.errors import DgtracesError
 from dgtraces.evaluation.published import validate_published
 from dgtraces.predict import Cluster, Policy, calibrate, predict_trace, resolve
-from dgtraces.predict.linkfit import link_from_fit
-from dgtraces.predict.links import ring_link_from_allreduce
 from tests.paths import FIXTURES
 
 

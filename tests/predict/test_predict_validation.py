@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from dgtraces.cli import main
+from dgtraces.comm.links import known_links, ring_link_from_allreduce
 from dgtraces.errors import DgtracesError
 from dgtraces.models import layers_frame
 from dgtraces.predict import Cluster, Policy, from_run, predict, predict_trace
-from dgtraces.predict.links import known_links, ring_link_from_allreduce
 from dgtraces.store import release as release_mod
 from dgtraces.store import shards
 from tests.conftest import seed_v010

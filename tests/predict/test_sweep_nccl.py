@@ -1,5 +1,6 @@
 """Issue #25 item 2: ``auto`` (NCCL's model) as the GPU default of predict and sweep; the
-vectorised sweep costs NCCL rows per distinct configuration and equals the DAG."""
+vectorised sweep costs NCCL rows per distinct configuration and equals the DAG; a Cluster
+with ``auto`` costs every message with NCCL's model (comm/nccl.py)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ import pytest
 from click.testing import CliRunner
 
 from dgtraces.cli import main
+from dgtraces.comm import nccl
+from dgtraces.comm.links import get_link
+from dgtraces.errors import DgtracesError
 from dgtraces.models import layers_frame
 from dgtraces.predict import Cluster, Policy
-from dgtraces.predict.algorithm_default import Basis, default_algorithm
-from dgtraces.predict.collective_time import Topology
 from dgtraces.predict.dag import predict_trace
-from dgtraces.predict.nccl import KINDS, allreduce_ms, choose, fabric
 from dgtraces.predict.policy_registry import POLICY_NAMES
 from dgtraces.predict.sweep import Grid, reference_row, run_sweep
 from dgtraces.predict.trace import from_frame
@@ -30,23 +31,6 @@ def _trace(model: str = "resnet50", seed: int = 3):
     df = pd.DataFrame({"layer": lf["layer"], "fwd_ms": rng.uniform(0.1, 3, len(lf)),
                        "bwd_ms": rng.uniform(0.1, 6, len(lf))})
     return from_frame(df, model, 64, io_ms=20.0, update_ms=3.0)
-
-
-@pytest.mark.parametrize("intra,inter,workers,gpn,nics", [
-    ("nvlink3", "ib-hdr", 16, 8, 4), ("pcie3", "10gbe-nccl", 8, 2, 1),
-    ("nvlink2", "ib-edr", 8, 8, 1), ("nvlink4", "400gbe-roce", 64, 8, 8)])
-@pytest.mark.parametrize("forced", ["auto", "ring", "tree"])
-def test_vectorised_nccl_cost_equals_the_scalar_choice(intra, inter, workers, gpn, nics,
-                                                       forced):
-    t = Topology(workers, -(-workers // gpn), fabric(intra, "intra"), fabric(inter, "inter"),
-                 nics)
-    sizes = np.unique(np.concatenate([2.0 ** np.arange(0, 34), [3, 100, 127, 129, 5e5,
-                                                                 3.3e7, 1.7e8, 0]]))
-    vec = allreduce_ms(t, sizes, forced)
-    for n, v in zip(sizes, vec, strict=True):
-        assert v == pytest.approx(choose(KINDS["allreduce"], t, n, forced)[0] / 1000.0,
-                                  rel=1e-12, abs=0.0)
-    assert vec[sizes == 0][0] == 0.0
 
 
 def test_sweep_auto_rows_equal_the_dag_prediction():
@@ -94,29 +78,10 @@ def test_sweep_auto_rows_name_nccl_fabrics():
 
 
 def test_sweep_auto_refuses_link_overrides():
-    from dgtraces.errors import DgtracesError
-
     grid = Grid(algorithms=("auto",), alpha_us=5.0, traces={("resnet50", 64): _trace()})
     with pytest.raises(DgtracesError) as err:
         run_sweep(grid)
     assert err.value.code == "BAD_INPUT"
-
-
-@pytest.mark.parametrize("device,intra,inter,shapes,over,given,algo,basis", [
-    ("v100", "nvlink2", "10gbe", [(8, 4)], False, None, "auto", Basis.GPU_DEFAULT),
-    ("V100", "nvlink2", "nvlink2", [(8, 8)], False, None, "auto", Basis.GPU_DEFAULT),
-    ("v100", "nvlink2", "nvlink2", [(16, 8)], False, None, "ring", Basis.GPU_FALLBACK),
-    ("v100", "loopback-gloo", "10gbe", [(2, 2)], False, None, "ring", Basis.GPU_FALLBACK),
-    ("v100", "pcie3", "10gbe", [(8, 4)], True, None, "ring", Basis.GPU_FALLBACK),
-    ("v100", "pcie3", "10gbe", [(6, 4)], False, None, "ring", Basis.GPU_FALLBACK),
-    ("cpu-xeon", "pcie3", "10gbe", [(8, 4)], False, None, "ring", Basis.OTHER_DEFAULT),
-    (None, "pcie3", "10gbe", [(8, 4)], False, None, "ring", Basis.OTHER_DEFAULT),
-    ("v100", "pcie3", "10gbe", [(8, 4)], False, "tree", "tree", Basis.GIVEN),
-])
-def test_default_algorithm_rule(device, intra, inter, shapes, over, given, algo, basis):
-    c = default_algorithm(device, [intra], [inter], shapes, overridden=over, given=given)
-    assert (c.algorithm, c.basis) == (algo, basis)
-    assert c.why
 
 
 def _predict_json(args):
@@ -154,3 +119,41 @@ def test_cli_sweep_default_auto_equals_predict(tmp_path):
     assert list(df["algorithm"]) == ["auto"]
     single = _predict_json(["--policy", "wfbp"])
     assert df["iter_ms"][0] == pytest.approx(single["iter_ms"], rel=1e-9)
+
+
+def test_predict_uses_nccls_cost_for_every_message():
+    c = Cluster(16, 8, "nvlink3", "ib-hdr", "auto", nics_per_node=8)
+    cost = c.comm_cost()
+    t = nccl.Topology(16, 2, nccl.FABRICS["nvlink3"], nccl.FABRICS["ib-hdr"], 8)
+    for n in (4096, 1 << 20, 100 << 20):
+        assert cost.time_ms(n) == pytest.approx(
+            nccl.choose(nccl.KINDS["allreduce"], t, n)[0] / 1000)
+    one_nic = Cluster(16, 8, "nvlink3", "ib-hdr", "auto").comm_cost()
+    assert one_nic.time_ms(100 << 20) > 5 * cost.time_ms(100 << 20)
+    staged = Cluster(16, 8, "nvlink3", "ib-hdr", "auto", staging="pcie3").comm_cost()
+    pcie = get_link("pcie3")
+    assert staged.time_ms(1 << 20) == pytest.approx(
+        one_nic.time_ms(1 << 20) + 2 * (pcie.alpha_ms + pcie.beta_ms_per_byte * (1 << 20)))
+    assert [p.name for p, _ in staged.phase_times(1 << 20)] == ["nccl", "staging"]
+    assert Cluster(1, 1, "nvlink3", "ib-hdr", "auto").comm_cost().time_ms(1 << 20) == 0.0
+    d = c.describe()
+    assert d["nics_per_node"] == 8 and d["nccl"]["intra"]["bandwidth_gb_s"] == 240.0
+    with pytest.raises(DgtracesError) as exc:
+        Cluster(16, 8, get_link("nvlink3"), "ib-hdr", "auto")
+    assert exc.value.code == "BAD_INPUT"
+    with pytest.raises(DgtracesError) as exc:
+        Cluster(16, 8, "nvlink3", "ib-hdr", "auto", alpha_us=2.0)
+    assert exc.value.code == "BAD_INPUT"
+
+
+def test_predict_cli_auto_with_nics():
+    args = ["predict", "--model", "resnet50", "--device", "v100", "--batch-size", "64",
+            "--workers", "16", "--gpus-per-node", "8", "--intra", "nvlink2", "--inter",
+            "ib-edr", "--json"]
+    out = {}
+    for nics in ("1", "4"):
+        res = CliRunner().invoke(main, args + ["--algorithm", "auto", "--nics-per-node", nics])
+        assert res.exit_code == 0, res.output
+        out[nics] = json.loads(res.output)
+    assert out["4"]["cluster"]["nics_per_node"] == 4
+    assert out["4"]["breakdown"]["comm_total"] < out["1"]["breakdown"]["comm_total"] / 2

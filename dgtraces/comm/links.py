@@ -47,6 +47,13 @@ class Link:
         return self.alpha_us / 1000.0
 
 
+def link_dict(link: Link) -> dict:
+    """A link as a prediction or ``dgtraces collective`` records it (with its source)."""
+    return {"link": link.name, "alpha_us": link.alpha_us,
+            "bandwidth_gb_s": link.bandwidth_gb_s, "provenance": link.provenance,
+            "source": link.source}
+
+
 def ring_link_from_allreduce(alpha_us: float, beta_us_per_byte: float,
                              workers: int) -> tuple[float, float]:
     """Invert a ring allreduce fit into (link alpha_us, link bandwidth_gb_s)."""

@@ -1,18 +1,19 @@
-"""dgtraces collective / validate-comm: NCCL's tuning model (predict/nccl.py), the collective
-API and its typed errors, and the evaluation on nccl-tests logs (predict/comm_validation.py)."""
+"""dgtraces collective: NCCL's tuning model (comm/nccl.py), the collective API
+(comm/collective_time.py) and its typed errors. The evaluation on nccl-tests logs
+(validate-comm) is tested in tests/evaluation/test_comm_validation.py."""
 
 import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from dgtraces.cli import main
+from dgtraces.comm import nccl
+from dgtraces.comm.collective_time import parse_sizes, predict_collective
 from dgtraces.errors import DgtracesError
-from dgtraces.evaluation.comm import REFERENCE_CLUSTERS, LogCluster, reference_logs, validate
-from dgtraces.predict import nccl
-from dgtraces.predict.collective_time import parse_sizes, predict_collective
 from tests.paths import FIXTURES
 
 AR = FIXTURES / "nccl_tests" / "all_reduce_perf_8xh100.log"
@@ -129,53 +130,6 @@ def test_cli_json_and_table():
     assert row[0].split()[:3] == ["1048576", "262144", "float"]
 
 
-def test_reference_logs_and_their_clusters():
-    logs, _ = reference_logs()
-    shipped = {k for k in logs if k.startswith("sheffield")}
-    assert len(shipped) == 4 and set(logs) <= set(REFERENCE_CLUSTERS)
-    assert all(len(logs[k][1]) == 25 for k in shipped)
-
-
-def test_validate_reference_logs_before_and_after():
-    # the numbers of docs/collectives.md (pre-registered rule; nothing fitted)
-    after = {x.log_id: x for x in validate(algorithm="auto").logs}
-    before = {x.log_id: x for x in validate(algorithm="ring").logs}
-    log = "sheffield_bessemer_v100pcie_x4_nccl242_cu101"
-    assert after[log].mape_1mib == pytest.approx(0.049, abs=0.001)
-    assert before[log].mape_1mib == pytest.approx(0.220, abs=0.001)
-    assert after[log].n_1mib == 8 and after[log].n_all == 25
-
-
-def test_validate_a_users_log_and_plot(tmp_path):
-    plot = tmp_path / "comm.png"
-    res = CliRunner().invoke(main, ["validate-comm", str(AR), "--intra", "nvlink4",
-                                    "--plot", str(plot), "--json"])
-    assert res.exit_code == 0, res.output
-    out = json.loads(res.output)
-    (log,) = out["logs"]
-    assert (log["collective"], log["workers"], len(log["points"])) == ("allreduce", 8, 28)
-    assert plot.stat().st_size > 1000
-
-
-def test_validate_refuses_empty_or_truncated_logs(tmp_path):
-    empty = tmp_path / "empty.log"
-    empty.write_text("#  Rank  0 Group  0 Pid 1 on h device  0 [0x07] NVIDIA A100\n")
-    with pytest.raises(DgtracesError) as exc:
-        validate([str(empty)], LogCluster(None, None, "nvlink3"))
-    assert exc.value.code == "EMPTY"
-    cut = tmp_path / "cut.log"
-    lines = AR.read_text().splitlines()
-    i = next(k for k, line in enumerate(lines) if line.strip().startswith("1024 "))
-    cut.write_text("\n".join(lines[:i] + [lines[i][:30]]) + "\n")
-    with pytest.raises(DgtracesError) as exc:
-        validate([str(cut)], LogCluster(None, None, "nvlink3"))
-    assert exc.value.code == "BAD_FILE"
-    cut.write_text("\n".join(lines[:i]) + "\n")  # cut at a line boundary: the header's sweep
-    with pytest.raises(DgtracesError) as exc:
-        validate([str(cut)], LogCluster(None, None, "nvlink3"))
-    assert exc.value.code == "BAD_FILE"
-
-
 @pytest.mark.parametrize("args, code", [
     (["collective", "--collective", "allgathr"], "BAD_INPUT"),
     (["collective", "--inter", "ib-hrd"], "UNKNOWN_LINK"),
@@ -209,47 +163,6 @@ def test_bad_input_on_the_cli_is_a_typed_error_without_traceback(tmp_path, args,
     assert f"error [{code}]" in out.stderr and "Traceback" not in out.stderr, out.stderr
 
 
-def test_predict_uses_nccls_cost_for_every_message():
-    from dgtraces.predict import Cluster
-    from dgtraces.predict.links import get_link
-
-    c = Cluster(16, 8, "nvlink3", "ib-hdr", "auto", nics_per_node=8)
-    cost = c.comm_cost()
-    t = topo(16, 2, "nvlink3", "ib-hdr", 8)
-    for n in (4096, 1 << 20, 100 << 20):
-        assert cost.time_ms(n) == pytest.approx(
-            nccl.choose(nccl.KINDS["allreduce"], t, n)[0] / 1000)
-    one_nic = Cluster(16, 8, "nvlink3", "ib-hdr", "auto").comm_cost()
-    assert one_nic.time_ms(100 << 20) > 5 * cost.time_ms(100 << 20)
-    staged = Cluster(16, 8, "nvlink3", "ib-hdr", "auto", staging="pcie3").comm_cost()
-    pcie = get_link("pcie3")
-    assert staged.time_ms(1 << 20) == pytest.approx(
-        one_nic.time_ms(1 << 20) + 2 * (pcie.alpha_ms + pcie.beta_ms_per_byte * (1 << 20)))
-    assert [p.name for p, _ in staged.phase_times(1 << 20)] == ["nccl", "staging"]
-    assert Cluster(1, 1, "nvlink3", "ib-hdr", "auto").comm_cost().time_ms(1 << 20) == 0.0
-    d = c.describe()
-    assert d["nics_per_node"] == 8 and d["nccl"]["intra"]["bandwidth_gb_s"] == 240.0
-    with pytest.raises(DgtracesError) as exc:
-        Cluster(16, 8, get_link("nvlink3"), "ib-hdr", "auto")
-    assert exc.value.code == "BAD_INPUT"
-    with pytest.raises(DgtracesError) as exc:
-        Cluster(16, 8, "nvlink3", "ib-hdr", "auto", alpha_us=2.0)
-    assert exc.value.code == "BAD_INPUT"
-
-
-def test_predict_cli_auto_with_nics():
-    args = ["predict", "--model", "resnet50", "--device", "v100", "--batch-size", "64",
-            "--workers", "16", "--gpus-per-node", "8", "--intra", "nvlink2", "--inter",
-            "ib-edr", "--json"]
-    out = {}
-    for nics in ("1", "4"):
-        res = CliRunner().invoke(main, args + ["--algorithm", "auto", "--nics-per-node", nics])
-        assert res.exit_code == 0, res.output
-        out[nics] = json.loads(res.output)
-    assert out["4"]["cluster"]["nics_per_node"] == 4
-    assert out["4"]["breakdown"]["comm_total"] < out["1"]["breakdown"]["comm_total"] / 2
-
-
 def test_broadcast_and_allgather_latency_by_hand():
     t = topo(8, 1, "nvlink2")
     # broadcast Simple, one node, not sameChannels: base 8.4 + 8 steps x tree Simple hop 28
@@ -262,23 +175,18 @@ def test_broadcast_and_allgather_latency_by_hand():
     assert nccl.kind("reduce_scatter") is nccl.KINDS["reducescatter"]
 
 
-def test_shipped_points_are_the_shared_rows():
-    import csv
-
-    from dgtraces.evaluation.comm import SHARED, SHIPPED
-
-    if not SHARED.is_dir():
-        pytest.skip("no ../shared/reference/nccl-tests beside the clone")
-    with open(SHARED / "allreduce_points.csv", newline="") as fh:
-        shared = [r for r in csv.DictReader(fh) if r["log_id"].startswith("sheffield")]
-    with open(SHIPPED / "allreduce_points.csv", newline="") as fh:
-        assert list(csv.DictReader(fh)) == shared
-
-
-def test_validate_comm_cli_text():
-    res = CliRunner().invoke(main, ["validate-comm", "--per-size"])
-    assert res.exit_code == 0, res.output
-    lines = res.output.splitlines()
-    heads = [x for x in lines if x.startswith("sheffield_stanage")]
-    assert len(heads) == 1 and "nvlink3" in heads[0]
-    assert sum(1 for x in lines if x.startswith("  ") and " B  measured " in x) >= 100
+@pytest.mark.parametrize("intra,inter,workers,gpn,nics", [
+    ("nvlink3", "ib-hdr", 16, 8, 4), ("pcie3", "10gbe-nccl", 8, 2, 1),
+    ("nvlink2", "ib-edr", 8, 8, 1), ("nvlink4", "400gbe-roce", 64, 8, 8)])
+@pytest.mark.parametrize("forced", ["auto", "ring", "tree"])
+def test_vectorised_nccl_cost_equals_the_scalar_choice(intra, inter, workers, gpn, nics,
+                                                       forced):
+    t = nccl.Topology(workers, -(-workers // gpn), nccl.fabric(intra, "intra"),
+                      nccl.fabric(inter, "inter"), nics)
+    sizes = np.unique(np.concatenate([2.0 ** np.arange(0, 34), [3, 100, 127, 129, 5e5,
+                                                                 3.3e7, 1.7e8, 0]]))
+    vec = nccl.allreduce_ms(t, sizes, forced)
+    for n, v in zip(sizes, vec, strict=True):
+        assert v == pytest.approx(nccl.choose(nccl.KINDS["allreduce"], t, n, forced)[0] / 1000.0,
+                                  rel=1e-12, abs=0.0)
+    assert vec[sizes == 0][0] == 0.0

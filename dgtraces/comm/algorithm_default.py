@@ -48,7 +48,7 @@ class AlgorithmChoice:
 
 def is_gpu(device: str | None) -> bool:
     """Whether ``device`` is a GPU of the device registry (datasheet rows)."""
-    from dgtraces.predict.trace import gpu_devices
+    from dgtraces.reference import gpu_devices
 
     return device is not None and str(device).lower() in gpu_devices()
 
@@ -57,8 +57,8 @@ def nccl_blocker(intra: Sequence[object], inter: Sequence[object],
                  shapes: Sequence[tuple[int, int]], overridden: bool) -> str | None:
     """Why NCCL's model cannot cost these links and (workers, GPUs per node) shapes (None
     when it can)."""
+    from dgtraces.comm.nccl import fabric
     from dgtraces.errors import DgtracesError
-    from dgtraces.predict.nccl import fabric
 
     if overridden:
         return "link overrides or a link fit are alpha-beta links, not NCCL presets"

@@ -1,9 +1,9 @@
 """One collective's time for a list of message sizes (``dgtraces collective``).
 
 ``algorithm`` is ``auto`` (NCCL's own choice of algorithm and protocol per size,
-:mod:`dgtraces.predict.nccl`), ``nccl-ring`` / ``nccl-tree`` (NCCL's model with the algorithm
+:mod:`dgtraces.comm.nccl`), ``nccl-ring`` / ``nccl-tree`` (NCCL's model with the algorithm
 forced, protocol still chosen), or a name of the alpha-beta registry
-(:data:`dgtraces.predict.comm.COLLECTIVES`: today's all-reduce algorithms over ``links.csv``
+(:data:`dgtraces.comm.collectives.COLLECTIVES`: today's all-reduce algorithms over ``links.csv``
 presets). Rows carry nccl-tests' columns: time, algbw and busbw.
 """
 
@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
-from dgtraces.errors import Code
-from dgtraces.predict.comm import COLLECTIVES
-from dgtraces.predict.nccl import (
+from dgtraces.comm.collectives import COLLECTIVES
+from dgtraces.comm.collectives import collective as alpha_beta  # (`collective` is a parameter)
+from dgtraces.comm.links import get_link, link_dict
+from dgtraces.comm.nccl import (
     MODEL_NAMES,
     NCCL_VERSION,
     TUNING_SOURCE,
@@ -25,6 +26,7 @@ from dgtraces.predict.nccl import (
     fabric,
     kind,
 )
+from dgtraces.errors import Code
 from dgtraces.values import bad_value as bad
 
 NCCL_ALGORITHMS = MODEL_NAMES
@@ -101,7 +103,7 @@ def predict_collective(collective: str, sizes, *, workers: int, gpus_per_node: i
                        algorithm: str = "auto", release: str | None = "latest"
                        ) -> CollectiveResult:
     """Time of ``collective`` for each size in bytes (see the module docstring)."""
-    from dgtraces.predict.nccl import unknown
+    from dgtraces.comm.nccl import unknown
 
     k = kind(collective)
     sizes = [parse_size(s) if isinstance(s, str) else parse_size(str(s)) for s in sizes]
@@ -126,15 +128,14 @@ def predict_collective(collective: str, sizes, *, workers: int, gpus_per_node: i
         if k.name != "allreduce":
             raise bad("algorithm", "the alpha-beta algorithms model all-reduce only",
                       "auto | nccl-ring", algorithm, code=Code.BAD_INPUT)
-        from dgtraces.predict.cluster import Cluster, link_dict
-
-        cluster = Cluster(workers, g, intra, inter, algorithm, release=release)
-        cost = cluster.comm_cost()
+        links = (get_link(intra, field="intra", release=release),
+                 get_link(inter, field="inter", release=release))
+        cost = alpha_beta(algorithm, workers, g, *links)
         for n in sizes:
             rows.append(_row(k, workers, n, cost.time_ms(n) * 1000.0, algorithm, "-"))
-        used = {side: link_dict(link) for side, link in zip(("intra", "inter"),
-                                                               cluster.links(), strict=True)}
-        model = f"alpha-beta {algorithm} (dgtraces.predict.comm), links.csv presets"
+        used = {side: link_dict(link) for side, link in zip(("intra", "inter"), links,
+                                                               strict=True)}
+        model = f"alpha-beta {algorithm} (dgtraces.comm.collectives), links.csv presets"
     notes = []
     if nodes == 1:
         notes.append("one node: --inter and --nics-per-node are not used")

@@ -15,8 +15,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from dgtraces.comm.collectives import CommCost, Phase
 from dgtraces.errors import Code, DgtracesError, Failure
-from dgtraces.predict.comm import CommCost, Phase
 from dgtraces.values import bad_value, whole_number
 
 NCCL_VERSION = "2.7.5"
@@ -149,7 +149,7 @@ def kind(name: str) -> Kind:
 
 def fabric(name: str, field: str) -> Fabric:
     """The board (``field`` intra: nvlink, pci) or NIC (inter: net) of a preset or alias."""
-    from dgtraces.predict.links import link_aliases
+    from dgtraces.comm.links import link_aliases
 
     target = link_aliases().get(name, (name, ""))[0]
     known = {k: f for k, f in FABRICS.items() if (f.hw == "net") == (field == "inter")}
