@@ -16,15 +16,29 @@ from dgtraces.errors import Code
 
 from .._version import __version__
 
+NEW_FOLDER = ("{}/*",)  # a folder that must be new or empty: any name in it
+
 
 class OutPath(click.Path):
-    """A path the command writes to: never inside the data folder (BAD_INPUT)."""
+    """A path the command writes to: never inside the data folder, and no name it writes a
+    link (BAD_INPUT, before any work). ``writes`` declares those names: patterns where
+    ``{}`` is the given path and ``*`` any part of a name (``("{}", "{}.meta.json")`` for
+    a file and its sidecar, ``("{}/README.md",)`` for a folder's files)."""
+
+    def __init__(self, *, writes: tuple[str, ...], **kw):
+        super().__init__(**kw)
+        if not writes or not all("{}" in w for w in writes):
+            raise ValueError(f"OutPath(writes=) needs patterns naming {{}}, got {writes!r}")
+        self.writes = writes
 
     def convert(self, value, param, ctx):
         value = super().convert(value, param, ctx)
+        from dgtraces.io.files import check_targets, output_names
         from dgtraces.store.manifest import refuse_inside_data
 
-        refuse_inside_data(value, "/".join(param.opts) if param is not None else "--out")
+        option = "/".join(param.opts) if param is not None else "--out"
+        check_targets(output_names(value, self.writes), option)  # a link: never followed
+        refuse_inside_data(value, option)
         return value
 
 

@@ -9,7 +9,7 @@ import click
 from dgtraces.errors import Code
 
 from ..predict.policy_registry import COLLECTED_POLICIES
-from . import OutPath, model_option
+from . import NEW_FOLDER, OutPath, model_option
 from .options import deprecated_alias, split_list
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -95,10 +95,11 @@ def _fmt(csv: bool) -> Format:
               callback=_eager_device, help="cpu, cuda or cuda:N (CUDA-event timing on that GPU)")
 @click.option("--precision", type=click.Choice(["fp32", "amp"]), default="fp32",
               show_default=True, help="amp: fp16 autocast + GradScaler (GPU only)")
-@click.option("--profile", "profile_trace", default=None, type=OutPath(dir_okay=False),
+@click.option("--profile", "profile_trace", default=None,
+              type=OutPath(writes=("{}",), dir_okay=False),
               help="also capture the run with torch.profiler into this Chrome trace "
                    "(.json or .json.gz) and add its imported run to the output")
-@click.option("--out", required=True, type=OutPath(file_okay=False),
+@click.option("--out", required=True, type=OutPath(writes=NEW_FOLDER, file_okay=False),
               help="new folder for runs.parquet + layer_timings.parquet")
 @click.option("--csv", is_flag=True, help="Write CSV instead of Parquet.")
 def layers(model, batch_size, repeats, warmup, threads, aux, device, precision,
@@ -174,7 +175,7 @@ def _device_note(entry: dict) -> None:
 @click.option("--collectives", default="allreduce,broadcast", show_default=True,
               help="Comma list.")
 @deprecated_alias("--collective", "--collectives", "collectives", multiple=True)
-@click.option("--out", required=True, type=OutPath(file_okay=False))
+@click.option("--out", required=True, type=OutPath(writes=NEW_FOLDER, file_okay=False))
 @click.option("--csv", is_flag=True, help="Write CSV instead of Parquet.")
 def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv) -> None:
     """Time collectives across message sizes on 127.0.0.1; fit alpha-beta with R^2."""
@@ -220,7 +221,7 @@ def comm(backend, workers, sizes, factor, repeats, warmup, collectives, out, csv
 @click.option("--trace", type=click.Path(file_okay=False), default=None,
               help="output folder of a `collect layers` run (threads=1, same model and batch)"
                    " whose run id becomes trace_run_id")
-@click.option("--out", required=True, type=OutPath(file_okay=False))
+@click.option("--out", required=True, type=OutPath(writes=NEW_FOLDER, file_okay=False))
 @click.option("--csv", is_flag=True, help="Write CSV instead of Parquet.")
 def ssgd(model, workers, threads_per_worker, policies, backend, bucket_mib, iters, warmup,
          batch_size, aux, trace, out, csv) -> None:

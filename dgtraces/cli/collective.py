@@ -88,7 +88,7 @@ def collective(coll, workers, gpus_per_node, intra, inter, nics_per_node, algori
               help="Default: inferred from the log (see import nccl-tests).")
 @click.option("--algorithm", default="auto", show_default=True, help=_algorithm_help())
 @click.option("--per-size", is_flag=True, help="Print every size's error.")
-@click.option("--plot", type=OutPath(dir_okay=False), default=None,
+@click.option("--plot", type=OutPath(writes=("{}",), dir_okay=False), default=None,
               help="Write a PNG: time vs size, measured and predicted, log-log.")
 @click.option("--json", "as_json", is_flag=True)
 def validate_comm(logs, workers, gpus_per_node, intra, inter, nics_per_node, coll, algorithm,

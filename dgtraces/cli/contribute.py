@@ -10,7 +10,7 @@ import click
 from dgtraces.errors import Code
 from dgtraces.io.terminal_text import inert
 
-from . import OutPath, model_list
+from . import NEW_FOLDER, OutPath, model_list
 
 LOCK_SECONDS = click.FloatRange(0)  # a negative timeout would make filelock wait forever
 LOCK_HELP = "Seconds to wait for the store lock (data/.lock) before failing with LOCKED."
@@ -27,7 +27,8 @@ def _status(text: str):
 
 @click.command()
 @click.argument("path", required=False, type=click.Path())
-@click.option("--template", "template_dir", default=None, type=OutPath(file_okay=False),
+@click.option("--template", "template_dir", default=None,
+              type=OutPath(writes=NEW_FOLDER, file_okay=False),
               help="Write a fillable example contribution into this (new) folder instead.")
 @click.option("--dry-run", is_flag=True, help="Validate only; stage nothing.")
 @click.option("--lock-timeout", default=10.0, show_default=True, type=LOCK_SECONDS,

@@ -85,7 +85,8 @@ def verify() -> None:
 
 
 @click.command()
-@click.option("--out", default="schemas", show_default=True, type=OutPath(file_okay=False))
+@click.option("--out", default="schemas", show_default=True,
+              type=OutPath(writes=("{}/*.json",), file_okay=False))
 @click.option("--check", is_flag=True, help="Exit 1 if files differ from the code.")
 def schemas(out, check) -> None:
     """Export every table schema to OUT/<table>.json (or --check they are current)."""

@@ -10,7 +10,8 @@ from . import OutPath
 
 @click.command()
 @click.option("--out", default="dgtraces-demo", show_default=True,
-              type=OutPath(file_okay=False), help="Folder for the demo's CSVs and PNGs.")
+              type=OutPath(writes=("{}/*.csv", "{}/*.png"), file_okay=False),
+              help="Folder for the demo's CSVs and PNGs.")
 @click.option("--release", default=None, help="Release to show (default: latest).")
 def demo(out: str, release: str | None) -> None:
     """Show what dgtraces does on the shipped data, in well under a minute.

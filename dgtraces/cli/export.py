@@ -27,8 +27,8 @@ _raw = click.option("--raw-layer-times", is_flag=True,
                    "or shared by gradient bytes (most of it then hides under backward).")
 @release_option("Release to read the run from ('latest': the newest).")
 @_raw
-@click.option("--out", type=OutPath(dir_okay=False), required=True,
-              help="Workload file; a <out>.meta.json sidecar is written beside it.")
+@click.option("--out", type=OutPath(writes=("{}", "{}.meta.json"), dir_okay=False),
+              required=True, help="Workload file; a <out>.meta.json sidecar is written beside it.")
 def export_astra_sim(run_id, workers, parallelism, clock_ghz, update, release,
                      raw_layer_times, out) -> None:
     """Write an ASTRA-sim 1.0 text workload (cycles, bytes) of a stored run."""
@@ -63,7 +63,7 @@ def export_astra_sim(run_id, workers, parallelism, clock_ghz, update, release,
 @io_overlap_option()
 @_raw
 @cluster_options
-@click.option("--out", type=OutPath(dir_okay=False), required=True,
+@click.option("--out", type=OutPath(writes=("{}.*.et",), dir_okay=False), required=True,
               help="Path prefix: writes <out>.0.et ... <out>.<workers-1>.et.")
 def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_times,
                   gpus_per_node, algorithm, nics_per_node, servers, bucket_mib, link_alpha_us,

@@ -15,7 +15,7 @@ from dgtraces.errors import Code
 
 from . import OutPath, model_option
 
-OUT = click.option("--out", required=True, type=OutPath(file_okay=False),
+OUT = click.option("--out", required=True, type=OutPath(writes=("{}/*.csv",), file_okay=False),
                    help="Folder for the <table>.csv files.")
 FORCE = click.option("--force", is_flag=True, help="Overwrite existing table files in --out.")
 

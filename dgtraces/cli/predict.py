@@ -93,11 +93,11 @@ def cluster_options(f):
 @cluster_options
 @framework_option()
 @overheads_options
-@click.option("--timeline", type=OutPath(dir_okay=False), default=None,
+@click.option("--timeline", type=OutPath(writes=("{}",), dir_okay=False), default=None,
               help="Write Chrome trace-event JSON (Perfetto) of one iteration.")
-@click.option("--gantt", type=OutPath(dir_okay=False), default=None,
+@click.option("--gantt", type=OutPath(writes=("{}",), dir_okay=False), default=None,
               help="Write a PNG Gantt chart of one iteration.")
-@click.option("--kineto-dir", type=OutPath(file_okay=False), default=None,
+@click.option("--kineto-dir", type=OutPath(writes=("{}/*.json",), file_okay=False), default=None,
               help="Write one Kineto trace per worker (Holistic Trace Analysis, Perfetto).")
 @click.option("--json", "as_json", is_flag=True, help="Print the prediction as JSON.")
 def predict(model, device, batch_size, run_id, precision, workers, intra, inter, policy,

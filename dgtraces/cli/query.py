@@ -13,7 +13,7 @@ import click
 
 from dgtraces.query.sandbox import DEFAULT_MEMORY_LIMIT_MIB, DEFAULT_TIMEOUT_S
 
-from . import OutPath
+from . import NEW_FOLDER, OutPath
 from .options import release_option
 
 FORMATS = ("table", "csv", "json", "parquet")
@@ -193,7 +193,7 @@ def _print_vertical(console, columns: list[str], cells: list[list[str]]) -> None
 @click.argument("query")
 @release_option(dest="version")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
-@click.option("--out", default=None, type=OutPath(dir_okay=False),
+@click.option("--out", default=None, type=OutPath(writes=("{}",), dir_okay=False),
               help="Write the result to this file instead of stdout.")
 @click.option("--max-rows", default=1000, show_default=True, type=click.IntRange(1),
               help="Rows shown by --format table.")
@@ -230,7 +230,7 @@ def sql(query, version, fmt, out, max_rows, timeout_s, memory_limit_mib) -> None
 
 
 @click.command("export-hf")
-@click.argument("out", type=OutPath(file_okay=False))
+@click.argument("out", type=OutPath(writes=NEW_FOLDER, file_okay=False))
 @release_option(dest="version")
 def export_hf(out, version) -> None:
     """Write a Hugging Face Hub-ready dataset folder for a release to OUT.
@@ -247,7 +247,8 @@ def export_hf(out, version) -> None:
 
 
 @click.command()
-@click.option("--out", default="cards", show_default=True, type=OutPath(file_okay=False))
+@click.option("--out", default="cards", show_default=True,
+              type=OutPath(writes=("{}/README.md", "{}/croissant.json"), file_okay=False))
 @release_option(dest="version")
 def card(out, version) -> None:
     """Regenerate the dataset card (README.md) and croissant.json for a release."""

@@ -6,7 +6,7 @@ import click
 
 from dgtraces.errors import Code
 
-from . import OutPath, model_option
+from . import NEW_FOLDER, OutPath, model_option
 from .options import release_option
 
 
@@ -17,19 +17,21 @@ from .options import release_option
 @click.option("--batch-size", type=int, default=None, help="Per-device batch size (> 0).")
 @click.option("--precision", default="fp32", show_default=True,
               type=click.Choice(["fp32", "amp"]), help="amp: V100 tensor-core variant.")
-@click.option("--out", default=None, type=OutPath(file_okay=False),
+@click.option("--out", default=None, type=OutPath(writes=NEW_FOLDER, file_okay=False),
               help="Write runs.parquet + layer_timings.parquet into this new folder.")
 @click.option("--csv", "as_csv", is_flag=True, help="Write CSV instead of Parquet.")
 @click.option("--report", is_flag=True, help="Print the method's measured error and exit.")
 @release_option("Release for --report ({}).".format("'latest': the newest"))
-@click.option("--fragment", default=None, type=OutPath(file_okay=False),
+@click.option("--fragment", default=None,
+              type=OutPath(writes=("{}/reconstruction*.md", "{}/reconstruction*.png"),
+                           file_okay=False),
               help="With --report: also write reconstruction.md (+ PNG) into this folder "
               "(adds the leave-one-out table, about 20 s); with --method kernels-2.0: "
               "reconstruction_kernels.md (+ PNG).")
 @click.option("--method", default="roofline-1.1", show_default=True,
               type=click.Choice(["roofline-1.1", "kernels-2.0", "kernels-2.1"]),
               help="Cost model version (docs/reconstruction-kernels.md for kernels-2.x).")
-@click.option("--figure", default=None, type=OutPath(dir_okay=False),
+@click.option("--figure", default=None, type=OutPath(writes=("{}",), dir_okay=False),
               help="With --report --method kernels-2.0: write the log-log predicted vs "
               "measured plot (PNG) here.")
 def reconstruct(device, model, batch_size, precision, out, as_csv, report, release,

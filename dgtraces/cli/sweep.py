@@ -94,7 +94,7 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
                    "one batch size only; lets datasheet-only devices such as a100 sweep).")
 @framework_option()
 @overheads_options
-@click.option("--out", type=OutPath(dir_okay=False), default=None,
+@click.option("--out", type=OutPath(writes=("{}",), dir_okay=False), default=None,
               help="Write all rows to .parquet or .csv.")
 def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, nics_per_node,
           policies, io_overlap, servers, bucket_mib, link_alpha_us, link_bandwidth_gb_s, release,
@@ -236,9 +236,9 @@ def _write_frame(df, out: str) -> None:
 @click.option("--published", is_flag=True,
               help="Also predict every published multi-GPU row (shipped "
                    "reference/scaling_published.csv): per-row and per-source error and MAPE.")
-@click.option("--plot", type=OutPath(dir_okay=False), default=None,
+@click.option("--plot", type=OutPath(writes=("{}",), dir_okay=False), default=None,
               help="Write a parity plot PNG to this path (default: no plot).")
-@click.option("--out", type=OutPath(dir_okay=False), default=None,
+@click.option("--out", type=OutPath(writes=("{}",), dir_okay=False), default=None,
               help="Write per-row predictions to .csv or .parquet.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the headline, per-model, per-policy and per-row results as JSON "

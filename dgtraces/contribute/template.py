@@ -13,8 +13,6 @@ from pathlib import Path
 
 from dgtraces.tables.runrow import runs_row
 
-from ..errors import Code, DgtracesError
-
 NOMINAL_GFLOP_S = 100.0
 # Placeholder markers: ``validate.check`` refuses a contribution that still carries any of
 # them, so the unedited template can never be staged as measured data.
@@ -82,16 +80,16 @@ def template_frames(model: str = "alexnet", batch_size: int = 32):
 def write_template(out_dir: str | Path) -> list[Path]:
     """Write contribution.yaml, runs.csv and layer_timings.csv into ``out_dir`` (new or
     empty); returns the written paths."""
+    from dgtraces.io.files import atomic_folder
     from dgtraces.store.manifest import refuse_inside_data
 
     out = Path(out_dir)
     refuse_inside_data(out, "--template")  # the one data-folder guard (#29 M6)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise DgtracesError(f"{out} exists and is not an empty folder", code=Code.BAD_INPUT)
-    out.mkdir(parents=True, exist_ok=True)
     runs, lt = template_frames()
-    paths = [out / "contribution.yaml", out / "runs.csv", out / "layer_timings.csv"]
-    paths[0].write_text(EXAMPLE_META, encoding="utf-8")
-    runs.to_csv(paths[1], index=False)
-    lt.to_csv(paths[2], index=False)
-    return paths
+    files = {"contribution.yaml": EXAMPLE_META.encode(),
+             "runs.csv": runs.to_csv(index=False).encode(),
+             "layer_timings.csv": lt.to_csv(index=False).encode()}
+    with atomic_folder(out) as tmp:  # new or empty; appears whole (#36)
+        for name, data in files.items():
+            (tmp / name).write_bytes(data)
+    return [out / name for name in files]

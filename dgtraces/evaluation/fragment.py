@@ -346,10 +346,11 @@ def markdown(rep: MethodReport, png: str | None = PNG_LINK) -> str:
 
 def write(rep: MethodReport, folder: str | Path) -> list[Path]:
     """Write ``reconstruction.md`` and the B-Caffe PNG into ``folder``."""
-    from dgtraces.io.files import atomic_write_bytes
+    from dgtraces.io.files import atomic_write_bytes, check_targets
     from dgtraces.reconstruct.bcaffe import plot
 
     folder = Path(folder)
+    check_targets([folder / PNG, folder / "reconstruction.md"], "--fragment")
     written = []
     if rep.bcaffe is not None:
         plot(rep.bcaffe, folder / PNG)

@@ -127,7 +127,10 @@ def figure(summary: KernelSummary, path) -> None:
     ax.set_title("kernels-2.0: predicted vs measured (dotted: x0.5, x2)")
     ax.legend(fontsize=6, loc="upper left")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    from dgtraces.io.files import atomic_file
+
+    with atomic_file(path) as fh:  # never through a link at ``path`` (#36)
+        fig.savefig(fh, format="png", dpi=120)
     plt.close(fig)
 
 
@@ -179,13 +182,13 @@ def write(summary: KernelSummary, folder) -> list:
     """Write the fragment and its figure into ``folder``; returns the paths."""
     from pathlib import Path
 
-    from dgtraces.io.files import atomic_file
+    from dgtraces.io.files import atomic_file, check_targets
 
     folder = Path(folder)
+    md, png = folder / FRAGMENT, folder / FIGURE
+    check_targets([md, png], "--fragment")  # both before either is written
     folder.mkdir(parents=True, exist_ok=True)
-    md = folder / FRAGMENT
     with atomic_file(md, "w") as fh:
         fh.write("\n".join(markdown(summary)) + "\n")
-    png = folder / FIGURE
     figure(summary, png)
     return [md, png]

@@ -174,10 +174,10 @@ def meta_path(out: str | Path) -> Path:
 
 def write_astra(out: str | Path, workload: AstraWorkload) -> tuple[Path, Path]:
     """Write the workload and its ``.meta.json`` sidecar (each atomically)."""
-    from dgtraces.io.files import atomic_write_bytes
+    from dgtraces.io.files import atomic_write_all
 
     side = meta_path(out)
     meta = dict(workload.meta, layer_rows=[asdict(x) for x in workload.layers])
-    atomic_write_bytes(side, json.dumps(meta, indent=1).encode())
-    atomic_write_bytes(out, workload.text().encode())
+    atomic_write_all({side: json.dumps(meta, indent=1).encode(),
+                      Path(out): workload.text().encode()})
     return Path(out), side

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dgtraces.io.files import atomic_write_bytes
+from dgtraces.io.files import atomic_write_bytes, check_targets
 
 from ..errors import Code, DgtracesError, Failure
 from .dag import Prediction, Schedule
@@ -167,11 +167,14 @@ def write_kineto_dir(folder: str | Path, sched: Schedule, pred: Prediction,
                 code=Code.BAD_INPUT, hint="write into an empty folder",
                 failures=[Failure(Code.BAD_INPUT, "foreign trace file", file=str(folder / n))
                           for n in foreign])
+    names = [folder / f"rank{rank}{SUFFIX}" for rank in range(min(pred.workers,
+                                                                  MAX_WORKER_TRACKS))]
+    check_targets(names, "--kineto-dir")  # every name before any is removed or written (#36)
+    if folder.is_dir():
         for stale in folder.glob(f"*{SUFFIX}"):
             stale.unlink()
     paths = []
-    for rank in range(min(pred.workers, MAX_WORKER_TRACKS)):
-        path = folder / f"rank{rank}{SUFFIX}"
+    for rank, path in enumerate(names):
         doc = kineto_trace(sched, pred, rank, steps)
         atomic_write_bytes(path, json.dumps(doc, default=str).encode())
         paths.append(path)

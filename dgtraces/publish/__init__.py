@@ -13,7 +13,7 @@ from pathlib import Path
 def write_card(out_dir: str | Path = "cards", version: str | None = None, root=None, *,
                fragments_dir: str | Path | None = None) -> list[Path]:
     """Write ``README.md`` and ``croissant.json`` of a release (default: latest) to ``out_dir``."""
-    from dgtraces.io.files import atomic_write_bytes
+    from dgtraces.io.files import atomic_write_all
     from dgtraces.publish import croissant
     from dgtraces.publish.card import render_card
     from dgtraces.publish.card_stats import provenance_stats
@@ -23,7 +23,6 @@ def write_card(out_dir: str | Path = "cards", version: str | None = None, root=N
     readme, meta = out / "README.md", out / "croissant.json"
     release = Release.open(version, root)  # the manifest read once for both files
     stats = provenance_stats(release)  # one pass over the data for both files
-    atomic_write_bytes(readme, render_card(release, fragments_dir=fragments_dir,
-                                           stats=stats).encode())
-    atomic_write_bytes(meta, croissant.render(release, stats=stats).encode())
-    return [readme, meta]
+    return atomic_write_all({
+        readme: render_card(release, fragments_dir=fragments_dir, stats=stats).encode(),
+        meta: croissant.render(release, stats=stats).encode()})

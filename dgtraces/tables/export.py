@@ -61,16 +61,11 @@ def render(table: str) -> str:
 
 
 def export(out: str | Path = "schemas") -> list[Path]:
-    from dgtraces.io.files import atomic_write_bytes
+    from dgtraces.io.files import atomic_write_all
     from dgtraces.tables.schema import TABLES
 
     out = Path(out)
-    paths = []
-    for table in TABLES:
-        path = out / f"{table}.json"
-        atomic_write_bytes(path, render(table).encode())
-        paths.append(path)
-    return paths
+    return atomic_write_all({out / f"{table}.json": render(table).encode() for table in TABLES})
 
 
 def stale(out: str | Path = "schemas") -> list[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from dgtraces.errors import Code, DgtracesError
-from dgtraces.io.files import atomic_file, atomic_folder
+from dgtraces.io.files import atomic_file, atomic_folder, check_targets
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -58,6 +58,7 @@ def write_tables(out: str | os.PathLike, frames: Mapping[str, "pd.DataFrame"], *
         if clash and not overwrite:
             raise DgtracesError(f"refusing to overwrite {', '.join(clash)} (use --force)",
                                 code=Code.BAD_INPUT)
+        check_targets([out / f for f in names.values()])  # none before all pass (#36)
         for name, df in frames.items():
             with atomic_file(out / names[name]) as fh:
                 fh.write(_table_bytes(df, fmt))

@@ -139,13 +139,10 @@ def et_paths(prefix: str | Path, workers: int) -> list[Path]:
 
 def write_et(prefix: str | Path, graph: EtGraph, workers: int) -> list[Path]:
     """Write ``<prefix>.<rank>.et`` for every rank (same DAG; each file atomically)."""
-    from dgtraces.io.files import atomic_write_bytes
+    from dgtraces.io.files import atomic_write_all
 
     data = encode(graph)
-    paths = et_paths(prefix, workers)
-    for path in paths:
-        atomic_write_bytes(path, data)
-    return paths
+    return atomic_write_all(dict.fromkeys(et_paths(prefix, workers), data))
 
 
 def read_et(path: str | Path) -> tuple[Any, list[Any]]:
