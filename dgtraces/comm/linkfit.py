@@ -98,14 +98,17 @@ def _read_table(path: Path) -> pd.DataFrame:
     import pandas as pd
 
     from dgtraces.io import bounded
+    from dgtraces.tables.checks import column_cap
 
+    cols = max(column_cap("comm"), column_cap("comm_fits"))  # before parsing a header (#36)
     if path.suffix.lower() == ".parquet":
         return bounded.read_parquet(path, max_rows=MAX_ROWS, max_cells=MAX_CELLS,
-                                    max_bytes=MAX_BYTES, max_field_chars=MAX_FIELD_CHARS)
+                                    max_bytes=MAX_BYTES, max_field_chars=MAX_FIELD_CHARS,
+                                    max_columns=cols)
     size = path.stat().st_size  # a CSV within the same bounds as a Parquet file
     if size > MAX_BYTES:
         raise bounded.bad_file(path.name, "file too large", f"<= {MAX_BYTES} bytes", size)
-    bounded.check_csv(path, MAX_ROWS, MAX_CELLS)
+    bounded.check_csv(path, MAX_ROWS, MAX_CELLS, cols)
     df = pd.read_csv(path)
     for col in df.select_dtypes(include=["object", "string"]).columns:
         longest = df[col].astype("string").str.len().max()

@@ -60,7 +60,7 @@ def validate_files(paths, table: str | None = None, *, use_store: bool = True,
         if name in frames:
             raise DgtracesError(f"two files for table {name!r}: {files[name]} and {path}",
                                 code=Code.BAD_INPUT)
-        frames[name] = read_bounded(Path(path))  # the contribution size limits apply
+        frames[name] = read_bounded(Path(path), table=name)  # the contribution limits apply
         files[name] = str(path)
     from dgtraces.contribute.plausibility import grad_failures, split_grad_columns
 

@@ -289,22 +289,26 @@ def layout_error(folder: Path, problems: list[Failure]) -> DgtracesError:
                          code=problems[0].code, failures=problems)
 
 
-def read_bounded(path: Path, limits: Limits = DEFAULT_LIMITS) -> "pd.DataFrame":
-    """A CSV/Parquet table read within ``limits`` (sizes checked before materialising;
-    BAD_FILE past them). Contributions and ``dgtraces validate`` read through it."""
+def read_bounded(path: Path, limits: Limits = DEFAULT_LIMITS, table: str | None = None
+                 ) -> "pd.DataFrame":
+    """A CSV/Parquet table read within ``limits`` (sizes and columns checked before
+    materialising; BAD_FILE past them). Contributions and ``dgtraces validate`` read through
+    it; ``table`` defaults to the one the file is named after."""
     from dgtraces.io import bounded
-    from dgtraces.tables.checks import read_file
+    from dgtraces.tables.checks import column_cap, read_file
     from dgtraces.tables.schema import TABLES
 
+    stem = path.name.split(".")[0]
+    table = table or (stem if stem in TABLES else None)
     if path.suffix.lower() == ".parquet":  # sizes checked from the footer and dictionaries
         df = bounded.read_parquet(path, max_rows=limits.max_rows, max_cells=limits.max_cells,
                                   max_bytes=limits.max_file_bytes,
-                                  max_field_chars=limits.max_field_chars)
+                                  max_field_chars=limits.max_field_chars,
+                                  max_columns=column_cap(table))
     else:
-        bounded.check_csv(path, limits.max_rows, limits.max_cells)
+        bounded.check_csv(path, limits.max_rows, limits.max_cells, column_cap(table))
         try:
-            stem = path.name.split(".")[0]
-            df = read_file(path, stem if stem in TABLES else None)
+            df = read_file(path, table)
         except ValidationError as exc:
             exc.failures = exc.failures or [Failure(exc.code, exc.message, file=path.name)]
             raise

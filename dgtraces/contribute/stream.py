@@ -119,7 +119,7 @@ def raw_chunks(path: Path, table: str, limits: Limits) -> Iterator[pd.DataFrame]
     """The contributed file in frames of ``limits.chunk_rows`` rows, read within the
     limits of a streamed table (BAD_FILE past them)."""
     from dgtraces.io import bounded
-    from dgtraces.tables.checks import csv_chunks
+    from dgtraces.tables.checks import column_cap, csv_chunks
 
     from .intake import bad_file, check_cells
 
@@ -129,9 +129,10 @@ def raw_chunks(path: Path, table: str, limits: Limits) -> Iterator[pd.DataFrame]
                                       max_bytes=limits.max_stream_file_bytes,
                                       max_group_bytes=limits.max_row_group_bytes,
                                       max_field_chars=limits.max_field_chars,
-                                      max_batch_bytes=limits.max_chunk_bytes)
+                                      max_batch_bytes=limits.max_chunk_bytes,
+                                      max_columns=column_cap(table))
     else:  # rows per chunk so that a chunk's text stays within max_chunk_bytes
-        longest = bounded.check_csv(path, limits.max_stream_rows, None)
+        longest = bounded.check_csv(path, limits.max_stream_rows, None, column_cap(table))
         rows = max(1, min(limits.chunk_rows, limits.max_chunk_bytes // max(longest, 1)))
         chunks = csv_chunks(path, table, rows)
     seen = 0

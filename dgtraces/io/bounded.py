@@ -2,6 +2,11 @@
 anything is materialised, and every overrun is BAD_FILE (never a MemoryError, a
 RecursionError or a machine brought to its knees).
 
+* Columns: a table file's columns are capped (its table's columns plus a small margin,
+  given by the caller) before anything else is read: a CSV header is counted over its whole
+  line, 1 MiB at a time, and a Parquet footer's schema length is read from its first bytes
+  before pyarrow parses a footer that grows with the columns (#36: 1 row x 1,000,000
+  columns passed the cell bound and took pandas to 2.6 GB).
 * Parquet: rows, rows x columns and the declared uncompressed size come from the footer;
   nested column types are refused; text columns are read *as dictionaries* (memory of the
   encoded data), and the size they would decode to (the dictionary-bomb case: one long
@@ -98,16 +103,49 @@ def csv_shape(path: Path) -> tuple[int, int]:
     return csv_lines(path)[:2]
 
 
-def csv_lines(path: Path) -> tuple[int, int, int]:
-    """:func:`csv_shape` and the longest line after the header, in bytes (same pass)."""
-    import csv
-    import io
+def _too_many_columns(name: str, max_columns: int, found) -> BadFileError:
+    return bad_file(name, "too many columns (the table's columns and a small margin at most)",
+                    f"<= {max_columns}", found)
 
+
+def _header_columns(fh, name: str, max_columns: int | None) -> int:
+    """Columns of the CSV header line at ``fh``'s position, counted over the whole line
+    (commas outside double quotes), 1 MiB at a time; BAD_FILE as soon as the count passes
+    ``max_columns``, nothing further read. Leaves ``fh`` at the first line after it."""
+    import numpy as np
+
+    cols, quoted, start, length = 1, 0, fh.tell(), 0
+    for chunk in iter(lambda: fh.read(1 << 20), b""):
+        b = np.frombuffer(chunk, dtype=np.uint8)
+        outside = (np.cumsum(b == 34) + quoted) % 2 == 0  # quotes before each byte: even
+        ends = np.flatnonzero((b == 10) & outside)
+        stop = int(ends[0]) if len(ends) else len(b)
+        crs = np.flatnonzero((b[:stop] == 13) & outside[:stop])
+        if len(crs) and (len(crs) > 1 or int(crs[0]) != stop - 1 or not len(ends)):
+            raise bad_file(name, "not a CSV file with \\n or \\r\\n line ends "
+                                 "(a carriage return inside the header line)")
+        cols += int(np.count_nonzero((b[:stop] == 44) & outside[:stop]))
+        length += stop
+        if max_columns is not None and cols > max_columns:
+            raise _too_many_columns(name, max_columns, f"> {cols - 1}" if len(ends) == 0
+                                    else cols)
+        if len(ends):
+            fh.seek(start + stop + 1)
+            break
+        quoted = int(np.count_nonzero(b == 34) + quoted) % 2
+        start += len(chunk)
+    return cols if length else 0
+
+
+def csv_lines(path: Path, max_columns: int | None = None) -> tuple[int, int, int]:
+    """:func:`csv_shape` and the longest line after the header, in bytes (same pass);
+    BAD_FILE if the header has more than ``max_columns`` columns (before the lines are
+    read)."""
     import numpy as np
 
     lines, last, longest, carry = 0, b"\n", 0, 0
     with open(path, "rb") as fh:
-        head = fh.readline(1 << 20)
+        cols = _header_columns(fh, path.name, max_columns)
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             ends = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10)
             lines += len(ends)
@@ -119,20 +157,15 @@ def csv_lines(path: Path) -> tuple[int, int, int]:
                 carry += len(chunk)
             last = chunk[-1:]
     lines += last != b"\n"
-    try:
-        cols = len(next(csv.reader(io.StringIO(head.decode("utf-8", "replace")))))
-    except StopIteration:
-        cols = 0
-    except csv.Error as exc:  # e.g. CR-only line ends (#29)
-        raise bad_file(path.name, f"not a CSV file with \\n or \\r\\n line ends ({exc})"
-                       ) from None
     return lines, cols, max(longest, carry)
 
 
-def check_csv(path: Path, max_rows: int, max_cells: int | None) -> int:
-    """Rows and rows x columns of a CSV file within the limits (None: no cell limit);
-    returns its longest line in bytes (a streamed read sizes its chunks by it)."""
-    rows, cols, longest = csv_lines(path)
+def check_csv(path: Path, max_rows: int, max_cells: int | None,
+              max_columns: int | None = None) -> int:
+    """Header columns (first, over the whole header line), rows and rows x columns of a
+    CSV file within the limits (None: no limit); returns its longest line in bytes (a
+    streamed read sizes its chunks by it)."""
+    rows, cols, longest = csv_lines(path, max_columns)
     if rows > max_rows:
         raise bad_file(path.name, "too many rows", f"<= {max_rows}", rows)
     if max_cells is not None and rows * max(cols, 1) > max_cells:
@@ -151,7 +184,7 @@ def _is_binary(t) -> bool:
 
 
 def _open_parquet(path: Path, *, max_rows: int, max_cells: int | None, max_bytes: int,
-                  max_group_bytes: int | None = None):
+                  max_group_bytes: int | None = None, max_columns: int | None = None):
     """The file's ParquetFile and its text columns, after the footer checks (module doc);
     ``max_group_bytes`` bounds each row group's declared uncompressed size, and marks a
     streamed read: one row group at a time, read through a 1 MiB buffer without
@@ -161,6 +194,11 @@ def _open_parquet(path: Path, *, max_rows: int, max_cells: int | None, max_bytes
     import pyarrow.parquet as pq
 
     name = path.name
+    from .parquet_pages import footer_schema_length
+
+    declared = footer_schema_length(path)  # the root and one element per flat column
+    if max_columns is not None and declared is not None and declared - 1 > max_columns:
+        raise _too_many_columns(name, max_columns, declared - 1)
     try:
         pf = pq.ParquetFile(path)
         md, schema = pf.metadata, pf.schema_arrow
@@ -168,6 +206,8 @@ def _open_parquet(path: Path, *, max_rows: int, max_cells: int | None, max_bytes
         raise bad_file(name, f"not a readable Parquet file ({type(exc).__name__})") from exc
     if md.num_rows > max_rows:
         raise bad_file(name, "too many rows", f"<= {max_rows}", md.num_rows)
+    if max_columns is not None and md.num_columns > max_columns:
+        raise _too_many_columns(name, max_columns, md.num_columns)
     if max_cells is not None and md.num_rows * max(md.num_columns, 1) > max_cells:
         raise bad_file(name, "too many cells (rows x columns)", f"<= {max_cells}",
                        md.num_rows * md.num_columns)
@@ -259,10 +299,10 @@ def _decoded(table, text: list[str], name: str, *, max_bytes: int, max_field_cha
 
 
 def read_parquet(path: Path, *, max_rows: int, max_cells: int, max_bytes: int,
-                 max_field_chars: int) -> "pd.DataFrame":
+                 max_field_chars: int, max_columns: int | None = None) -> "pd.DataFrame":
     """A Parquet file as a DataFrame, its sizes checked before materialising (module doc)."""
     pf, text = _open_parquet(path, max_rows=max_rows, max_cells=max_cells,
-                             max_bytes=max_bytes)
+                             max_bytes=max_bytes, max_columns=max_columns)
     import pyarrow as pa
 
     batches = list(counted(pf, 1 << 16, path.name))
@@ -325,8 +365,8 @@ def _row_bytes(t) -> int:
 
 
 def iter_parquet(path: Path, batch_rows: int, *, max_rows: int, max_bytes: int,
-                 max_group_bytes: int, max_field_chars: int, max_batch_bytes: int
-                 ) -> "Iterator[pd.DataFrame]":
+                 max_group_bytes: int, max_field_chars: int, max_batch_bytes: int,
+                 max_columns: int | None = None) -> "Iterator[pd.DataFrame]":
     """A Parquet file as DataFrames of at most ``batch_rows`` rows, with the checks of
     :func:`read_parquet` (decoded text counted over the whole file, and at most
     ``max_batch_bytes`` per batch; no cell limit: memory is one row group plus one batch,
@@ -334,7 +374,7 @@ def iter_parquet(path: Path, batch_rows: int, *, max_rows: int, max_bytes: int,
     import pyarrow as pa
 
     pf, text = _open_parquet(path, max_rows=max_rows, max_cells=None, max_bytes=max_bytes,
-                             max_group_bytes=max_group_bytes)
+                             max_group_bytes=max_group_bytes, max_columns=max_columns)
     # rows per batch so that its fixed-width part fits max_batch_bytes however many columns
     # the file has (#29 high: bounded as read; text is bounded by _decoded)
     width = sum(_row_bytes(f.type) for f in pf.schema_arrow)

@@ -112,6 +112,42 @@ class Compact:
             last = fid
 
 
+def footer_schema_length(path: Path) -> int | None:
+    """How many schema elements the footer declares (the root and one per column of a flat
+    file), from the first bytes of the footer only: pyarrow parses the whole footer, which
+    grows with the columns, before anything can be checked (#36). None when the file does
+    not end or start its footer as expected (pyarrow then says what is wrong)."""
+    with open(path, "rb") as fh:
+        size = fh.seek(0, 2)
+        if size < 12:
+            return None
+        fh.seek(size - 8)
+        tail = fh.read(8)
+        length = int.from_bytes(tail[:4], "little")
+        if tail[4:] != b"PAR1" or length > size - 12:
+            return None
+        fh.seek(size - 8 - length)
+        reader = Compact(fh.read(min(length, 64)))
+    last = 0
+    try:
+        while True:  # FileMetaData: 1 version (i32), 2 schema (list<SchemaElement>), ...
+            head = reader._byte()
+            delta, kind = head >> 4, head & 0x0F
+            if head == 0 or delta == 0:
+                return None
+            last += delta
+            if last == 2:
+                if kind != 9:
+                    return None
+                items = reader._byte() >> 4
+                return reader.varint() if items == 15 else items
+            if last > 2 or kind not in (4, 5, 6):
+                return None
+            reader.zigzag()
+    except (_Truncated, ValueError):
+        return None
+
+
 @dataclass(frozen=True)
 class Pages:
     """What the page headers of a file add up to."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,21 @@ def table_for_path(path: str | os.PathLike) -> str:
             failures=[Failure(Code.BAD_INPUT, "unknown table", file=str(path),
                               expected=" | ".join(TABLES), found=stem)])
     return stem
+
+
+EXTRA_COLUMNS = 16  # columns a table file may have beyond its table's before it is refused
+
+
+@cache
+def column_cap(table: str | None) -> int:
+    """The most columns a file of ``table`` (None or unknown: of any table) is read with:
+    its columns plus :data:`EXTRA_COLUMNS` (optional extras such as grad_bytes, and a few
+    unknown ones, which the strict schema reports by name). A wider file is BAD_FILE before
+    it is parsed (#36: 1 row x 1,000,000 columns went around the cell bound)."""
+    from dgtraces.tables.schema import TABLES
+
+    tables = [table] if table in TABLES else list(TABLES)
+    return max(len(TABLES[t].to_schema().columns) for t in tables) + EXTRA_COLUMNS
 
 
 def _csv_options(path: Path, table: str | None) -> dict[str, Any]:
