@@ -18,6 +18,15 @@ then follows the last gradient exchange, as the predictor's DAG has it (see
 time in ns (link latency in ns, bandwidth in GB/s = bytes/ns), so one cycle is one ns there:
 we convert at ``clock_ghz`` = 1.0 unless told otherwise. The format has no comments, so the
 provenance, units and the backward split go to a JSON sidecar (``<out>.meta.json``).
+
+No update delay is 0 (#36 item 9): ``Layer::call`` registers a layer's update delay
+unconditionally when its collective ends (``Sys::register_event`` with that many cycles),
+and the analytical backend's event queue asserts that every event lies strictly after the
+current time (``EventQueue::add_event``, ``src/event-queue/EventQueue.cc`` of
+astra-sim/astra-network-analytical at d27635bc, the ASTRA-sim-1.0 branch's submodule): a
+0-cycle update aborts the simulation. Every update is therefore at least
+:data:`MIN_UPDATE_CYCLES` (1 cycle, 1 ns at 1 GHz), on layers without a collective too
+(ASTRA-sim ignores those).
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 PARALLELISMS = ("DATA",)  # what a single-model layer trace can describe
 RESERVED = -1  # the "reserved variable" column; ASTRA-sim's own examples write -1
+MIN_UPDATE_CYCLES = 1  # a 0-cycle update is an event at the current time: ASTRA-sim aborts
 FORMAT_DOC = ("ASTRA-sim 1.0 text workload: astra-sim/astra-sim branch ASTRA-sim-1.0, "
               "parser Workload::initialize_workload and DATA loop "
               "Workload::iterate_data_parallel in astra-sim/workload/Workload.cc, update delay "
@@ -143,7 +153,8 @@ def astra_workload(trace: Trace, *, workers: int = 1, parallelism: str = "DATA",
             update_shares_ms(trace, placement), strict=True):
         layers.append(AstraLayer(name, _cycles(f, clock_ghz), _cycles(ig, clock_ghz),
                                  _cycles(wg, clock_ghz), "ALLREDUCE" if nbytes else "NONE",
-                                 int(nbytes), _cycles(update_ms, clock_ghz)))
+                                 int(nbytes),
+                                 max(MIN_UPDATE_CYCLES, _cycles(update_ms, clock_ghz))))
     meta = {
         "format": FORMAT_DOC,
         "parallelism": parallelism,
@@ -160,6 +171,11 @@ def astra_workload(trace: Trace, *, workers: int = 1, parallelism: str = "DATA",
         "backward_split": split.note,
         "update_placement": placement.value,
         "update": UPDATE_NOTES[placement],
+        "update_min_cycles": MIN_UPDATE_CYCLES,
+        "update_min_note": "no update delay is 0: ASTRA-sim 1.0 registers each layer's update "
+                           "when its collective ends, and its analytical event queue aborts "
+                           "on an event at the current time (EventQueue.cc:20); layers given "
+                           "no update get 1 cycle, at most one cycle per layer in all",
         "not_included": "input read/decode and host-to-device copy (no column in the format)",
         "totals_ms": {"fwd": float(sum(trace.fwd_ms)), "input_grad": float(sum(split.ig_ms)),
                       "weight_grad": float(sum(split.wg_ms)), "update": trace.update_ms,

@@ -125,13 +125,29 @@ def test_cli_writes_workload_and_sidecar(shipped, tmp_path):
     assert json.loads(meta_path(out).read_text())["update_placement"] == "by-grad-bytes"
 
 
+class EventAtCurrentTime(AssertionError):
+    """ASTRA-sim 1.0's abort: ``assert(compare_time_stamp(current_time, time_stamp) < 0)`` in
+    ``Analytical::EventQueue::add_event`` (src/event-queue/EventQueue.cc:20 of
+    astra-network-analytical at d27635bc, the ASTRA-sim-1.0 branch's backend)."""
+
+
+def schedule(now: int, delay: int) -> int:
+    """An event registered ``delay`` cycles from ``now`` (``Sys::register_event`` ->
+    ``sim_schedule``): the analytical event queue takes only events strictly later."""
+    if delay <= 0:
+        raise EventAtCurrentTime(f"event at the current time {now} (delay {delay})")
+    return now + delay
+
+
 def replay_data_parallel(rows, comm_cycles):
     """One pass of ASTRA-sim 1.0's DATA training loop as its code runs it (branch
     ASTRA-sim-1.0: ``Workload::iterate_data_parallel``, ``Layer::call``), times in cycles:
     every forward, then from the last layer to the first the weight-gradient compute, its
     collective issued (one FIFO channel here, ``comm_cycles[name]`` each), then the
-    input-gradient compute (none for layer 0). A layer's update delay starts when its own
-    collective ends (no collective: no delay). The pass ends when all of it is done."""
+    input-gradient compute (none for layer 0). A layer's update delay is registered as an
+    event when its own collective ends (``Layer::call`` on ``Wight_Grad_Comm_Finished``,
+    whatever the delay; no collective: no event), and a delay of 0 aborts as ASTRA-sim does
+    (:func:`schedule`). The pass ends when all of it is done."""
     t = sum(r["fwd_cycles"] for r in rows)
     channel, ends = 0, []
     for i in reversed(range(len(rows))):
@@ -139,7 +155,7 @@ def replay_data_parallel(rows, comm_cycles):
         t += r["wg_cycles"]
         if r["wg_comm"] == "ALLREDUCE":
             channel = max(t, channel) + comm_cycles[r["name"]]
-            ends.append(channel + r["update_cycles"])
+            ends.append(schedule(channel, r["update_cycles"]))
         if i > 0:
             t += r["ig_cycles"]
     return max([t, *ends])
@@ -165,7 +181,7 @@ def test_update_follows_the_last_collective_as_in_predict(wfbp_prediction, tmp_p
     _, rows = parse_workload(out.read_text())
     assert rows[0]["name"] == "conv1" and rows[0]["wg_comm"] == "ALLREDUCE"
     assert rows[0]["update_cycles"] == round(trace.update_ms * 1e6)
-    assert all(r["update_cycles"] == 0 for r in rows[1:])
+    assert all(r["update_cycles"] == 1 for r in rows[1:])  # never 0 (#36 item 9)
     iter_ms = replay_data_parallel(rows, comm) / 1e6
     assert iter_ms == pytest.approx(pred.iter_ms, abs=0.01)
     meta = json.loads(side.read_text())
@@ -178,6 +194,24 @@ def test_update_follows_the_last_collective_as_in_predict(wfbp_prediction, tmp_p
                                                                    abs=len(rows))
     short = replay_data_parallel(rows2, comm) / 1e6
     assert pred.iter_ms - short > 0.9 * trace.update_ms
+
+
+@pytest.mark.parametrize("update", ["first-layer", "by-grad-bytes"])
+def test_no_update_delay_is_an_event_at_the_current_time(wfbp_prediction, tmp_path, update):
+    """#36 item 9: the default export wrote update 0 after 106 of 107 all-reduces, and
+    ASTRA-sim 1.0 aborted at the first (EventQueue.cc:20). Every update is >= 1 cycle, and
+    the replay, which aborts as ASTRA-sim does, runs the pass to its end."""
+    trace, pred, comm = wfbp_prediction
+    out, side = write_astra(tmp_path / "r50.txt", astra_workload(trace, workers=4,
+                                                                 update=update))
+    _, rows = parse_workload(out.read_text())
+    assert sum(r["wg_comm"] == "ALLREDUCE" for r in rows) == 107
+    assert min(r["update_cycles"] for r in rows) == 1
+    assert replay_data_parallel(rows, comm) / 1e6 <= pred.iter_ms + 0.01
+    assert json.loads(side.read_text())["update_min_cycles"] == 1
+    zero = [dict(r, update_cycles=0) if r["wg_comm"] == "ALLREDUCE" else r for r in rows]
+    with pytest.raises(EventAtCurrentTime):  # the replay encodes the abort
+        replay_data_parallel(zero, comm)
 
 
 def test_unknown_update_placement_is_typed(shipped):
