@@ -29,8 +29,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 SCHEMA = "1.0.2-chakra.0.0.4"  # the GlobalMetadata "schema" attribute Chakra's converters set
 # mlcommons/chakra commit whose schema/protobuf/et_def.proto the vendored subset was checked
-# against (also named in et_def.proto's header and written to every trace's metadata)
-SCHEMA_COMMIT = "6dc63e147b9d115286626cc122459e44d9d08401"
+# against (also named in et_def.proto's header and written to every trace's metadata): the
+# last commit on Chakra's main to touch the file ("Reorganize directories", 2024-05-09; #36)
+SCHEMA_COMMIT = "a1120ddcb50bb3f436a94c8abb40654907f263a6"
 COMM_NOTE = ("COMM_COLL_NODE durations are the dgtraces predictor's modelled collective times; "
              "ASTRA-sim simulates each collective from its comm_size on its own network model")
 ROOFLINE_NOTE = ("COMP_NODE num_ops (FLOPs) and tensor_size (bytes) are modelled from the "
