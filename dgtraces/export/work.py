@@ -24,6 +24,18 @@ table (per sample; fp32 tensors; 1 multiply-add = 2 FLOPs), for one worker's bat
 
 Every count is at least 1: ASTRA-sim divides by both, and a node with zero FLOPs would take
 ``0 / 0`` seconds.
+
+:func:`task_tensors` names the tensors behind those bytes, what ASTRA-sim 2.x's local memory
+tracker (``track-local-mem: 1``, ``LocalMemUsageTracker::recordReads``/``recordWrites``)
+reads from every node's ``inputs`` and ``outputs`` attributes: ``act/<layer>`` (a layer's
+output, ``B x act_bytes``), ``grad_in/<layer>`` (the gradient of its input, ``B x
+in_bytes``), ``weight/<layer>`` and ``grad/<layer>`` (``grad_bytes``), ``reduced/m<k>`` (a
+message's all-reduced gradients), ``weight_next/<layer>`` (the updated weights),
+``input/host`` and ``input/batch`` (the input batch read and copied). The predictor runs the
+layers as a chain, so a layer reads the previous layer's ``act`` (the first reads
+``input/batch``) and its backward the next layer's ``grad_in`` (the last reads
+``loss_grad``). Each tensor is written by one task; for the layer tasks and the update the
+bytes add up to ``tensor_size`` above.
 """
 
 from __future__ import annotations
@@ -60,6 +72,47 @@ def task_work(trace: Trace) -> dict[str, TaskWork]:
     out["update"] = _work(2 * (grad // FP32_BYTES), 3 * grad)
     batch_in = batch * int(rows["in_bytes"].iloc[0]) if len(rows) else 0
     out["io"] = out["h2d"] = _work(1, batch_in)
+    return out
+
+
+Tensor = tuple[str, int]  # name, bytes
+
+
+@dataclass(frozen=True)
+class TaskTensors:
+    """The tensors one task reads (``inputs``) and writes (``outputs``)."""
+
+    inputs: tuple[Tensor, ...]
+    outputs: tuple[Tensor, ...]
+
+
+def task_tensors(trace: Trace, messages=()) -> dict[str, TaskTensors]:
+    """:class:`TaskTensors` of every task id the predictor schedules for ``trace``, the
+    collectives of ``messages`` (:class:`dgtraces.predict.policies.Message`) included."""
+    from dgtraces.models import layers_frame
+
+    rows = layers_frame(trace.model).set_index("layer").loc[list(trace.layers)]
+    batch, names = int(trace.batch_size), list(trace.layers)
+    grads = {name: int(w) for name, w in rows["grad_bytes"].items()}
+    batch_in = batch * int(rows["in_bytes"].iloc[0]) if len(rows) else 0
+    out = {"io": TaskTensors((), (("input/host", batch_in),)),
+           "h2d": TaskTensors((("input/host", batch_in),), (("input/batch", batch_in),))}
+    for i, (name, r) in enumerate(rows.iterrows()):
+        x, y, w = batch * int(r["in_bytes"]), batch * int(r["act_bytes"]), grads[name]
+        src = (f"act/{names[i - 1]}" if i else "input/batch", x)
+        weight = ((f"weight/{name}", w),) if w else ()
+        out[f"fwd/{name}"] = TaskTensors((src, *weight), ((f"act/{name}", y),))
+        dy = (f"grad_in/{names[i + 1]}" if i + 1 < len(names) else "loss_grad", y)
+        grad = ((f"grad/{name}", w),) if w else ()
+        out[f"bwd/{name}"] = TaskTensors((dy, src, *weight), ((f"grad_in/{name}", x), *grad))
+    for m in messages:
+        out[m.task_id] = TaskTensors(tuple((f"grad/{name}", grads[name]) for name in m.layers),
+                                     ((f"reduced/m{m.index}", int(m.nbytes)),))
+    learned = [name for name in names if grads[name]]
+    out["update"] = TaskTensors(
+        (*((f"reduced/m{m.index}", int(m.nbytes)) for m in messages),
+         *((f"weight/{name}", grads[name]) for name in learned)),
+        tuple((f"weight_next/{name}", grads[name]) for name in learned))
     return out
 
 

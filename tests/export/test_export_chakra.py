@@ -231,3 +231,72 @@ def test_metadata_names_the_chakra_commit_the_schema_was_checked_against(trace, 
     meta, _ = read_et(write_et(tmp_path / "et", graph, 2)[0])
     attrs = {a.name: a.string_val for a in meta.attr}
     assert attrs["chakra_schema_commit"] == SCHEMA_COMMIT
+
+
+def track_local_mem(nodes):
+    """ASTRA-sim 2.x's local memory tracker (``track-local-mem: 1``) as its code reads every
+    node when it ends (astra-sim ``astra-sim/workload/LocalMemUsageTracker.cc``, master
+    4b6e0279 and 518bd513): ``recordReads`` and ``recordWrites`` look the ``inputs`` and
+    ``outputs`` attributes up by name (missing: ``runtime_error("Attribute 'inputs' not found
+    in node N")``, the run stops), take a string list of tensor name, size, name, size...
+    (an odd count throws; a size must parse with ``stoull``), and a tensor written twice hits
+    ``assert(false)``. Returns tensor -> size in bytes."""
+    sizes, written = {}, set()
+    for node in nodes:
+        for field in ("inputs", "outputs"):
+            hits = [a for a in node.attr if a.name == field]
+            if not hits:
+                raise RuntimeError(f"Attribute '{field}' not found in node {node.id}")
+            if hits[0].WhichOneof("value") != "string_list":
+                continue  # the tracker skips an attribute that is no string list
+            values = list(hits[0].string_list.values)
+            if len(values) % 2:
+                raise RuntimeError("IO infos list size is not even.")
+            for name, size in zip(values[::2], values[1::2], strict=True):
+                assert size.isdigit(), (node.name, name, size)
+                if field == "outputs" and int(size):
+                    assert name not in written, f"{name} written twice"
+                    written.add(name)
+                sizes.setdefault(name, int(size))
+    return sizes
+
+
+@pytest.mark.parametrize("policy", ["wfbp", "bucketed", "naive"])
+def test_every_node_names_its_tensors_for_the_memory_tracker(trace, tmp_path, policy):
+    """#36 item 10: with ASTRA-sim's own example configuration (hgx_h100_8gpu.json,
+    track-local-mem: 1) every NPU stopped at "Attribute 'inputs' not found in node 0"."""
+    from dgtraces.export.work import task_tensors, task_work
+
+    timed = replace(trace, io_ms=5.0, h2d_ms=1.0)
+    graph = build_et(timed, Cluster(4, 4), Policy(policy))
+    _, nodes = read_et(write_et(tmp_path / "et", graph, 4)[0])
+    sizes = track_local_mem(nodes)
+    grads = {n: b for n, b in zip(trace.layers, trace.grad_bytes, strict=True)}
+    assert sizes["act/fc1000"] == 32 * 1000 * 4 and sizes["grad/fc1000"] == grads["fc1000"]
+    reduced = [n for n in sizes if n.startswith("reduced/")]
+    assert sum(sizes[n] for n in reduced) == sum(trace.grad_bytes)
+    # Chakra's own IOInfo carries the same tensors
+    first = nodes[[n.name for n in nodes].index("fwd/conv1")]
+    assert first.inputs.values == '["input/batch", "weight/conv1"]'
+    assert first.outputs.types == '["Tensor(float)"]'
+    # the tensors decompose the roofline's tensor_size of the layer tasks and the update
+    work, tensors = task_work(trace), task_tensors(trace, graph_messages(trace, policy))
+    for tid in ("fwd/conv1", "bwd/res5c_branch2c", "update"):
+        t = tensors[tid]
+        assert sum(b for _, b in t.inputs + t.outputs) == work[tid].tensor_size, tid
+
+
+def graph_messages(trace, policy):
+    return predict_trace(trace, Cluster(4, 4), Policy(policy))[1].messages
+
+
+def test_the_tracker_replay_stops_where_astra_sim_stopped(trace, tmp_path):
+    graph = build_et(trace, Cluster(2), Policy("wfbp"))
+    _, nodes = read_et(write_et(tmp_path / "et", graph, 2)[0])
+    for node in nodes:
+        kept = [a for a in node.attr if a.name not in ("inputs", "outputs")]
+        del node.attr[:]
+        node.attr.extend(kept)
+    with pytest.raises(RuntimeError, match="Attribute 'inputs' not found in node 0"):
+        track_local_mem(nodes)
+

@@ -8,7 +8,13 @@ backward layer task, the update and (when timed) the input read and host-to-devi
 ``duration_micros`` and the roofline inputs ``num_ops`` (FLOPs, int64) and ``tensor_size``
 (bytes, uint64) of :mod:`dgtraces.export.work`, so ASTRA-sim 2.x runs them with
 ``roofline-enabled`` on or off; ``COMM_COLL_NODE`` (``ALL_REDUCE``) per gradient message of
-the policy with ``comm_size`` in bytes; ``data_deps`` are the DAG's edges. The schema is
+the policy with ``comm_size`` in bytes; ``data_deps`` are the DAG's edges. Every node names
+the tensors it reads and writes (:func:`dgtraces.export.work.task_tensors`) twice: as the
+``inputs``/``outputs`` attributes (string lists of name, bytes, name, bytes, ...) that
+ASTRA-sim 2.x's local memory tracker reads (``track-local-mem: 1``; without them every NPU
+stopped at ``Attribute 'inputs' not found in node 0``, #36), and in Chakra's own
+``Node.inputs``/``outputs`` (``IOInfo``: JSON lists of the names, their 1-D fp32 shapes and
+types). The schema is
 Chakra's ``et_def.proto`` (MIT, see ``LICENSE.chakra``; the commit it was checked against is
 :data:`SCHEMA_COMMIT`) compiled with protobuf (extra ``[sim]``).
 """
@@ -34,6 +40,9 @@ SCHEMA = "1.0.2-chakra.0.0.4"  # the GlobalMetadata "schema" attribute Chakra's 
 SCHEMA_COMMIT = "a1120ddcb50bb3f436a94c8abb40654907f263a6"
 COMM_NOTE = ("COMM_COLL_NODE durations are the dgtraces predictor's modelled collective times; "
              "ASTRA-sim simulates each collective from its comm_size on its own network model")
+TENSOR_NOTE = ("node inputs/outputs: tensors modelled from the layers table for the worker's "
+               "batch (dgtraces.export.work.task_tensors: a chain of layers, fp32), as "
+               "name/bytes string lists for ASTRA-sim's track-local-mem and as IOInfo")
 ROOFLINE_NOTE = ("COMP_NODE num_ops (FLOPs) and tensor_size (bytes) are modelled from the "
                  "layers table for the worker's batch (dgtraces.export.work); with "
                  "roofline-enabled ASTRA-sim times them by its roofline, not duration_micros")
@@ -65,9 +74,23 @@ def _attr(pb, name: str, value) -> Any:
     return pb.AttributeProto(name=name, string_val=str(value))
 
 
+def _io(pb, node, tensors) -> None:
+    """Set ``node``'s tensors (:class:`dgtraces.export.work.TaskTensors`): the ``inputs`` and
+    ``outputs`` attributes ASTRA-sim's memory tracker reads, and Chakra's ``IOInfo`` fields."""
+    import json
+
+    for field, pairs in (("inputs", tensors.inputs), ("outputs", tensors.outputs)):
+        flat = [str(v) for pair in pairs for v in pair]
+        node.attr.append(pb.AttributeProto(name=field, string_list=pb.StringList(values=flat)))
+        getattr(node, field).CopyFrom(pb.IOInfo(
+            values=json.dumps([n for n, _ in pairs]),
+            shapes=json.dumps([[b // 4] for _, b in pairs]),
+            types=json.dumps(["Tensor(float)"] * len(pairs))))
+
+
 def build_et(trace: Trace, cluster: Cluster, policy: Policy) -> EtGraph:
     """Simulate one iteration of ``trace`` and turn its DAG into Chakra nodes."""
-    from dgtraces.export.work import task_work
+    from dgtraces.export.work import task_tensors, task_work
 
     from ..._version import __version__
     from ...predict.dag import predict_trace
@@ -76,6 +99,7 @@ def build_et(trace: Trace, cluster: Cluster, policy: Policy) -> EtGraph:
     check_workers(cluster.workers)
     pred, sched = predict_trace(trace, cluster, policy)
     work = task_work(trace)
+    tensors = task_tensors(trace, sched.messages)
     sizes = {m.task_id: m.nbytes for m in sched.messages}
     ids: dict[str, list[int]] = {}  # task -> node ids it stands for (dropped: its deps)
     nodes: list[Any] = []
@@ -100,6 +124,7 @@ def build_et(trace: Trace, cluster: Cluster, policy: Policy) -> EtGraph:
                               pb.AttributeProto(name="num_ops", int64_val=w.num_ops),
                               pb.AttributeProto(name="tensor_size", uint64_val=w.tensor_size)])
         node.attr.append(_attr(pb, "dgtraces_kind", t.kind))
+        _io(pb, node, tensors[t.id])
         ids[t.id] = [node.id]
         nodes.append(node)
     meta = pb.GlobalMetadata(version="0.0.4", attr=[_attr(pb, k, v) for k, v in {
@@ -110,7 +135,7 @@ def build_et(trace: Trace, cluster: Cluster, policy: Policy) -> EtGraph:
         "iter_ms": float(pred.iter_ms), "trace_provenance": trace.provenance,
         "trace_source": trace.source, "trace_run_id": trace.run_id or "",
         "trace_device": trace.device or "", "time_unit": "microseconds (duration_micros)",
-        "comm_note": COMM_NOTE, "roofline_note": ROOFLINE_NOTE,
+        "comm_note": COMM_NOTE, "roofline_note": ROOFLINE_NOTE, "tensor_note": TENSOR_NOTE,
         "chakra_schema_commit": SCHEMA_COMMIT}.items()])
     return EtGraph(meta, tuple(nodes), float(pred.iter_ms))
 

@@ -26,23 +26,25 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0c\x65t_def.proto\x12\x0e\x43hakraProtoMsg\"\xa6\x01\n\x0e\x41ttributeProto\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\ndoc_string\x18\x02 \x01(\t\x12\x14\n\ndouble_val\x18\x03 \x01(\x01H\x00\x12\x13\n\tint64_val\x18\t \x01(\x03H\x00\x12\x14\n\nuint64_val\x18\r \x01(\x04H\x00\x12\x12\n\x08\x62ool_val\x18\x1b \x01(\x08H\x00\x12\x14\n\nstring_val\x18\x1d \x01(\tH\x00\x42\x07\n\x05value\"O\n\x0eGlobalMetadata\x12\x0f\n\x07version\x18\x01 \x01(\t\x12,\n\x04\x61ttr\x18\x02 \x03(\x0b\x32\x1e.ChakraProtoMsg.AttributeProto\"7\n\x06IOInfo\x12\x0e\n\x06values\x18\x01 \x01(\t\x12\x0e\n\x06shapes\x18\x02 \x01(\t\x12\r\n\x05types\x18\x03 \x01(\t\"\xa1\x02\n\x04Node\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0c\n\x04name\x18\x02 \x01(\t\x12&\n\x04type\x18\x03 \x01(\x0e\x32\x18.ChakraProtoMsg.NodeType\x12\x11\n\tctrl_deps\x18\x04 \x03(\x04\x12\x11\n\tdata_deps\x18\x05 \x03(\x04\x12\x19\n\x11start_time_micros\x18\x06 \x01(\x04\x12\x17\n\x0f\x64uration_micros\x18\x07 \x01(\x04\x12&\n\x06inputs\x18\x08 \x01(\x0b\x32\x16.ChakraProtoMsg.IOInfo\x12\'\n\x07outputs\x18\t \x01(\x0b\x32\x16.ChakraProtoMsg.IOInfo\x12,\n\x04\x61ttr\x18\n \x03(\x0b\x32\x1e.ChakraProtoMsg.AttributeProto*\xa1\x01\n\x08NodeType\x12\x10\n\x0cINVALID_NODE\x10\x00\x12\x11\n\rMETADATA_NODE\x10\x01\x12\x11\n\rMEM_LOAD_NODE\x10\x02\x12\x12\n\x0eMEM_STORE_NODE\x10\x03\x12\r\n\tCOMP_NODE\x10\x04\x12\x12\n\x0e\x43OMM_SEND_NODE\x10\x05\x12\x12\n\x0e\x43OMM_RECV_NODE\x10\x06\x12\x12\n\x0e\x43OMM_COLL_NODE\x10\x07*\xb3\x01\n\x12\x43ollectiveCommType\x12\x0e\n\nALL_REDUCE\x10\x00\x12\n\n\x06REDUCE\x10\x01\x12\x0e\n\nALL_GATHER\x10\x02\x12\n\n\x06GATHER\x10\x03\x12\x0b\n\x07SCATTER\x10\x04\x12\r\n\tBROADCAST\x10\x05\x12\x0e\n\nALL_TO_ALL\x10\x06\x12\x12\n\x0eREDUCE_SCATTER\x10\x07\x12\x18\n\x14REDUCE_SCATTER_BLOCK\x10\x08\x12\x0b\n\x07\x42\x41RRIER\x10\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0c\x65t_def.proto\x12\x0e\x43hakraProtoMsg\"\xd9\x01\n\x0e\x41ttributeProto\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\ndoc_string\x18\x02 \x01(\t\x12\x14\n\ndouble_val\x18\x03 \x01(\x01H\x00\x12\x13\n\tint64_val\x18\t \x01(\x03H\x00\x12\x14\n\nuint64_val\x18\r \x01(\x04H\x00\x12\x12\n\x08\x62ool_val\x18\x1b \x01(\x08H\x00\x12\x14\n\nstring_val\x18\x1d \x01(\tH\x00\x12\x31\n\x0bstring_list\x18\x1e \x01(\x0b\x32\x1a.ChakraProtoMsg.StringListH\x00\x42\x07\n\x05value\"\x1c\n\nStringList\x12\x0e\n\x06values\x18\x01 \x03(\t\"O\n\x0eGlobalMetadata\x12\x0f\n\x07version\x18\x01 \x01(\t\x12,\n\x04\x61ttr\x18\x02 \x03(\x0b\x32\x1e.ChakraProtoMsg.AttributeProto\"7\n\x06IOInfo\x12\x0e\n\x06values\x18\x01 \x01(\t\x12\x0e\n\x06shapes\x18\x02 \x01(\t\x12\r\n\x05types\x18\x03 \x01(\t\"\xa1\x02\n\x04Node\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0c\n\x04name\x18\x02 \x01(\t\x12&\n\x04type\x18\x03 \x01(\x0e\x32\x18.ChakraProtoMsg.NodeType\x12\x11\n\tctrl_deps\x18\x04 \x03(\x04\x12\x11\n\tdata_deps\x18\x05 \x03(\x04\x12\x19\n\x11start_time_micros\x18\x06 \x01(\x04\x12\x17\n\x0f\x64uration_micros\x18\x07 \x01(\x04\x12&\n\x06inputs\x18\x08 \x01(\x0b\x32\x16.ChakraProtoMsg.IOInfo\x12\'\n\x07outputs\x18\t \x01(\x0b\x32\x16.ChakraProtoMsg.IOInfo\x12,\n\x04\x61ttr\x18\n \x03(\x0b\x32\x1e.ChakraProtoMsg.AttributeProto*\xa1\x01\n\x08NodeType\x12\x10\n\x0cINVALID_NODE\x10\x00\x12\x11\n\rMETADATA_NODE\x10\x01\x12\x11\n\rMEM_LOAD_NODE\x10\x02\x12\x12\n\x0eMEM_STORE_NODE\x10\x03\x12\r\n\tCOMP_NODE\x10\x04\x12\x12\n\x0e\x43OMM_SEND_NODE\x10\x05\x12\x12\n\x0e\x43OMM_RECV_NODE\x10\x06\x12\x12\n\x0e\x43OMM_COLL_NODE\x10\x07*\xb3\x01\n\x12\x43ollectiveCommType\x12\x0e\n\nALL_REDUCE\x10\x00\x12\n\n\x06REDUCE\x10\x01\x12\x0e\n\nALL_GATHER\x10\x02\x12\n\n\x06GATHER\x10\x03\x12\x0b\n\x07SCATTER\x10\x04\x12\r\n\tBROADCAST\x10\x05\x12\x0e\n\nALL_TO_ALL\x10\x06\x12\x12\n\x0eREDUCE_SCATTER\x10\x07\x12\x18\n\x14REDUCE_SCATTER_BLOCK\x10\x08\x12\x0b\n\x07\x42\x41RRIER\x10\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'et_def_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_NODETYPE']._serialized_start=632
-  _globals['_NODETYPE']._serialized_end=793
-  _globals['_COLLECTIVECOMMTYPE']._serialized_start=796
-  _globals['_COLLECTIVECOMMTYPE']._serialized_end=975
+  _globals['_NODETYPE']._serialized_start=713
+  _globals['_NODETYPE']._serialized_end=874
+  _globals['_COLLECTIVECOMMTYPE']._serialized_start=877
+  _globals['_COLLECTIVECOMMTYPE']._serialized_end=1056
   _globals['_ATTRIBUTEPROTO']._serialized_start=33
-  _globals['_ATTRIBUTEPROTO']._serialized_end=199
-  _globals['_GLOBALMETADATA']._serialized_start=201
-  _globals['_GLOBALMETADATA']._serialized_end=280
-  _globals['_IOINFO']._serialized_start=282
-  _globals['_IOINFO']._serialized_end=337
-  _globals['_NODE']._serialized_start=340
-  _globals['_NODE']._serialized_end=629
+  _globals['_ATTRIBUTEPROTO']._serialized_end=250
+  _globals['_STRINGLIST']._serialized_start=252
+  _globals['_STRINGLIST']._serialized_end=280
+  _globals['_GLOBALMETADATA']._serialized_start=282
+  _globals['_GLOBALMETADATA']._serialized_end=361
+  _globals['_IOINFO']._serialized_start=363
+  _globals['_IOINFO']._serialized_end=418
+  _globals['_NODE']._serialized_start=421
+  _globals['_NODE']._serialized_end=710
 # @@protoc_insertion_point(module_scope)
