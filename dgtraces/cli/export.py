@@ -6,10 +6,34 @@ import click
 
 from . import OutPath
 from .options import io_overlap_option, release_option
-from .predict import POLICIES, algorithm_for, bucket_bytes_option, cluster_options, gbps_option
+from .predict import (
+    POLICIES,
+    algorithm_for,
+    bucket_bytes_option,
+    cluster_options,
+    gbps_option,
+    h2d_link_option,
+    h2d_ms_option,
+    io_ms_option,
+    with_phases,
+)
 
 _raw = click.option("--raw-layer-times", is_flag=True,
                     help="Do not scale layer times to the run's whole-model medians.")
+
+
+def _phases(f):
+    """``predict``'s input options: an export and ``predict`` agree for the same ones (#36)."""
+    return io_ms_option(h2d_ms_option(h2d_link_option(f)))
+
+
+def _trace(run_id, release, raw_layer_times, io_ms, h2d_ms, h2d_link):
+    """The run's trace as ``predict --run-id`` reads it with the same input options."""
+    from ..export import load_run_trace
+
+    trace = load_run_trace(run_id, release, whole=not raw_layer_times,
+                           h2d_link=h2d_link if h2d_ms is None else None)
+    return with_phases(trace, io_ms, h2d_ms)
 
 
 @click.command("export-astra-sim")
@@ -27,15 +51,17 @@ _raw = click.option("--raw-layer-times", is_flag=True,
                    "or shared by gradient bytes (most of it then hides under backward).")
 @release_option("Release to read the run from ('latest': the newest).")
 @_raw
+@_phases
 @click.option("--out", type=OutPath(writes=("{}", "{}.meta.json"), dir_okay=False),
               required=True, help="Workload file; a <out>.meta.json sidecar is written beside it.")
 def export_astra_sim(run_id, workers, parallelism, clock_ghz, update, release,
-                     raw_layer_times, out) -> None:
-    """Write an ASTRA-sim 1.0 text workload (cycles, bytes) of a stored run."""
-    from ..export import load_run_trace
+                     raw_layer_times, io_ms, h2d_ms, h2d_link, out) -> None:
+    """Write an ASTRA-sim 1.0 text workload (cycles, bytes) of a stored run. The input read
+    and copy (predict's modelled copy of a GPU trace by default) go on the first layer's
+    forward compute, where predict runs them."""
     from ..export.astra import astra_workload, write_astra
 
-    trace = load_run_trace(run_id, release, whole=not raw_layer_times)
+    trace = _trace(run_id, release, raw_layer_times, io_ms, h2d_ms, h2d_link)
     wl = astra_workload(trace, workers=workers, parallelism=parallelism, clock_ghz=clock_ghz,
                         update=update)
     path, side = write_astra(out, wl)
@@ -49,6 +75,9 @@ def export_astra_sim(run_id, workers, parallelism, clock_ghz, update, release,
 
     click.echo(inert(f"trace: {trace.provenance} ({trace.run_id}); {trace.source}"))  # #29 M7
     click.echo(f"update ({update}): " + wl.meta["update"])
+    inp = wl.meta["input_ms"]
+    click.echo(f"input: read {inp['io']:.3f} ms + copy {inp['h2d']:.3f} ms on the first "
+               "layer's forward compute (as predict runs them)")
     click.echo("note: " + wl.meta["backward_split"])
 
 
@@ -62,23 +91,25 @@ def export_astra_sim(run_id, workers, parallelism, clock_ghz, update, release,
               help="Gradient aggregation policy (sets the COMM_COLL nodes).")
 @io_overlap_option()
 @_raw
+@_phases
 @cluster_options
 @click.option("--out", type=OutPath(writes=("{}.*.et",), dir_okay=False), required=True,
               help="Path prefix: writes <out>.0.et ... <out>.<workers-1>.et.")
-def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_times,
-                  gpus_per_node, algorithm, nics_per_node, servers, bucket_mib, link_alpha_us,
-                  link_bandwidth_gb_s, release, staging, staging_passes, shared_cpu, link_fit,
-                  out) -> None:
-    """Write Chakra execution traces (ASTRA-sim 2.0) of a stored run's predicted DAG."""
+def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_times, io_ms,
+                  h2d_ms, h2d_link, gpus_per_node, algorithm, nics_per_node, servers, bucket_mib,
+                  link_alpha_us, link_bandwidth_gb_s, release, staging, staging_passes,
+                  shared_cpu, link_fit, out) -> None:
+    """Write Chakra execution traces (ASTRA-sim 2.0) of a stored run's predicted DAG (the
+    DAG of predict --run-id with the same options, the modelled input copy included)."""
     from dgtraces.store.release import open_if_any
 
-    from ..export import check_workers, load_run_trace
+    from ..export import check_workers
     from ..export.chakra import build_et, write_et
     from ..predict import Cluster, Policy
 
     check_workers(workers)
     rel = open_if_any(release)  # opened once: the run and a --link-fit read it
-    trace = load_run_trace(run_id, rel, whole=not raw_layer_times)
+    trace = _trace(run_id, rel, raw_layer_times, io_ms, h2d_ms, h2d_link)
     if link_fit is not None:
         from ..comm.linkfit import link_from_fit
 

@@ -26,6 +26,27 @@ from .options import (
 
 h2d_link_option = click.option("--h2d-link", default="pcie3", show_default=True,
                          help="Host link of the modelled input copy of GPU traces.")
+io_ms_option = click.option("--io-ms", type=float, default=None,
+                            help="Input read+decode time per batch.")
+h2d_ms_option = click.option("--h2d-ms", type=float, default=None,
+                             help="Host-to-device copy per batch (GPU default: fp32 input "
+                                  "batch over --h2d-link).")
+
+
+def with_phases(trace, io_ms: float | None, h2d_ms: float | None):
+    """``trace`` with the ``--io-ms``/``--h2d-ms`` given on the command line (None: as
+    resolved: stored, or the modelled copy of a GPU trace); ``predict`` and the exports read
+    their traces through it, so they agree for the same options (#36)."""
+    if io_ms is None and h2d_ms is None:
+        return trace
+    from dataclasses import replace
+
+    from dgtraces.predict.tracedef import nonneg
+
+    return replace(trace, io_ms=trace.io_ms if io_ms is None else nonneg(
+                       "io_ms", _given("--io-ms", io_ms)),
+                   h2d_ms=trace.h2d_ms if h2d_ms is None else nonneg(
+                       "h2d_ms", _given("--h2d-ms", h2d_ms)))
 
 
 def cluster_options(f):
@@ -81,10 +102,8 @@ def cluster_options(f):
               help="Inter-node link preset or alias (10gbe = 10gbe-nccl).")
 @click.option("--policy", default="wfbp", show_default=True, type=click.Choice(POLICIES))
 @io_overlap_option()
-@click.option("--io-ms", type=float, default=None, help="Input read+decode time per batch.")
-@click.option("--h2d-ms", type=float, default=None,
-              help="Host-to-device copy per batch (GPU default: fp32 input batch over "
-                   "--h2d-link).")
+@io_ms_option
+@h2d_ms_option
 @h2d_link_option
 @click.option("--calibrate-img-s", type=float, default=None,
               help="Scale compute so that 1 worker runs at this many img/s.")
@@ -152,13 +171,7 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
                     release=rel, whole=not raw_layer_times,
                     h2d_link=h2d_link if h2d_ms is None else None,
                     shape_only=calibrate_img_s is not None)
-    if io_ms is not None or h2d_ms is not None:
-        from dgtraces.predict.tracedef import nonneg
-
-        trace = replace(trace, io_ms=trace.io_ms if io_ms is None else nonneg(
-                            "io_ms", _given("--io-ms", io_ms)),
-                        h2d_ms=trace.h2d_ms if h2d_ms is None else nonneg(
-                            "h2d_ms", _given("--h2d-ms", h2d_ms)))
+    trace = with_phases(trace, io_ms, h2d_ms)
     pol = Policy(policy, io_overlap == "on", bucket_bytes_option(bucket_mib))
     given = explicit(click.get_current_context(), {"policy": "policy",
                                                    "bucket_mib": "bucket_bytes",

@@ -45,11 +45,13 @@ def check_workers(workers: int) -> int:
 
 
 def load_run_trace(run_id: str, release: "Release | str | None" = None, *,
-                   whole: bool = True) -> Trace:
+                   whole: bool = True, h2d_link: str | None = None) -> Trace:
     """The Trace of a stored run of ``release`` (a Release or a version, default latest) as
-    the predictor reads it (no modelled input copy: the exports carry layer compute only).
-    NOT_FOUND for an unknown run, NO_LAYER_TIMINGS for a run that has only whole-model
-    figures."""
+    the predictor reads it: with ``h2d_link`` (``predict``'s default ``pcie3``, as the
+    export commands pass it) a GPU trace without a stored copy time gets ``predict``'s
+    modelled input copy over that link, so an export and ``predict`` agree (#36); None
+    leaves the copy as stored (the library default: layer compute only). NOT_FOUND for an
+    unknown run, NO_LAYER_TIMINGS for a run that has only whole-model figures."""
     from dgtraces.store.release import as_release
 
     from ..predict.trace import resolve
@@ -72,7 +74,8 @@ def load_run_trace(run_id: str, release: "Release | str | None" = None, *,
                             "an export needs per-layer times", code=Code.NO_LAYER_TIMINGS,
                             failures=[Failure(Code.NO_LAYER_TIMINGS, "no layer_timings rows",
                                               column="run_id", found=repr(run_id))])
-    return resolve(None, None, None, run_id=run_id, release=rel, whole=whole, h2d_link=None)
+    return resolve(None, None, None, run_id=run_id, release=rel, whole=whole,
+                   h2d_link=h2d_link)
 
 
 def split_backward(trace: Trace) -> BackwardSplit:

@@ -27,6 +27,12 @@ astra-sim/astra-network-analytical at d27635bc, the ASTRA-sim-1.0 branch's submo
 0-cycle update aborts the simulation. Every update is therefore at least
 :data:`MIN_UPDATE_CYCLES` (1 cycle, 1 ns at 1 GHz), on layers without a collective too
 (ASTRA-sim ignores those).
+
+The input read and copy (``io_ms``, ``h2d_ms``: a GPU trace's modelled input copy, as
+``predict`` adds it, #36 item 12) have no column; ``predict`` runs them, by default
+(``--io-overlap off``), one after the other right before the first layer's forward on the
+compute stream, so they are added to the first layer's forward compute, and the sidecar
+says how much (``input_ms``). The workload then runs what ``predict`` predicts.
 """
 
 from __future__ import annotations
@@ -148,8 +154,10 @@ def astra_workload(trace: Trace, *, workers: int = 1, parallelism: str = "DATA",
     split = split_backward(trace)
     total_grad = sum(trace.grad_bytes)
     layers = []
+    input_ms = float(trace.io_ms + trace.h2d_ms)  # before the first forward, as in predict
+    fwd_ms = [f + (input_ms if i == 0 else 0.0) for i, f in enumerate(trace.fwd_ms)]
     for name, f, ig, wg, nbytes, update_ms in zip(
-            trace.layers, trace.fwd_ms, split.ig_ms, split.wg_ms, trace.grad_bytes,
+            trace.layers, fwd_ms, split.ig_ms, split.wg_ms, trace.grad_bytes,
             update_shares_ms(trace, placement), strict=True):
         layers.append(AstraLayer(name, _cycles(f, clock_ghz), _cycles(ig, clock_ghz),
                                  _cycles(wg, clock_ghz), "ALLREDUCE" if nbytes else "NONE",
@@ -176,7 +184,11 @@ def astra_workload(trace: Trace, *, workers: int = 1, parallelism: str = "DATA",
                            "when its collective ends, and its analytical event queue aborts "
                            "on an event at the current time (EventQueue.cc:20); layers given "
                            "no update get 1 cycle, at most one cycle per layer in all",
-        "not_included": "input read/decode and host-to-device copy (no column in the format)",
+        "input_ms": {"io": float(trace.io_ms), "h2d": float(trace.h2d_ms)},
+        "input": "the input read and host-to-device copy (h2d: predict's modelled copy of a "
+                 "GPU trace unless stored or given) are added to the first layer's forward "
+                 "compute: the format has no column for them, and predict runs them right "
+                 "before that forward (--io-overlap off)",
         "totals_ms": {"fwd": float(sum(trace.fwd_ms)), "input_grad": float(sum(split.ig_ms)),
                       "weight_grad": float(sum(split.wg_ms)), "update": trace.update_ms,
                       "grad_bytes": int(total_grad)},

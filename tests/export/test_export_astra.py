@@ -219,3 +219,46 @@ def test_unknown_update_placement_is_typed(shipped):
     with pytest.raises(DgtracesError) as exc:
         astra_workload(trace, update="last-layer")
     assert exc.value.code == "BAD_INPUT" and exc.value.failures[0].column == "update"
+
+
+PREDICT_OPTS = ["--release", RELEASE, "--workers", "4"]
+CLUSTER_OPTS = ["--gpus-per-node", "4", "--intra", "pcie3", "--inter", "10gbe", "--algorithm",
+                "ring"]
+
+
+def predicted_ms(*extra):
+    res = CliRunner().invoke(main, ["predict", "--run-id", REC, *PREDICT_OPTS, *CLUSTER_OPTS,
+                                    "--json", *extra])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.output)["iter_ms"]
+
+
+@pytest.mark.parametrize("extra", [[], ["--h2d-ms", "0"], ["--h2d-ms", "3.5", "--io-ms", "2"],
+                                   ["--h2d-link", "pcie4"]])
+def test_the_export_runs_what_predict_predicts_input_copy_included(shipped, tmp_path, extra):
+    """#36 item 12: predict adds a GPU trace's modelled input copy (91.33 ms without, 92.56
+    with); the export left it out. It now goes on the first layer's forward compute, and
+    ASTRA-sim 1.0's DATA loop (replayed) runs what predict predicts, for the same options."""
+    from dgtraces.predict import Cluster, Policy, predict_trace
+
+    out = tmp_path / "r50.txt"
+    res = CliRunner().invoke(main, ["export-astra-sim", "--run-id", REC, *PREDICT_OPTS,
+                                    "--out", str(out), *extra])
+    assert res.exit_code == 0, res.output
+    _, rows = parse_workload(out.read_text())
+    meta = json.loads(meta_path(out).read_text())
+    h2d = dict(zip(extra[::2], extra[1::2], strict=True))
+    link = h2d.get("--h2d-link", "pcie3")
+    trace = load_run_trace(REC, RELEASE, h2d_link=None if "--h2d-ms" in h2d else link)
+    if "--h2d-ms" in h2d:
+        from dataclasses import replace
+
+        trace = replace(trace, h2d_ms=float(h2d["--h2d-ms"]),
+                        io_ms=float(h2d.get("--io-ms", 0)))
+    assert meta["input_ms"] == {"io": trace.io_ms, "h2d": trace.h2d_ms}
+    assert rows[0]["fwd_cycles"] == round((trace.fwd_ms[0] + trace.io_ms + trace.h2d_ms) * 1e6)
+    pred, sched = predict_trace(trace, Cluster(4, 4, "pcie3", "10gbe", "ring"), Policy("wfbp"))
+    ends = {t.id: t.end_ms - t.start_ms for t in sched.tasks}
+    comm = {m.layers[0]: round(ends[m.task_id] * 1e6) for m in sched.messages}
+    assert pred.iter_ms == pytest.approx(predicted_ms(*extra), abs=1e-9)
+    assert replay_data_parallel(rows, comm) / 1e6 == pytest.approx(pred.iter_ms, abs=0.01)
