@@ -18,9 +18,9 @@ table (per sample; fp32 tensors; 1 multiply-add = 2 FLOPs), for one worker's bat
 * ``update``: ops ``2 x parameters`` (plain SGD: a multiply and an add per parameter,
   parameters = gradient bytes / 4); bytes ``3 x gradient bytes`` (reads weights and
   gradients, writes weights).
-* ``io`` and ``h2d``: ops 1, bytes ``B x in_bytes`` of the first layer (the input batch);
-  both are CPU nodes in the Chakra export (``is_cpu_op``: the host reads, a DMA engine
-  copies over the host link), which ASTRA-sim replays from their duration in any case.
+* ``io`` and ``h2d``: ops 1, bytes ``B x in_bytes`` of the first layer (the input batch); a
+  roofline then times them as a copy of that many bytes at the memory bandwidth
+  (ASTRA-sim replays ``io``, a CPU node, from its duration in any case).
 
 Every count is at least 1: ASTRA-sim divides by both, and a node with zero FLOPs would take
 ``0 / 0`` seconds.

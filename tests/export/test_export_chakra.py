@@ -306,7 +306,8 @@ def test_the_tracker_replay_stops_where_astra_sim_stopped(trace, tmp_path):
 def test_export_chakra_and_predict_agree_for_the_same_options(monkeypatch, tmp_path, extra):
     """#36 item 12: export-chakra left out predict's modelled input copy (91.33 vs 92.56 ms);
     its DAG is now predict's for the same options: the same iteration time, and a node per
-    timed input phase, replayed from its duration (is_cpu_op) with the roofline on too."""
+    timed input phase (the read a CPU node, the copy a GPU one: ASTRA-sim 2.x's statistics
+    take GPU and COMM nodes only)."""
     import json
 
     monkeypatch.delenv("DGTRACES_DATA", raising=False)
@@ -325,4 +326,4 @@ def test_export_chakra_and_predict_agree_for_the_same_options(monkeypatch, tmp_p
         assert (name in phases) == (ms > 0), name
         if ms > 0:
             assert phases[name].duration_micros == round(ms * 1000)
-            assert attrs(phases[name])["is_cpu_op"] is True
+            assert attrs(phases[name])["is_cpu_op"] is (name == "io")

@@ -40,17 +40,12 @@ SCHEMA = "1.0.2-chakra.0.0.4"  # the GlobalMetadata "schema" attribute Chakra's 
 SCHEMA_COMMIT = "a1120ddcb50bb3f436a94c8abb40654907f263a6"
 COMM_NOTE = ("COMM_COLL_NODE durations are the dgtraces predictor's modelled collective times; "
              "ASTRA-sim simulates each collective from its comm_size on its own network model")
-# replayed from duration_micros even with the roofline on: the input read runs on the host,
-# and the copy is a DMA transfer over the host link, no GPU compute a roofline could time
-HOST_KINDS = ("io", "h2d")
 TENSOR_NOTE = ("node inputs/outputs: tensors modelled from the layers table for the worker's "
                "batch (dgtraces.export.work.task_tensors: a chain of layers, fp32), as "
                "name/bytes string lists for ASTRA-sim's track-local-mem and as IOInfo")
 ROOFLINE_NOTE = ("COMP_NODE num_ops (FLOPs) and tensor_size (bytes) are modelled from the "
                  "layers table for the worker's batch (dgtraces.export.work); with "
-                 "roofline-enabled ASTRA-sim times them by its roofline, not duration_micros; "
-                 "the input read (io) and copy (h2d) are is_cpu_op nodes, replayed from "
-                 "duration_micros (predict's modelled times) either way")
+                 "roofline-enabled ASTRA-sim times them by its roofline, not duration_micros")
 
 
 def _pb() -> Any:
@@ -125,7 +120,7 @@ def build_et(trace: Trace, cluster: Cluster, policy: Policy) -> EtGraph:
         else:
             node.type = pb.COMP_NODE
             w = work[t.id]
-            node.attr.extend([_attr(pb, "is_cpu_op", t.kind in HOST_KINDS),
+            node.attr.extend([_attr(pb, "is_cpu_op", t.kind == "io"),
                               pb.AttributeProto(name="num_ops", int64_val=w.num_ops),
                               pb.AttributeProto(name="tensor_size", uint64_val=w.tensor_size)])
         node.attr.append(_attr(pb, "dgtraces_kind", t.kind))
