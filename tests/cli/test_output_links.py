@@ -22,6 +22,7 @@ from dgtraces.io.files import atomic_file, atomic_write_all, atomic_write_bytes,
 from tests.attack_tally import record
 from tests.contribute.test_contribute import tree_digest
 from tests.paths import REPO
+from tests.store.test_output_guard import path_params
 
 KINDS = ("symlink", "hard link")
 
@@ -37,19 +38,8 @@ def a_shard(store):
 
 def output_options():
     """(command words, parameter) of every OutPath option of every registered command."""
-    ctx = click.Context(main)
-
-    def walk(cmd, words):
-        if isinstance(cmd, click.Group):
-            for name in cmd.list_commands(ctx):
-                yield from walk(cmd.get_command(ctx, name), words + [name])
-        else:
-            for p in cmd.params:
-                if isinstance(p.type, OutPath):
-                    yield words, p
-
-    assert main.list_commands(ctx) == sorted(COMMANDS)  # the registry, every command
-    found = list(walk(main, []))
+    assert main.list_commands(click.Context(main)) == sorted(COMMANDS)  # the registry
+    found = [(cmd.split(), p) for cmd, p in path_params() if isinstance(p.type, OutPath)]
     assert {w[0] for w, _ in found} >= {"export-astra-sim", "export-chakra", "reconstruct",
                                         "predict", "card", "schemas", "demo", "import", "sql"}
     return found

@@ -68,7 +68,8 @@ INPUTS = {("collect ssgd", "trace"), ("contribute", "path"), ("import bcaffe", "
           ("recipe", "root")}  # the data root a recipe builds in (the store's by default)
 
 
-def _path_params():
+def path_params():
+    """(command words joined, parameter) of every click.Path parameter of every command."""
     import click
 
     ctx = click.Context(main)
@@ -90,7 +91,7 @@ def test_every_output_option_goes_through_the_guard(store):
     OutPath, and each OutPath refuses a path inside the data folder (BAD_INPUT)."""
     from dgtraces.cli import OutPath
 
-    params = _path_params()
+    params = path_params()
     outs = [(cmd, p) for cmd, p in params if isinstance(p.type, OutPath)]
     others = {(cmd, p.name) for cmd, p in params if not isinstance(p.type, OutPath)}
     assert others == INPUTS and len(outs) >= 30
