@@ -125,7 +125,7 @@ def test_wide_parquet_is_refused_before_its_footer_is_parsed(store, tmp_path, mo
 
 
 def test_link_fit_tables_are_capped(tmp_path, monkeypatch):
-    from dgtraces.predict.linkfit import link_from_fit
+    from dgtraces.comm.linkfit import link_from_fit
 
     path = wide_csv(tmp_path / "comm_fits.csv", columns=WIDE)
     counter = ReadCounter(monkeypatch)
