@@ -9,6 +9,8 @@ Each subcommand writes ``<table>.csv`` files into ``--out`` (named after their t
 
 from __future__ import annotations
 
+import re
+
 import click
 
 from dgtraces.errors import Code
@@ -168,14 +170,16 @@ def _comm_imports(logs, run, header, describe_fit, out, force) -> None:
     """Import each log (``run``), report it and its fits, write comm + comm_fits."""
     import pandas as pd
 
+    from dgtraces.io.terminal_text import inert
+
     comm, fits = [], []
     for log in logs:
         res = run(log)
-        click.echo(header(log, res))
+        click.echo(inert(header(log, res)))  # GPU names and notes come from the log (#36 M6)
         for f in res.comm_fits.itertuples():
-            click.echo("  " + describe_fit(f))
+            click.echo(inert("  " + describe_fit(f)))
         for note in res.notes:
-            click.echo(f"  note: {note}")
+            click.echo(inert(f"  note: {note}"))
         comm.append(res.comm)
         fits.append(res.comm_fits)
     _write({"comm": pd.concat(comm, ignore_index=True),
@@ -198,12 +202,17 @@ def nccl_tests(logs, collective, interconnect, source, out, force) -> None:
     import_log = _load("nccl-tests")
 
     def header(log, res) -> str:
+        runs = "" if len(res.blocks) < 2 else (
+            f" ({len(res.blocks)} runs, at lines " + ", ".join(
+                f"{b.line} ({b.ranks} ranks)" for b in res.blocks) + ")")
         return (f"{log}: {res.collective}, {res.ranks} ranks on {res.hosts} host(s), "
-                f"{res.gpu} (device {res.device}), {len(res.comm) // 2} sizes; collective "
-                f"{res.collective_how}")
+                f"{res.gpu} (device {res.device}), {len(res.comm) // 2} sizes{runs}; "
+                f"collective {res.collective_how}")
 
     def describe_fit(f) -> str:
         placement = "in-place" if "; in-place;" in f.source else "out-of-place"
+        block = re.search(r"; (block \d+) of \d+", f.source)
+        placement = f"{block[1]}, {placement}" if block else placement
         return (f"{placement}: alpha {f.alpha_us:.2f} us, {f.bandwidth_gb_s:.2f} GB/s, "
                 f"r2 {f.r2:.3f}")
 

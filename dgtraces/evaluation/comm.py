@@ -136,24 +136,31 @@ def reference_logs() -> tuple[dict[str, tuple[str, list[tuple[int, float]]]], li
     return logs, notes
 
 
-def user_log(path: str, given: LogCluster) -> tuple[LogCluster, list[tuple[int, float]], str]:
-    """A user's nccl-tests log: its cluster (options, else its rank lines) and points."""
-    from dgtraces.importers import read_text
-    from dgtraces.importers.nccl_tests import collective_of, parse
+def user_log(path: str, given: LogCluster
+             ) -> list[tuple[str, LogCluster, list[tuple[int, float]], str]]:
+    """A user's nccl-tests log: per block (one run each; several sweeps in one file are
+    several blocks), its id, cluster (options, else its rank lines) and points."""
+    from dgtraces.importers.nccl_tests import collective_of, read_log
 
-    text, _ = read_text(Path(path))
-    ranks, points, _ = parse(text, path)
-    if not points:
+    log = read_log(path)
+    blocks = [b for b in log.blocks if len(b)]
+    if not blocks:
         raise DgtracesError(f"{path}: no size/time table lines (empty or truncated log)",
                             code=Code.EMPTY)
-    workers = given.workers or len(ranks)
-    if not workers:
-        raise DgtracesError(f"{path}: no rank lines; give --workers", code=Code.BAD_FILE)
-    hosts = max(1, len({h for _, h, _ in ranks}))
-    coll = given.collective or collective_of(text, Path(path), None, workers, points).collective
-    cluster = LogCluster(workers, given.gpus_per_node or max(1, workers // hosts), given.intra,
-                         given.inter, given.nics_per_node, coll)
-    return cluster, [(p.size, p.times_us[0]) for p in points], path
+    coll = given.collective or collective_of(log, Path(path), None, given.workers).collective
+    out = []
+    for k, block in enumerate(blocks, start=1):
+        workers = given.workers or len(block.ranks)
+        if not workers:
+            raise DgtracesError(f"{path}: no rank lines; give --workers", code=Code.BAD_FILE)
+        hosts = max(1, len({h for _, h, _ in block.ranks}))
+        cluster = LogCluster(workers, given.gpus_per_node or max(1, workers // hosts),
+                             given.intra, given.inter, given.nics_per_node, coll)
+        several = len(blocks) > 1
+        out.append((Path(path).name + (f"#{k}" if several else ""), cluster,
+                    list(zip(block.sizes, block.times_us[0], strict=True)),
+                    path + (f" (block {k}, line {block.start})" if several else "")))
+    return out
 
 
 def _evaluate(log_id: str, source: str, c: LogCluster, pts, algorithm: str) -> LogResult:
@@ -176,8 +183,8 @@ def validate(paths=(), given: LogCluster | None = None, *, algorithm: str = "aut
     if paths:
         assert given is not None
         for path in paths:
-            cluster, pts, src = user_log(path, given)
-            results.append(_evaluate(Path(path).name, src, cluster, pts, algorithm))
+            for log_id, cluster, pts, src in user_log(path, given):
+                results.append(_evaluate(log_id, src, cluster, pts, algorithm))
     else:
         logs, notes = reference_logs()
         for log_id, (src, pts) in logs.items():

@@ -57,16 +57,18 @@ def collector_version(module: str) -> str:
 def read_input(path: Path) -> bytes:
     """The bytes of an importer's input file, at most :data:`dgtraces.io.bounded.
     MAX_GUNZIP_BYTES` (what a gzipped trace may decompress to): its size is checked before
-    it is read (BAD_FILE; issue #29: bounded reading for ``import`` too)."""
+    it is read (BAD_FILE; issue #29: bounded reading for ``import`` too), and it must be a
+    regular file (:func:`dgtraces.io.lines.open_regular`; #36)."""
     from dgtraces.io.bounded import MAX_GUNZIP_BYTES, bad_file
+    from dgtraces.io.lines import open_regular
 
-    size = path.stat().st_size
-    if size <= MAX_GUNZIP_BYTES:
-        with open(path, "rb") as fh:
+    with open_regular(path) as fh:  # a FIFO or /dev/zero is refused, never read (#36)
+        size = os.fstat(fh.fileno()).st_size
+        if size <= MAX_GUNZIP_BYTES:
             data = fh.read(MAX_GUNZIP_BYTES + 1)  # + 1: a file that grew meanwhile
-        if len(data) <= MAX_GUNZIP_BYTES:
-            return data
-        size = len(data)
+            if len(data) <= MAX_GUNZIP_BYTES:
+                return data
+            size = len(data)
     raise bad_file(str(path), "file too large for an importer", f"<= {MAX_GUNZIP_BYTES} bytes",
                    size)
 
@@ -74,7 +76,7 @@ def read_input(path: Path) -> bytes:
 def read_text(path: str | os.PathLike) -> tuple[str, str]:
     """Text and sha256 of a log file; missing or non-UTF-8 input raises a typed error."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise DgtracesError(f"{path}: no such file", code=Code.NOT_FOUND)
     data = read_input(path)
     try:
@@ -99,6 +101,30 @@ def frame(table: str, rows: list[dict]):
     if extra:
         raise DgtracesError(f"{table}: unknown columns {sorted(extra)}", code=Code.SCHEMA)
     df = pd.DataFrame([{c: r.get(c) for c in columns} for r in rows], columns=columns)
+    return validate_frame(table, df)
+
+
+def columns_frame(table: str, parts: list[dict]):
+    """Column arrays (one dict per part, each with the same columns) -> a schema-valid
+    DataFrame of ``table`` (absent columns become null): :func:`frame` without a dict per
+    row, for importers of long logs."""
+    import numpy as np
+    import pandas as pd
+
+    from dgtraces.tables.checks import validate_frame
+    from dgtraces.tables.schema import TABLES
+    from dgtraces.tables.strict import column_kinds
+
+    columns = list(TABLES[table].to_schema().columns)
+    names = set().union(*parts) if parts else set()
+    extra = names - set(columns)
+    if extra:
+        raise DgtracesError(f"{table}: unknown columns {sorted(extra)}", code=Code.SCHEMA)
+    n = sum(len(next(iter(p.values()))) for p in parts if p)
+    floats = {c for c, kind in column_kinds(table).items() if kind == "float"}
+    df = pd.DataFrame({c: np.concatenate([p[c] for p in parts]) if c in names
+                       else np.full(n, np.nan) if c in floats else np.empty(n, dtype=object)
+                       for c in columns}, columns=columns)
     return validate_frame(table, df)
 
 

@@ -72,7 +72,7 @@ NON_FINITE = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infini
               "-infinity"}
 
 
-def _kinds(table: str) -> dict[str, str]:
+def column_kinds(table: str) -> dict[str, str]:
     """Column -> "bool" | "int" | "float" | "json" | "str" for the table's columns."""
     from dgtraces.tables.schema import TABLES
 
@@ -96,7 +96,7 @@ def _kinds(table: str) -> dict[str, str]:
 
 def text_columns(table: str) -> list[str]:
     """The table's text columns (kind "str" or "json")."""
-    return [c for c, kind in _kinds(table).items() if kind in ("str", "json", "timestamp")]
+    return [c for c, kind in column_kinds(table).items() if kind in ("str", "json", "timestamp")]
 
 
 def _reject_constant(name: str) -> None:
@@ -182,7 +182,7 @@ def strict_cells(table: str, df: "pd.DataFrame", file: str | None = None
 
     from .schema import TABLES
 
-    kinds = _kinds(table)
+    kinds = column_kinds(table)
     required = {n for n, c in TABLES[table].to_schema().columns.items() if not c.nullable}
     df, failures = _text_cells(table, df, kinds, file)
     out = df

@@ -73,8 +73,8 @@ def test_wrong_results_and_broken_lines(tmp_path):
 
 def test_cli_writes_comm_and_fits_csv(tmp_path):
     out = tmp_path / "nccl"
-    res = CliRunner().invoke(main, ["import", "nccl-tests", str(AR), str(AG), "--collective",
-                                    "allreduce", "--out", str(out)])
+    res = CliRunner().invoke(main, ["import", "nccl-tests", str(AR), str(AG), "--out",
+                                    str(out)])
     assert res.exit_code == 0, res.output
     comm = pd.read_csv(out / "comm.csv")
     fits = pd.read_csv(out / "comm_fits.csv")
@@ -146,12 +146,11 @@ def test_a_log_cut_at_a_line_boundary_is_refused(tmp_path, log):
     # not a truncation; the size before is
     head = "# nThread 1 nGpus 3 minBytes 8 maxBytes 134217728 step: 2(factor) iters: 20"
     for size, refused in ((134217720, False), (67108860, True), (134217728, False)):
-        pts = [nccl_tests.Point(line=9, size=size, times_us=(1.0, 1.0))]
         if refused:
             with pytest.raises(DgtracesError):
-                nccl_tests._check_complete(head, "x.log", 3, pts)
+                nccl_tests.check_complete(_block(head, 3, size), "x.log")
         else:
-            nccl_tests._check_complete(head, "x.log", 3, pts)
+            nccl_tests.check_complete(_block(head, 3, size), "x.log")
     # a complete log whose maxBytes nccl-tests lowered to fit the GPUs' memory (it says so)
     lines = AR.read_text().splitlines()
     lines[1] = lines[1].replace("maxBytes 1073741824", "maxBytes 8589934592")
@@ -165,9 +164,19 @@ def test_a_log_cut_at_a_line_boundary_is_refused(tmp_path, log):
         nccl_tests.import_log(reduced)
     assert exc.value.code == "BAD_FILE"
     step = "# nThread 1 nGpus 2 minBytes 1000 maxBytes 5500 step: 1000(bytes) iters: 20"
-    nccl_tests._check_complete(step, "x.log", 2, [nccl_tests.Point(9, 5000, (1.0, 1.0))])
+    nccl_tests.check_complete(_block(step, 2, 5000), "x.log")
     with pytest.raises(DgtracesError):
-        nccl_tests._check_complete(step, "x.log", 2, [nccl_tests.Point(9, 4000, (1.0, 1.0))])
+        nccl_tests.check_complete(_block(step, 2, 4000), "x.log")
+
+
+def _block(header: str, ranks: int, size: int):
+    """A block of ``ranks`` rank lines whose table's one row (line 9) has ``size``."""
+    block = nccl_tests.Block(1, header=header, ranks=[(r, "h", "g") for r in range(ranks)])
+    block.lines.append(9)
+    block.sizes.append(size)
+    for times in block.times_us:
+        times.append(1.0)
+    return block
 
 
 def test_a_log_of_another_nccl_tests_binary_is_not_read_as_all_gather(tmp_path):
