@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 from dgtraces.comm.collectives import COLLECTIVES
 from dgtraces.comm.collectives import collective as alpha_beta  # (`collective` is a parameter)
-from dgtraces.comm.links import get_link, link_dict
+from dgtraces.comm.links import Link, get_link, link_dict
 from dgtraces.comm.nccl import (
     MODEL_NAMES,
     NCCL_VERSION,
@@ -99,7 +99,8 @@ def _row(k: Kind, p: int, n: int, t_us: float, algo: str, proto: str) -> Row:
 
 
 def predict_collective(collective: str, sizes, *, workers: int, gpus_per_node: int = 1,
-                       intra: str = "pcie3", inter: str = "10gbe", nics_per_node: int = 1,
+                       intra: "str | Link" = "pcie3", inter: "str | Link" = "10gbe",
+                       nics_per_node: int = 1,
                        algorithm: str = "auto", release: str | None = "latest"
                        ) -> CollectiveResult:
     """Time of ``collective`` for each size in bytes (see the module docstring)."""
@@ -117,6 +118,7 @@ def predict_collective(collective: str, sizes, *, workers: int, gpus_per_node: i
         if forced == "tree" and not k.tree:
             raise bad("algorithm", "NCCL runs tree for all-reduce only", "auto | nccl-ring",
                       algorithm)
+        assert isinstance(intra, str) and isinstance(inter, str)  # a Link: alpha-beta only
         t = Topology(workers, nodes, fabric(intra, "intra"), fabric(inter, "inter"),
                      nics_per_node)
         for n in sizes:
