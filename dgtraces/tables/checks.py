@@ -243,6 +243,40 @@ def validate_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
     return out
 
 
+def validate_columns(table: str, df: "pd.DataFrame", *, file: str | None = None
+                     ) -> "pd.DataFrame":
+    """The columns ``df`` has, validated against ``table``'s schema as :func:`validate_frame`
+    does (strict cells, every column check, no column outside the schema); the columns it
+    lacks are not required (a hand-made ``comm_fits`` file with only the columns a fit
+    needs). Raises ValidationError coded SCHEMA, or PLAUSIBILITY when every failure is
+    (a spelled-out NaN or inf)."""
+    import pandas as pd
+    import pandera.errors as pe
+
+    from dgtraces.tables.schema import TABLES
+    from dgtraces.tables.strict import strict_cells
+
+    if not df.index.is_unique or not isinstance(df.index, pd.RangeIndex):
+        df = df.reset_index(drop=True)
+    full = TABLES[table].to_schema()
+    present = [c for c in full.columns if c in df.columns]
+    schema = full.select_columns(present)
+    schema.unique = [c for c in full.unique or () if c in present] or None
+    df, failures = strict_cells(table, df, file)
+    out = None
+    try:
+        out = schema.validate(df, lazy=True)
+    except pe.SchemaErrors as errors:
+        skip = frozenset((f.row, f.column) for f in failures)
+        failures += _schema_failures(table, errors, file, skip)
+    if failures or out is None:
+        codes = {f.code for f in failures}
+        code = Code.PLAUSIBILITY if codes == {Code.PLAUSIBILITY} else Code.SCHEMA
+        raise ValidationError(f"{file or table}: {len(failures)} failure(s) against the "
+                              f"{table} schema", code=code, failures=failures) from None
+    return out
+
+
 @lru_cache(maxsize=1)
 def catalog(parent: str) -> "pd.DataFrame":
     """Rows of a parent table the package itself defines (``schema.CATALOG_PARENTS``):

@@ -150,12 +150,14 @@ def test_link_fit_inputs_are_size_checked_before_reading(tmp_path, monkeypatch):
 def test_link_fit_csv_tables_have_the_parquet_bounds(tmp_path, monkeypatch):
     """Variant (#29 high, review): a comm table handed to `predict --link-fit` as CSV gets
     the bounds its Parquet form gets: the file's size, and each text field's length."""
-    from dgtraces.comm import linkfit
+    from dgtraces.comm import linkfit_files
 
     huge = tmp_path / "comm.csv"
     huge.write_text("message_bytes,time_ms,source\n8,0.01," + "x" * 70_000 + "\n")
-    _refused(lambda: linkfit._read_table(huge), "BAD_FILE", "importer input over the size bound")
-    monkeypatch.setattr(linkfit, "MAX_BYTES", 100)
+    _refused(lambda: linkfit_files.read_table(huge), "BAD_FILE",
+             "importer input over the size bound")
+    monkeypatch.setattr(linkfit_files, "MAX_BYTES", 100)
     big = tmp_path / "big.csv"
     big.write_text("message_bytes,time_ms\n" + "8,0.01\n" * 50)
-    _refused(lambda: linkfit._read_table(big), "BAD_FILE", "importer input over the size bound")
+    _refused(lambda: linkfit_files.read_table(big), "BAD_FILE",
+             "importer input over the size bound")

@@ -149,11 +149,11 @@ def test_link_fit_reads_a_raw_nccl_tests_log(tmp_path):
     alpha, bw = ring_link_from_allreduce(float(row["alpha_us"]),
                                          float(row["beta_us_per_byte"]), 8)
     assert (link.alpha_us, link.bandwidth_gb_s) == pytest.approx((alpha, bw))
-    gather = tmp_path / "all_gather_perf.log"  # an all_gather log has no allreduce fit
+    gather = tmp_path / "all_gather_perf.log"  # an all_gather log: no fit made (#34)
     gather.write_text((log.parent / "ag_2nodes.log").read_text())
     with pytest.raises(DgtracesError) as exc:
         link_from_fit(str(gather))
-    assert exc.value.code == "NOT_FOUND"
+    assert exc.value.code == "BAD_INPUT" and exc.value.failures[0].found == "'allgather'"
     junk = tmp_path / "notes.txt"
     junk.write_text("hello\nworld\n")
     with pytest.raises(DgtracesError) as exc:
