@@ -8,7 +8,7 @@ import json
 import click
 
 from . import OutPath
-from .options import release_option
+from .options import link_fit_option, release_option
 
 COLLECTIVE_NAMES = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce",
                     "alltoall")
@@ -36,11 +36,12 @@ def _algorithm_help() -> str:
 @click.option("--algorithm", default="auto", show_default=True, help=_algorithm_help())
 @click.option("--sizes", default=DEFAULT_SIZES, show_default=True,
               help="Comma list of bytes, or with units (64KiB, 1MiB, 2G).")
+@link_fit_option()
 @release_option("Release for measured link fits of the alpha-beta presets.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print {rows: [...], links: ...} as JSON.")
 def collective(coll, workers, gpus_per_node, intra, inter, nics_per_node, algorithm, sizes,
-               release, as_json) -> None:
+               link_fit, release, as_json) -> None:
     """Predict one collective's time for each message size (modelled).
 
     \b
@@ -48,12 +49,21 @@ def collective(coll, workers, gpus_per_node, intra, inter, nics_per_node, algori
       dgtraces collective --workers 16 --gpus-per-node 8 --intra nvlink3 \\
           --inter ib-hdr --nics-per-node 8 --sizes 1MiB,64MiB,1GiB
     """
+    from dgtraces.io.terminal_text import inert
+
     from ..comm.collective_time import parse_sizes, predict_collective
 
-    res = predict_collective(coll, parse_sizes(sizes), workers=workers,
-                             gpus_per_node=gpus_per_node, intra=intra, inter=inter,
-                             nics_per_node=nics_per_node, algorithm=algorithm,
-                             release=release or "latest")
+    cluster = dict(workers=workers, gpus_per_node=gpus_per_node, intra=intra, inter=inter,
+                   nics_per_node=nics_per_node, release=release or "latest")
+    if link_fit is None:
+        res = predict_collective(coll, parse_sizes(sizes), algorithm=algorithm, **cluster)
+    else:  # the fit in place of both presets, alpha-beta (docs/collectives.md)
+        from ..comm.linkfit import fit_link, fitted_collective
+
+        given = click.get_current_context().get_parameter_source("algorithm")
+        res = fitted_collective(coll, parse_sizes(sizes), fit_link(link_fit, release),
+                                algorithm=None if given is click.core.ParameterSource.DEFAULT
+                                else algorithm, **cluster)
     if as_json:
         click.echo(json.dumps(res.to_dict(), indent=2))
         return
@@ -70,9 +80,9 @@ def collective(coll, workers, gpus_per_node, intra, inter, nics_per_node, algori
                    f"{r.algorithm:>5}  {r.protocol}")
     for side, link in res.links.items():
         bw = link.get("bandwidth_gb_s")
-        click.echo(f"# {side}: {link['link']} {bw:.4g} GB/s ({link['source']})")
+        click.echo(inert(f"# {side}: {link['link']} {bw:.4g} GB/s ({link['source']})"))
     for note in res.notes:
-        click.echo(f"# note: {note}")
+        click.echo(inert(f"# note: {note}"))  # a --link-fit file name is the user's text
 
 
 @click.command("validate-comm")

@@ -110,10 +110,12 @@ def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_t
     check_workers(workers)
     rel = open_if_any(release)  # opened once: the run and a --link-fit read it
     trace = _trace(run_id, rel, raw_layer_times, io_ms, h2d_ms, h2d_link)
+    fit, presets = None, (intra, inter)
     if link_fit is not None:
-        from ..comm.linkfit import link_from_fit
+        from ..comm.linkfit import fit_link
 
-        intra = inter = link_from_fit(link_fit, rel)
+        fit = fit_link(link_fit, rel)
+        intra = inter = fit.replacing(*presets)  # both presets: docs/collectives.md
     choice = algorithm_for(trace.device, workers, gpus_per_node, intra, inter, algorithm,
                            link_alpha_us, link_bandwidth_gb_s, link_fit)
     cluster = Cluster(workers, gpus_per_node, intra, inter, choice.algorithm, servers,
@@ -127,3 +129,7 @@ def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_t
                f"each: {len(graph.nodes) - comm} compute, {comm} COMM_COLL all-reduce)")
     click.echo(f"modelled iteration {graph.iter_ms:.3f} ms; trace: {trace.provenance} "
                f"({trace.run_id}); algorithm {cluster.algorithm} ({choice.why})")
+    if fit is not None:
+        from dgtraces.io.terminal_text import inert
+
+        click.echo(inert(f"note: {fit.note(*presets)}"))  # the file name is the user's text

@@ -6,7 +6,10 @@
   (GB/s, as ``bandwidth_gb_s``), ``--link-alpha-us``;
 * ``--release latest`` is the one sentinel for the newest release (the default);
 * ``--io-overlap [off|on|both]`` means the same in ``predict`` and ``sweep`` (bare
-  ``--io-overlap`` = ``on``; ``both`` only where several rows are produced).
+  ``--io-overlap`` = ``on``; ``both`` only where several rows are produced);
+* ``--link-fit FILE|INTERCONNECT[@WORKERS]`` (a user's own all-reduce measurement in place of
+  both link presets) is declared once (:func:`link_fit_option`) for ``predict``, ``sweep``,
+  ``export-chakra`` and ``collective``.
 
 Old spellings stay as hidden, deprecated aliases for one release: they still work and print a
 deprecation warning on stderr (:func:`deprecated_alias`).
@@ -39,6 +42,19 @@ def io_overlap_option(choices: tuple[str, ...] = ("off", "on")) -> Callable:
                         default="off", show_default=True, is_flag=False, flag_value="on",
                         help="Prefetch the next batch during compute (bare flag = on"
                              + (", both = one row each" if "both" in choices else "") + ").")
+
+
+LINK_FIT_HELP = ("An all-reduce fit of your own measurement, used for both links in place of "
+                 "the --intra/--inter presets (alpha-beta collectives: NCCL's algorithm "
+                 "choice is not used with a fit): a comm_fits / comm file or folder (collect "
+                 "comm, import nccl-tests), a raw nccl-tests all_reduce_perf log, an OSU "
+                 "output, or INTERCONNECT[@WORKERS] of the release's comm_fits.")
+
+
+def link_fit_option() -> Callable:
+    """``--link-fit`` (:mod:`dgtraces.comm.linkfit`); the command receives the spec or None."""
+    return click.option("--link-fit", default=None, metavar="FILE|INTERCONNECT[@WORKERS]",
+                        help=LINK_FIT_HELP)
 
 
 def split_list(text: str | tuple | list, cast: Callable = str) -> tuple:

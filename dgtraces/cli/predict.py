@@ -19,6 +19,7 @@ from .options import (
     framework_option,
     gbit_to_gbyte,
     io_overlap_option,
+    link_fit_option,
     overheads_options,
     release_option,
     split_list,
@@ -78,10 +79,7 @@ def cluster_options(f):
                      help="Copies of each message over --staging."),
         click.option("--shared-cpu", is_flag=True,
                      help="The collective runs on the compute cores (no overlap)."),
-        click.option("--link-fit", default=None, metavar="FILE|INTERCONNECT[@WORKERS]",
-                     help="Use an allreduce fit for both links: a comm_fits / comm file or "
-                          "folder (collect comm, import nccl-tests), a raw nccl-tests log, "
-                          "an OSU output, or an interconnect of the release's comm_fits."),
+        link_fit_option(),
     ]):
         f = opt(f)
     return f
@@ -179,10 +177,12 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
     _, pol = apply_framework(profile, Cluster(1), pol, given)  # before calibrating
     if calibrate_img_s is not None:
         trace = calibrate(trace, calibrate_img_s, pol)
+    fit, presets = None, (intra, inter)
     if link_fit is not None:
-        from ..comm.linkfit import link_from_fit
+        from ..comm.linkfit import fit_link
 
-        intra = inter = link_from_fit(link_fit, rel)
+        fit = fit_link(link_fit, rel)
+        intra = inter = fit.replacing(*presets)  # both presets: docs/collectives.md
     choice = algorithm_for(trace.device, workers, gpus_per_node, intra, inter, algorithm,
                            link_alpha_us, link_bandwidth_gb_s, link_fit)
     cluster = Cluster(workers, gpus_per_node, intra, inter, choice.algorithm, servers,
@@ -191,6 +191,9 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
                       shared_cpu, nics_per_node, choice.why)
     cluster = framework_cluster(profile, cluster, pol, given)
     pred, sched = predict_trace(trace, cluster, pol)
+    if fit is not None:  # the fit and what it replaced, and a message beyond its range
+        pred = replace(pred, notes=pred.notes + fit.notes(
+            *presets, max((m.nbytes for m in sched.messages), default=0)))
     pred = apply_overheads(pred, trace, spec)
     if profile is not None:
         pred = replace(pred, framework=profile.describe())
@@ -215,7 +218,8 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
             "algorithm": cluster.algorithm}  # the device's default, resolved
     pred = replace(pred, inputs=inputs(ctx, used))
     if as_json:
-        click.echo(json.dumps({**pred.to_dict(), "reproduce": command_line(ctx, used)},
+        fitted = {} if fit is None else {"link_fit": fit.to_dict(*presets)}
+        click.echo(json.dumps({**pred.to_dict(), **fitted, "reproduce": command_line(ctx, used)},
                               indent=2, default=str))
         return
     _print_prediction(pred, timeline, gantt, kineto_dir, command_line(ctx, used))
@@ -264,7 +268,7 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None, command: str = "")
                f"{pred.dataset_release or 'none'} (manifest digest "
                f"{pred.dataset_digest or 'none'}); BibTeX: `dgtraces cite --release "
                f"{pred.dataset_release}`")
-    click.echo(f"reproduce: {command}")
+    click.echo(inert(f"reproduce: {command}"))  # a --link-fit path is the user's text
     click.echo(f"algorithm: {pred.cluster['algorithm']} "
                f"({pred.cluster.get('algorithm_why') or 'given'})")
     nccl = pred.cluster.get("nccl")
@@ -278,8 +282,9 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None, command: str = "")
             click.echo(f"{side}: {f['link']} ({f['class']}) {f['bandwidth_gb_s']:.4g} GB/s "
                        f"in {nccl['model']} ({f['source']})")
             continue
-        click.echo(f"{side}: {link['link']} alpha {link['alpha_us']:.4g} us, "
-                   f"{link['bandwidth_gb_s']:.4g} GB/s ({link['provenance']}: {link['source']})")
+        click.echo(inert(f"{side}: {link['link']} alpha {link['alpha_us']:.4g} us, "  # #36 M6
+                         f"{link['bandwidth_gb_s']:.4g} GB/s ({link['provenance']}: "
+                         f"{link['source']})"))
     if pred.framework:
         f = pred.framework
         click.echo(f"framework: {f['framework']} (policy {f['policy']}, bucket "

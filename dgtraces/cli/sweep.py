@@ -17,6 +17,7 @@ from .options import (
     framework_option,
     gbit_to_gbyte,
     io_overlap_option,
+    link_fit_option,
     overheads_options,
     release_option,
 )
@@ -84,6 +85,7 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
               help="Override every link's bandwidth (GB/s, as bandwidth_gb_s).")
 @deprecated_alias("--link-gbps", "--link-bandwidth-gb-s", "link_bandwidth_gb_s", type=float,
                   convert=gbit_to_gbyte)
+@link_fit_option()
 @release_option("Release for traces and comm fits ('latest': the newest).")
 @h2d_link_option
 @click.option("--staging", default=None, help="Link of the copies around each message.")
@@ -97,8 +99,8 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
 @click.option("--out", type=OutPath(writes=("{}",), dir_okay=False), default=None,
               help="Write all rows to .parquet or .csv.")
 def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, nics_per_node,
-          policies, io_overlap, servers, bucket_mib, link_alpha_us, link_bandwidth_gb_s, release,
-          h2d_link, staging,
+          policies, io_overlap, servers, bucket_mib, link_alpha_us, link_bandwidth_gb_s, link_fit,
+          release, h2d_link, staging,
           staging_passes, shared_cpu, calibrate_img_s, framework, overheads, iteration_cv,
           host_decode_img_s, out) -> None:
     """Predict every combination of the lists (vectorised); modelled numbers."""
@@ -130,21 +132,25 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
         if "algorithm" not in given and profile.ps_placement == "host-cpu":
             algorithms = "ps"
     workers_list, gpn_list = _ints(workers_, "--workers"), _ints(gpn, "--gpus-per-node")
+    intra_list, inter_list = split_option(intra), split_option(inter)
+    fit = None
+    if link_fit is not None:  # one fitted link in place of both presets (docs/collectives.md)
+        intra_list, inter_list, fit = _fitted(link_fit, release, intra_list, inter_list)
     why = None
     if algorithms is None:  # the device's default (comm.algorithm_default)
         from itertools import product
 
         from ..comm.algorithm_default import default_algorithm
 
-        choice = default_algorithm(device, split_option(intra), split_option(inter),
+        choice = default_algorithm(device, intra_list, inter_list,
                                    list(product(workers_list, gpn_list)),
-                                   overridden=(link_alpha_us, link_bandwidth_gb_s) != (None,
-                                                                                       None))
+                                   overridden=(link_alpha_us, link_bandwidth_gb_s,
+                                               link_fit) != (None, None, None))
         algorithms, why = choice.algorithm, choice.why
 
     grid = Grid(models=models, batch_sizes=_ints(batch_sizes, "--batch-sizes"),
-                workers=workers_list, gpus_per_node=gpn_list, intra=split_option(intra),
-                inter=split_option(inter), nics_per_node=nics_per_node,
+                workers=workers_list, gpus_per_node=gpn_list, intra=intra_list,
+                inter=inter_list, nics_per_node=nics_per_node,
                 algorithms=split_option(algorithms), policies=split_option(policies),
                 io_overlap={"off": (False,), "on": (True,), "both": (False, True)}[io_overlap],
                 bucket_bytes=bucket_bytes, first_bucket_bytes=first,
@@ -165,6 +171,11 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
     console.print(f"{grid.size():,} configurations")
     if why is not None:
         console.print(f"algorithm: {algorithms} ({why})")
+    if fit is not None:
+        from dgtraces.io.terminal_text import inert
+
+        console.print(inert(fit.note(split_option(intra)[0], split_option(inter)[0])),
+                      markup=False, highlight=False)
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("sweep", total=grid.size())
         df = run_sweep(grid, _sweep_loader(device, release, h2d_link, calibrate_img_s, grid),
@@ -180,9 +191,30 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
         click.echo(f"wrote {len(df)} rows to {out}")
     best = df.sort_values("throughput_img_s", ascending=False).head(10)
     click.echo(f"{len(df)} configurations (modelled); top by throughput:")
-    click.echo(best[["model", "batch_size", "workers", "gpus_per_node", "intra", "inter",
-                     "algorithm", "policy", "io_overlap", "iter_ms", "throughput_img_s",
-                     "efficiency"]].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    from dgtraces.io.terminal_text import inert
+
+    click.echo(inert(best[["model", "batch_size", "workers", "gpus_per_node", "intra", "inter",
+                           "algorithm", "policy", "io_overlap", "iter_ms", "throughput_img_s",
+                           "efficiency"]].to_string(index=False,
+                                                    float_format=lambda v: f"{v:.4g}"),
+                     keep_newlines=True))  # a --link-fit file name is the user's text
+
+
+def _fitted(spec: str, release: str | None, intra: tuple, inter: tuple) -> tuple:
+    """(intra, inter, LinkFit) of ``sweep --link-fit``: the fitted link, its source naming
+    the presets it replaces, in place of both lists (one value each at most: several would
+    give identical rows under different labels)."""
+    from dgtraces.values import bad_value as bad
+
+    from ..comm.linkfit import fit_link
+
+    for option, values in (("--intra", intra), ("--inter", inter)):
+        if len(values) > 1:
+            raise bad(option, "--link-fit replaces both links: one preset at most",
+                      "one value with --link-fit", ",".join(map(str, values)))
+    fit = fit_link(spec, release)
+    link = fit.replacing(intra[0], inter[0])
+    return (link,), (link,), fit
 
 
 # Peak memory per configuration of run_sweep (x2: the printed top-10 sorts a copy), measured by

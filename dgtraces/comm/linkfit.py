@@ -119,11 +119,21 @@ class LinkFit:
         return (f"the largest message ({int(largest_bytes)} B) is beyond the --link-fit "
                 f"measurement ({self.max_bytes} B at most): its time is extrapolated")
 
-    def to_dict(self) -> dict:
+    def notes(self, intra: str | Link, inter: str | Link, largest_bytes: float
+              ) -> tuple[str, ...]:
+        """The notes of a prediction over the fitted link: :meth:`note`, and
+        :meth:`range_note` for its largest message."""
+        beyond = self.range_note(largest_bytes)
+        return (self.note(intra, inter),) + (() if beyond is None else (beyond,))
+
+    def to_dict(self, intra: str | Link, inter: str | Link) -> dict:
+        """The fit as ``predict --json`` records it: the fit, its range, what it replaces."""
         return {"spec": self.spec, "link": self.link.name, "workers": self.workers,
                 "alpha_us": self.alpha_us, "beta_us_per_byte": self.beta_us_per_byte,
                 "min_bytes": self.min_bytes, "max_bytes": self.max_bytes,
-                "source": self.link.source}
+                "replaces": {"intra": getattr(intra, "name", intra),
+                             "inter": getattr(inter, "name", inter)},
+                "nccl_algorithm_choice": False, "source": self.link.source}
 
 
 def _from_path(path: Path, workers: int | None) -> dict:
@@ -183,7 +193,7 @@ def _whole(value: object) -> int | None:
     return int(number) if math.isfinite(number) else None
 
 
-def fit_link(spec: str, release: "Release | str | None" = None) -> LinkFit:
+def fit_link(spec: str, release: "Release | str | None") -> LinkFit:
     """The :class:`LinkFit` named by ``spec`` (see module doc); a release's ``comm_fits``
     are read from ``release`` (a Release or a version, default latest)."""
     from dgtraces.store.release import as_release

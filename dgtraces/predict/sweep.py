@@ -21,7 +21,7 @@ from dgtraces.predict.cluster import DEFAULT_BUCKET_BYTES, NCCL_NAMES, POLICY_NA
 from dgtraces.values import bad_value as bad
 
 from ..comm.collectives import ALGORITHMS, collective_ab
-from ..comm.links import get_link
+from ..comm.links import Link, get_link
 from ..values import whole_number
 from .fast import comm_end, finish, prepare
 from .trace import Trace
@@ -41,8 +41,8 @@ class Grid:
     batch_sizes: Sequence[int] = (64,)
     workers: Sequence[int] = (1, 2, 4, 8)
     gpus_per_node: Sequence[int] = (1,)
-    intra: Sequence[str] = ("pcie3",)
-    inter: Sequence[str] = ("10gbe",)
+    intra: Sequence[str | Link] = ("pcie3",)  # preset names, or a Link (--link-fit)
+    inter: Sequence[str | Link] = ("10gbe",)
     algorithms: Sequence[str] = ("ring",)
     policies: Sequence[str] = ("wfbp",)
     io_overlap: Sequence[bool] = (False,)
@@ -86,8 +86,9 @@ def _check(grid: Grid) -> None:
     for a in grid.algorithms:
         if a not in known:
             raise bad("algorithm", "unknown collective algorithm", " | ".join(known), a)
-        Cluster(1, algorithm=a, alpha_us=grid.alpha_us, gbps=grid.gbps,
-                nics_per_node=grid.nics_per_node)  # NCCL's model refuses link overrides
+        Cluster(1, intra=grid.intra[0], inter=grid.inter[0], algorithm=a,
+                alpha_us=grid.alpha_us, gbps=grid.gbps,
+                nics_per_node=grid.nics_per_node)  # NCCL's model refuses overrides and fits
     for p in grid.policies:
         grid.policy(p)
     Cluster(1, servers=grid.servers, staging_passes=grid.staging_passes)
@@ -96,10 +97,9 @@ def _check(grid: Grid) -> None:
 def comm_grid(grid: Grid) -> dict[str, Any]:
     """Column arrays of the comm grid plus its collective cost (A ms, B ms/byte)."""
     kw: dict[str, Any] = dict(alpha_us=grid.alpha_us, gbps=grid.gbps, release=grid.release)
-    intra = {n: get_link(n, field="intra", **kw) for n in grid.intra}
-    inter = {n: get_link(n, field="inter", **kw) for n in grid.inter}
-    combos = list(product(grid.workers, grid.gpus_per_node, grid.intra, grid.inter,
-                          grid.algorithms))
+    intra = {_name(n): get_link(n, field="intra", **kw) for n in grid.intra}
+    inter = {_name(n): get_link(n, field="inter", **kw) for n in grid.inter}
+    combos = list(product(grid.workers, grid.gpus_per_node, intra, inter, grid.algorithms))
     w, g, li, le, al = (np.array(col) for col in zip(*combos, strict=True))
     nccl = np.isin(al, NCCL_NAMES)
     a, b = np.full(len(w), np.nan), np.full(len(w), np.nan)  # NaN: NCCL rows (fast_nccl)
@@ -129,6 +129,11 @@ def comm_grid(grid: Grid) -> dict[str, Any]:
     return {"workers": w.astype(np.int64), "gpus_per_node": g.astype(np.int64), "intra": li,
             "inter": le, "algorithm": al, "a_ms": a, "b_ms_per_byte": b, **figures, **labels,
             "nccl": nccl, "staging_ab": stage_ab}
+
+
+def _name(link: "str | Link") -> str:
+    """A row's ``intra``/``inter`` label: the preset, or a given Link's name (``fit:...``)."""
+    return link.name if isinstance(link, Link) else link
 
 
 def _nccl_figures(figures: dict, labels: dict, nccl, w, g, li, le) -> None:
@@ -235,10 +240,12 @@ def reference_row(trace: Trace, row: dict, grid: Grid) -> float:
     """The reference event simulation of one sweep row (for tests and the benchmark)."""
     from .dag import simulate
 
-    cluster = Cluster(int(row["workers"]), int(row["gpus_per_node"]), row["intra"],
-                      row["inter"], row["algorithm"], grid.servers, grid.alpha_us, grid.gbps,
-                      grid.release, staging=grid.staging, staging_passes=grid.staging_passes,
-                      shared_cpu=grid.shared_cpu, nics_per_node=grid.nics_per_node)
+    given = {_name(x): x for x in (*grid.intra, *grid.inter)}  # a row's label -> its link
+    cluster = Cluster(int(row["workers"]), int(row["gpus_per_node"]), given[row["intra"]],
+                      given[row["inter"]], row["algorithm"], grid.servers, grid.alpha_us,
+                      grid.gbps, grid.release, staging=grid.staging,
+                      staging_passes=grid.staging_passes, shared_cpu=grid.shared_cpu,
+                      nics_per_node=grid.nics_per_node)
     policy = grid.policy(row["policy"], bool(row["io_overlap"]))
     return simulate(trace, cluster, policy).iter_ms
 

@@ -169,7 +169,7 @@ def test_an_nccl_tests_log_unfit_for_a_link_gives_no_fit(tmp_path):
     cut = tmp_path / "cut.log"
     cut.write_text("\n".join(lines[:-8]) + "\n")
     _refused(lambda: link_from_fit(str(cut)), "BAD_FILE", UNFIT)
-    fit = fit_link(str(AR))
+    fit = fit_link(str(AR), None)
     assert (fit.min_bytes, fit.max_bytes, fit.workers) == (8, 1 << 30, 8)
     err = _refused(lambda: fitted_collective("allreduce", [1 << 20, 2 << 30], fit, workers=8),
                    "BAD_INPUT", UNFIT)
@@ -185,5 +185,5 @@ def test_a_points_file_gives_its_measured_range(tmp_path):
     sizes = [2 ** k for k in range(14, 21)]
     pd.DataFrame({"collective": "allreduce", "workers": 2, "message_bytes": sizes,
                   "time_ms": [0.1 + n / 1e6 for n in sizes]}).to_csv(path, index=False)
-    fit = fit_link(str(path))
+    fit = fit_link(str(path), None)
     assert (fit.min_bytes, fit.max_bytes) == (1 << 14, 1 << 20)

@@ -1,0 +1,117 @@
+"""#34 item 3 (the --link-fit part): `--link-fit` is declared once and works in `predict`,
+`sweep`, `export-chakra` and `collective`; the fit replaces both presets under the
+alpha-beta collectives (NCCL's algorithm choice is not used), and the output says so."""
+
+import json
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from dgtraces.cli import main
+from tests.paths import FIXTURES
+
+AR = str(FIXTURES / "nccl_tests" / "all_reduce_perf_8xh100.log")
+AG = str(FIXTURES / "nccl_tests" / "ag_2nodes.log")
+NAME = "fit:all_reduce_perf_8xh100.log"
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+@pytest.mark.parametrize("command", ["predict", "sweep", "export-chakra", "collective"])
+def test_link_fit_is_declared_once_for_every_command(command):
+    import click
+
+    from dgtraces.cli.options import LINK_FIT_HELP
+
+    cmd = main.get_command(click.Context(main), command)
+    (opt,) = [p for p in cmd.params if "--link-fit" in getattr(p, "opts", ())]
+    assert opt.help == LINK_FIT_HELP and opt.metavar == "FILE|INTERCONNECT[@WORKERS]"
+
+
+def test_collective_with_a_fit_replaces_both_presets():
+    from dgtraces.comm.linkfit import fit_link
+
+    res = run("collective", "--workers", "8", "--gpus-per-node", "8", "--inter", "ib-ndr",
+              "--link-fit", AR, "--sizes", "1MiB,1GiB", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["algorithm"] == "ring"
+    assert {side: (v["link"], v["replaces"]) for side, v in out["links"].items()} == {
+        "intra": (NAME, "nvlink3"), "inter": (NAME, "ib-ndr")}
+    fit = fit_link(AR, None)  # among the fit's own 8 workers, the ring gives the fit back
+    for row in out["rows"]:
+        n = row["message_bytes"]
+        assert row["time_us"] == pytest.approx(fit.alpha_us + fit.beta_us_per_byte * n,
+                                               rel=1e-9)
+    tree = json.loads(run("collective", "--workers", "8", "--link-fit", AR, "--algorithm",
+                          "tree", "--sizes", "1MiB", "--json").stdout)
+    assert tree["algorithm"] == "tree" and tree["links"]["intra"]["link"] == NAME
+    plain = json.loads(run("collective", "--workers", "8", "--sizes", "1MiB", "--json").stdout)
+    assert plain["algorithm"] == "auto"  # without a fit: NCCL's choice, as before
+
+
+@pytest.mark.parametrize("args", [
+    ["--algorithm", "auto"],  # NCCL's model takes no fit
+    ["--algorithm", "nccl-ring"],
+    ["--sizes", "2GiB"],  # beyond the log's maxBytes (1 GiB)
+])
+def test_collective_with_a_fit_refuses_nccl_and_sizes_beyond_it(args):
+    res = run("collective", "--workers", "8", "--link-fit", AR, *args)
+    assert getattr(res.exception, "code", None) == "BAD_INPUT", res.output
+
+
+def test_collective_refuses_a_log_of_another_collective():
+    res = run("collective", "--workers", "4", "--link-fit", AG, "--sizes", "1MiB")
+    assert getattr(res.exception, "code", None) == "BAD_INPUT", res.output
+
+
+BASE = ["--device", "k80", "--workers", "4", "--gpus-per-node", "2"]
+
+
+def test_sweep_with_a_fit_agrees_with_predict(tmp_path):
+    out = tmp_path / "sweep.csv"
+    res = run("sweep", "--models", "alexnet", "--batch-sizes", "32", *BASE, "--policies",
+              "wfbp", "--link-fit", AR, "--out", str(out))
+    assert res.exit_code == 0, res.output
+    (row,) = pd.read_csv(out).to_dict("records")
+    assert (row["intra"], row["inter"], row["algorithm"]) == (NAME, NAME, "ring")
+    pred = run("predict", "--model", "alexnet", "--batch-size", "32", *BASE, "--policy",
+               "wfbp", "--link-fit", AR, "--json")
+    assert pred.exit_code == 0, pred.output
+    p = json.loads(pred.stdout)
+    assert row["iter_ms"] == pytest.approx(p["iter_ms"], rel=1e-6)
+    assert row["inter_bandwidth_gb_s"] == pytest.approx(p["cluster"]["inter"]["bandwidth_gb_s"])
+    assert p["link_fit"]["replaces"] == {"intra": "pcie3", "inter": "10gbe"}
+    assert p["link_fit"]["nccl_algorithm_choice"] is False
+    assert (p["link_fit"]["min_bytes"], p["link_fit"]["max_bytes"]) == (8, 1 << 30)
+
+
+@pytest.mark.parametrize("args", [
+    ["--intra", "pcie3,nvlink2"],  # a fit replaces both links: several presets are moot
+    ["--algorithms", "auto"],
+])
+def test_sweep_with_a_fit_refuses_what_it_cannot_mean(args):
+    res = run("sweep", "--models", "alexnet", "--batch-sizes", "32", *BASE, "--policies",
+              "wfbp", "--link-fit", AR, *args)
+    assert getattr(res.exception, "code", None) == "BAD_INPUT", res.output
+
+
+def test_predict_notes_a_message_beyond_the_fit(tmp_path):
+    """A message larger than the fit measured is extrapolated, and the prediction says so."""
+    from dgtraces.comm.linkfit import fit_link
+
+    small = tmp_path / "comm.csv"
+    sizes = [2 ** k for k in range(14, 19)]  # up to 256 KiB
+    pd.DataFrame({"collective": "allreduce", "workers": 2, "message_bytes": sizes,
+                  "time_ms": [0.05 + n / 1e6 for n in sizes]}).to_csv(small, index=False)
+    fit = fit_link(str(small), None)
+    args = ["predict", "--model", "alexnet", "--batch-size", "32", *BASE, "--policy", "wfbp",
+            "--json", "--link-fit"]
+    p = json.loads(run(*args, str(small)).stdout)
+    wide = json.loads(run(*args, AR).stdout)  # measured up to 1 GiB: no extrapolation
+    assert p["link_fit"]["max_bytes"] == 1 << 18
+    assert fit.note("pcie3", "10gbe") in p["notes"]
+    assert len(p["notes"]) == len(wide["notes"]) + 1  # alexnet's fc6 gradient is 151 MB
