@@ -115,3 +115,29 @@ def test_predict_notes_a_message_beyond_the_fit(tmp_path):
     assert p["link_fit"]["max_bytes"] == 1 << 18
     assert fit.note("pcie3", "10gbe") in p["notes"]
     assert len(p["notes"]) == len(wide["notes"]) + 1  # alexnet's fc6 gradient is 151 MB
+
+
+ESCAPE = "\x1b]0;owned\x07\x1b[2J"
+
+
+@pytest.mark.parametrize("command", ["collective", "predict", "sweep", "import"])
+def test_a_fit_file_name_and_gpu_name_reach_no_terminal(tmp_path, command):
+    """The --link-fit file name (in the link's name and source) and a log's GPU name are the
+    user's text: printed through inert() (#36 item 6 for these lines)."""
+    from tests.attack_tally import record
+
+    log = tmp_path / f"run{ESCAPE}.log"
+    log.write_text(open(AR).read().replace("NVIDIA H100 80GB HBM3", f"H100{ESCAPE}"))
+    args = {
+        "collective": ["collective", "--workers", "8", "--link-fit", str(log), "--sizes", "1MiB"],
+        "predict": ["predict", "--model", "alexnet", "--batch-size", "32", *BASE,
+                    "--link-fit", str(log)],
+        "sweep": ["sweep", "--models", "alexnet", "--batch-sizes", "32", *BASE,
+                  "--policies", "wfbp", "--link-fit", str(log)],
+        "import": ["import", "nccl-tests", str(log), "--out", str(tmp_path / "out")],
+    }[command]
+    res = run(*args)
+    assert res.exit_code == 0, res.output
+    clean = "\x1b" not in res.output and "\x07" not in res.output
+    record("terminal control sequence in shown text", clean)
+    assert clean
