@@ -12,6 +12,20 @@ def record(attack_class: str, refused: bool) -> None:
     row[1] += bool(refused)
 
 
+def refused(call, code: str, attack_class: str):
+    """Run ``call``, which must raise a DgtracesError coded ``code``; record the attempt under
+    ``attack_class`` (refused = that code) and return the error."""
+    import pytest
+
+    from dgtraces.errors import DgtracesError
+
+    with pytest.raises(DgtracesError) as exc:
+        call()
+    record(attack_class, exc.value.code == code)
+    assert exc.value.code == code, exc.value.report()
+    return exc.value
+
+
 def merge(other: dict[str, list[int]]) -> None:
     """Add another process's tally (an xdist worker's) to this one."""
     for name, (tried, refused) in other.items():

@@ -12,6 +12,7 @@ import pytest
 from dgtraces.comm.linkfit import link_from_fit
 from dgtraces.errors import DgtracesError
 from tests.attack_tally import record
+from tests.attack_tally import refused as _refused
 from tests.paths import FIXTURES
 
 AR = FIXTURES / "nccl_tests" / "all_reduce_perf_8xh100.log"
@@ -23,14 +24,6 @@ UNFIT = "link-fit: a log unfit for the fit asked"
 FIT = {"collective": "allreduce", "backend": "nccl", "interconnect": "x", "workers": 4,
        "alpha_us": 60.0, "beta_us_per_byte": 0.001, "r2": 0.99, "provenance": "measured",
        "source": "nccl-tests"}
-
-
-def _refused(call, code, cls):
-    with pytest.raises(DgtracesError) as exc:
-        call()
-    record(cls, exc.value.code == code)
-    assert exc.value.code == code, exc.value.report()
-    return exc.value
 
 
 def _fits_csv(tmp_path, **cells) -> str:

@@ -6,20 +6,11 @@ import re
 
 import pytest
 
-from dgtraces.errors import DgtracesError
 from dgtraces.importers import nccl_tests
 from dgtraces.importers.caffe_time import import_log
-from tests.attack_tally import record
+from tests.attack_tally import refused as _refused
 from tests.importers.test_importers_gpu import _log
 from tests.importers.test_importers_nccl import AR
-
-
-def _refused(call, code, cls):
-    with pytest.raises(DgtracesError) as exc:
-        call()
-    record(cls, exc.value.code == code)
-    assert exc.value.code == code, exc.value.report()
-    return exc.value
 
 
 def _names():

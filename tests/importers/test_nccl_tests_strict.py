@@ -13,6 +13,7 @@ from dgtraces.errors import DgtracesError
 from dgtraces.importers import nccl_tests
 from dgtraces.reference import path as reference_path
 from tests.attack_tally import record
+from tests.attack_tally import refused as _refused
 from tests.importers.test_importers_nccl import AG, AR
 
 NAME = "nccl-tests: a name contradicting the columns"
@@ -20,14 +21,6 @@ SECOND = "nccl-tests: a second table of another collective"
 SIGNED = "nccl-tests: a row with a sign or a letter"
 NUMBERS = "nccl-tests: malformed numbers or columns"
 SPECIAL = "input: a FIFO or device as a file"
-
-
-def _refused(call, code, cls):
-    with pytest.raises(DgtracesError) as exc:
-        call()
-    record(cls, exc.value.code == code)
-    assert exc.value.code == code, exc.value.report()
-    return exc.value
 
 
 def _write(tmp_path, text, name="run.log"):
