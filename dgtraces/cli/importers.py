@@ -192,7 +192,8 @@ def _comm_imports(logs, run, header, describe_fit, out, force) -> None:
               type=click.Choice(["allreduce", "allgather", "broadcast", "reduce",
                                  "reduce_scatter"]),
               help="Default: from the <name>_perf in the log or file name, else inferred "
-                   "from the columns (busbw/algbw for the ranks, redop, root).")
+                   "from the columns (busbw/algbw for the ranks, redop, root); a name, "
+                   "given or found, that the columns contradict is refused.")
 @click.option("--interconnect", default=None,
               help="Link name, e.g. nvlink4 or ib-ndr (default: <gpu>-x<ranks>-intra-node).")
 @click.option("--source", default=None, help="Citation (default: file name and sha256).")
