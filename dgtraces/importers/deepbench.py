@@ -39,8 +39,8 @@ def layer_shapes() -> dict[tuple, tuple[str, str]]:
     """Conv shape -> (model, layer): the first ungrouped conv of that shape among the
     shipped models (registry order, then execution order)."""
     from dgtraces.models import MODELS
-    from dgtraces.reconstruct.kernelmodel import ConvShape
-    from dgtraces.reconstruct.kernelnet import geometry
+    from dgtraces.reconstruct.kernels2.gemm import ConvShape
+    from dgtraces.reconstruct.kernels2.network import geometry
     from dgtraces.reconstruct.variants import records
 
     out: dict[tuple, tuple[str, str]] = {}

@@ -72,7 +72,7 @@ def reconstructions(ctx: "Context", devices: Sequence[str],
     import pandas as pd
 
     from ..reconstruct import method_id, reconstruct_trace, runs_frame
-    from ..reconstruct.calibration import calibrate
+    from ..reconstruct.roofline.calibration import calibrate
 
     recs = []
     for device in devices:
@@ -94,7 +94,7 @@ def cpu_devices(ctx: "Context", threads: Sequence[int] | None = None) -> Frames:
     import pandas as pd
 
     from ..collect.env import measure_lock
-    from ..reconstruct.cpu import device_row, measure_peaks
+    from ..reconstruct.roofline.cpu import device_row, measure_peaks
 
     runs = ctx.base_frames()["runs"]
     cpu = runs[(runs["provenance"] == "measured") & (runs["device_kind"] == "cpu")]

@@ -7,8 +7,10 @@ Stable API (used by the predictor)::
     rec.run            # one ``runs`` row (dict), provenance="reconstructed"
     rec.layer_timings  # schema-valid ``layer_timings`` DataFrame
 
-The model is in :mod:`.costmodel`, the fit in :mod:`.fit`, the published calibration in
-:mod:`.calibration`, the measured error of the method on this machine's CPU in :mod:`.cpu`.
+One subpackage per method: :mod:`.roofline` (``roofline-1.1``, the method of the shipped
+K80/V100 traces), :mod:`.kernels2` (``kernels-2.0``, ``kernels-2.1``). Shared inputs:
+:mod:`.variants` (the architectures the calibration rows ran, the layer records every method
+prices) and :mod:`.deepbench` (the published DeepBench sheets).
 """
 
 from __future__ import annotations
@@ -16,10 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dgtraces.errors import Code, DgtracesError
 from dgtraces.io.files import utc_now
 from dgtraces.tables.runrow import runs_row
-
-from ..errors import Code, DgtracesError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -57,10 +58,15 @@ def reconstruct_trace(device: str, model: str, batch_size: int, precision: str =
     """
     import pandas as pd
 
-    from ..models import get_spec
-    from ..values import positive_int
-    from .calibration import CALIBRATION_SOURCE, DEVICES_SOURCE, calibrate, observation
-    from .costmodel import layer_arrays, layer_costs, timings_frame
+    from dgtraces.models import get_spec
+    from dgtraces.reconstruct.roofline.calibration import (
+        CALIBRATION_SOURCE,
+        DEVICES_SOURCE,
+        calibrate,
+        observation,
+    )
+    from dgtraces.reconstruct.roofline.costmodel import layer_arrays, layer_costs, timings_frame
+    from dgtraces.values import positive_int
 
     batch_size = positive_int("batch size", batch_size)  # numpy integers too (Parquet)
     if precision not in PRECISIONS:
@@ -126,7 +132,7 @@ def _other_method(method: str, device: str, model: str, batch_size: int, precisi
     if method not in METHODS:
         raise DgtracesError(f"unknown method {method!r}; known: {', '.join(METHODS)}",
                             code=Code.BAD_INPUT)
-    from .kerneltrace import reconstruct
+    from dgtraces.reconstruct.kernels2.trace import reconstruct
 
     run, lt, bound = reconstruct(device, model, batch_size, precision,
                                  timestamp_utc or utc_now(), version=method.split("-")[1])

@@ -15,7 +15,7 @@ from functools import cache
 
 from dgtraces import reference
 from dgtraces.errors import Code, DgtracesError
-from dgtraces.reconstruct.kernelmodel import ConvShape
+from dgtraces.reconstruct.kernels2.gemm import ConvShape
 
 REPO = "baidu-research/DeepBench"
 COMMIT = "da81ba7820739e2e506dc27f382d15be5479f98f"

@@ -57,9 +57,9 @@ def compare_gpu(runs: pd.DataFrame, timings: pd.DataFrame
     """(comparisons, lines saying which published GPU runs were not modelled and why)."""
     import pandas as pd
 
-    from ..models import layer_records
-    from .calibration import calibrate
-    from .costmodel import layer_arrays, layer_costs
+    from dgtraces.models import layer_records
+    from dgtraces.reconstruct.roofline.calibration import calibrate
+    from dgtraces.reconstruct.roofline.costmodel import layer_arrays, layer_costs
 
     pub = runs[(runs["provenance"] == "published") & (runs["device_kind"] == "gpu")]
     out, skipped = [], []

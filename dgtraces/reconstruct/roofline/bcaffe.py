@@ -57,9 +57,9 @@ class BcaffeComparison:
 def compare(runs: "pd.DataFrame", timings: "pd.DataFrame") -> BcaffeComparison:
     """Compare published B-Caffe runs (``runs`` rows with provenance published, model
     googlenet, device k80) with :func:`reconstruct_trace` at their batch size."""
-    from ..errors import DgtracesError
-    from ..models import get_spec, layer_records
-    from . import reconstruct_trace
+    from dgtraces.errors import DgtracesError
+    from dgtraces.models import get_spec, layer_records
+    from dgtraces.reconstruct import reconstruct_trace
 
     sel = runs[(runs["provenance"] == "published") & (runs["model"] == MODEL)
                & (runs["device"] == DEVICE)]

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dgtraces.errors import Code, DgtracesError
-from dgtraces.reconstruct.gpu import MODELLED_AS as ROOFLINE_MODELLED_AS
+from dgtraces.reconstruct.roofline.gpu import MODELLED_AS as ROOFLINE_MODELLED_AS
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from dgtraces.reconstruct.kernelmodel import KernelParams
+    from dgtraces.reconstruct.kernels2.gemm import KernelParams
 
 # device of a published run -> device the kernel methods model it as (same part, same
 # figures): roofline-1.1's map, plus Titan X Maxwell, which has datasheet peaks and SMs
@@ -55,7 +55,7 @@ FOLD_STARTS = {"resnet50-v1.5": _resnet, "googlenet": _googlenet, "alexnet-owt":
 def folds(model: str) -> dict[str, str]:
     """layer -> fold label of ``model`` (pre-registered folds; in layer order a layer
     starts a fold or joins the one before it)."""
-    from dgtraces.reconstruct.costmodel import layer_arrays
+    from dgtraces.reconstruct.roofline.costmodel import layer_arrays
 
     if model not in FOLD_STARTS:
         raise DgtracesError(f"no pre-registered folds for model {model!r}; have "
@@ -93,7 +93,7 @@ class TraceBlock:
 
     def predict(self, p: "KernelParams", device: str) -> np.ndarray:
         """Predicted device time (ms) of each row."""
-        from dgtraces.reconstruct.kernelnet import net_times
+        from dgtraces.reconstruct.kernels2.network import net_times
 
         t = net_times(self.model, device, p, self.batch)
         return np.where(self.bwd, t.bwd_ms[self.index], t.fwd_ms[self.index])
@@ -138,7 +138,7 @@ def blocks_from(runs: "pd.DataFrame", timings: "pd.DataFrame", device: str
     """The fit blocks of ``device`` from a release's runs and layer_timings."""
     import pandas as pd
 
-    from dgtraces.reconstruct.costmodel import layer_arrays
+    from dgtraces.reconstruct.roofline.costmodel import layer_arrays
 
     pub = runs[(runs["provenance"] == "published") & (runs["device_kind"] == "gpu")]
     setups: dict[tuple, list] = {}

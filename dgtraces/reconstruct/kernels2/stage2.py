@@ -13,11 +13,11 @@ from functools import cache
 import numpy as np
 
 from dgtraces.errors import Code, DgtracesError
-from dgtraces.reconstruct.calibration import fitted_rows, observation
-from dgtraces.reconstruct.fit import Observation, levenberg_marquardt
-from dgtraces.reconstruct.kernelfit import stage1
-from dgtraces.reconstruct.kernelmodel import E_MEM_STAGE1, KernelParams, get_gpu
-from dgtraces.reconstruct.kernelnet import predict_ms
+from dgtraces.reconstruct.kernels2.gemm import E_MEM_STAGE1, KernelParams, get_gpu
+from dgtraces.reconstruct.kernels2.network import predict_ms
+from dgtraces.reconstruct.kernels2.stage1 import stage1
+from dgtraces.reconstruct.roofline.calibration import fitted_rows, observation
+from dgtraces.reconstruct.roofline.fit import Observation, levenberg_marquardt
 
 KAPPA_MAX = 1.5
 H_US = (0.5, 200.0)

@@ -28,7 +28,7 @@ for the tensor-core variant). Efficiencies are bounded to (0, 1]. Optional sixth
 parameter ``wino`` in [1, 2.25] (fp32 only): 3x3 stride-1 convolutions run ``wino`` times
 faster than their direct FLOPs allow (cuDNN's Winograd transforms; F(2x2, 3x3) needs 2.25x
 fewer multiplies); used only where leave-one-out cross-validation over the calibration rows
-supports it (:data:`dgtraces.reconstruct.calibration.WINOGRAD_DEVICES`).
+supports it (:data:`dgtraces.reconstruct.roofline.calibration.WINOGRAD_DEVICES`).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def dispatch_rule() -> str:
 @contextmanager
 def use_dispatch(rule: str) -> Iterator[None]:
     """Evaluate under another dispatch rule (before/after comparisons)."""
-    from ..errors import DgtracesError
+    from dgtraces.errors import DgtracesError
 
     if rule not in DISPATCH_RULES:
         raise DgtracesError(f"dispatch rule must be one of {', '.join(DISPATCH_RULES)}, got "
@@ -153,7 +153,7 @@ def kernel_counts(kind: str, n_bottoms: int, has_bias: bool, from_data: bool) ->
 def layer_arrays(model: str) -> LayerArrays:
     """Arrays for ``model``: a Caffe spec of :data:`dgtraces.models.MODELS` (the ``layers``
     table) or a fitting-only variant of :mod:`dgtraces.reconstruct.variants`."""
-    from .variants import records
+    from dgtraces.reconstruct.variants import records
 
     rows, n_blobs = records(model)
     counts = [kernel_counts(r["kind"], len(r["bottoms"].split(",")), r["bias_params"] > 0
@@ -205,7 +205,7 @@ class LayerCosts:
 def traffic(la: LayerArrays, batch: float, bwd: bool, amp: bool = False,
             training: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per layer of one direction: (FLOPs, bytes moved, elements of work, kernels); the
-    bytes rule of the module docstring (shared with :mod:`.kernelmodel`)."""
+    bytes rule of the module docstring (shared with :mod:`dgtraces.reconstruct.kernels2.network`)."""
     flops = batch * (la.bwd_flops if bwd else la.fwd_flops)
     act_scale = 0.5 if amp else 1.0
     is_bn = la.kind == "bn"

@@ -5,9 +5,9 @@ import pytest
 from dgtraces.errors import DgtracesError
 from dgtraces.evaluation.fragment import markdown
 from dgtraces.evaluation.reconstruction import H200_NOTE, build_report
-from dgtraces.reconstruct.bcaffe import compare
-from dgtraces.reconstruct.costmodel import Params, layer_arrays, layer_costs
-from dgtraces.reconstruct.cpu import device_from_row, device_row, select_runs, validate_cpu
+from dgtraces.reconstruct.roofline.bcaffe import compare
+from dgtraces.reconstruct.roofline.costmodel import Params, layer_arrays, layer_costs
+from dgtraces.reconstruct.roofline.cpu import device_from_row, device_row, select_runs, validate_cpu
 
 PEAKS = {"peak_fp32_tflops": 0.1, "mem_bandwidth_gb_s": 12.0, "gemm_median_tflops": 0.09,
          "copy_median_gb_s": 10.0, "threads": 2, "n": 2048, "copy_mib": 256, "reps": 8,

@@ -8,12 +8,7 @@ import pytest
 from dgtraces.errors import Code, DgtracesError
 from dgtraces.reconstruct import reconstruct_trace, runs_frame
 from dgtraces.reconstruct.deepbench import SHEETS, conv_kernels, gemm_kernels, specs
-from dgtraces.reconstruct.kernelfit import (
-    fit_stage1,
-    kernel_set,
-    predict_ms,
-)
-from dgtraces.reconstruct.kernelmodel import (
+from dgtraces.reconstruct.kernels2.gemm import (
     ConvShape,
     Gpu,
     KernelParams,
@@ -22,6 +17,11 @@ from dgtraces.reconstruct.kernelmodel import (
     gemm_list,
     gemm_seconds,
     get_gpu,
+)
+from dgtraces.reconstruct.kernels2.stage1 import (
+    fit_stage1,
+    kernel_set,
+    predict_ms,
 )
 
 FAKE = Gpu("fake", peak_tflops=8.0, bandwidth_gb_s=400.0, sm_count=10)
@@ -168,7 +168,7 @@ def test_cli_unknown_device_is_typed_and_roofline_refusal_says_what_would(tmp_pa
     from click.testing import CliRunner
 
     from dgtraces.cli import main
-    from dgtraces.reconstruct.kernelmodel import gpus
+    from dgtraces.reconstruct.kernels2.gemm import gpus
 
     args = ["reconstruct", "--model", "alexnet", "--batch-size", "16"]
     bad = CliRunner().invoke(main, [*args, "--method", "kernels-2.0", "--device", "tpu9",

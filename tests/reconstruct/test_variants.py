@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from dgtraces.models import MODELS, layers_frame
-from dgtraces.reconstruct.calibration import (
+from dgtraces.reconstruct.roofline.calibration import (
     WINOGRAD_DEVICES,
     calibrate,
     fitted_rows,
@@ -10,8 +10,8 @@ from dgtraces.reconstruct.calibration import (
     loo,
     observation,
 )
-from dgtraces.reconstruct.costmodel import layer_arrays, predict_ms
-from dgtraces.reconstruct.fit import fit
+from dgtraces.reconstruct.roofline.costmodel import layer_arrays, predict_ms
+from dgtraces.reconstruct.roofline.fit import fit
 from dgtraces.reconstruct.variants import VARIANTS, architecture, get_variant_spec
 
 

@@ -1,7 +1,7 @@
 """Measuring the method's error where ground truth exists: this machine's CPU.
 
-The same fitting procedure as for the GPUs (:func:`dgtraces.reconstruct.fit.fit`) is applied
-to the CPU, with the CPU's *measured* peak FLOP/s and copy bandwidth, fitted only on the
+The same fitting procedure as for the GPUs (:func:`dgtraces.reconstruct.roofline.fit.fit`)
+is applied to the CPU, with the CPU's *measured* peak FLOP/s and copy bandwidth, fitted only on the
 whole-model forward and backward totals of AlexNet and ResNet-50 from measured ``runs``.
 Then the per-layer predictions are compared with the measured ``layer_timings`` of all three
 models and GoogLeNet's totals (never fitted) give the held-out-model error.
@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import Code, DgtracesError
-from .calibration import FITTED_MODELS
-from .costmodel import Device, layer_arrays, layer_costs, subset
-from .fit import FitResult, Observation, fit
+from dgtraces.errors import Code, DgtracesError
+from dgtraces.reconstruct.roofline.calibration import FITTED_MODELS
+from dgtraces.reconstruct.roofline.costmodel import Device, layer_arrays, layer_costs, subset
+from dgtraces.reconstruct.roofline.fit import FitResult, Observation, fit
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -70,9 +70,8 @@ def measure_peaks(threads: int, *, n: int = 2048, copy_mib: int = 256,
     """Best fp32 GEMM rate (torch.mm, n x n) and copy bandwidth (read + write of a
     ``copy_mib`` MiB tensor) with ``threads`` intra-op threads, each repeated for
     ``seconds``, after waiting up to ``max_wait_s`` for the CPUs to be quiet."""
+    from dgtraces.errors import require
     from dgtraces.io.host import cpu_model, loadavg
-
-    from ..errors import require
 
     torch = require("torch", "collect", "measuring CPU peaks")
     busy = wait_quiet(max_wait_s)
@@ -116,8 +115,8 @@ def device_row(peaks: dict, cores: int) -> dict:
         "peak_fp32_tflops": peaks["peak_fp32_tflops"], "peak_fp16_tensor_tflops": None,
         "mem_bandwidth_gb_s": peaks["mem_bandwidth_gb_s"], "memory_gb": None,
         "provenance": "measured",
-        "source": (f"dgtraces.reconstruct.cpu.measure_peaks: best of {peaks['reps']} torch.mm "
-                   f"{peaks['n']}x{peaks['n']} fp32 and {peaks['copy_mib']} MiB copies, "
+        "source": (f"dgtraces.reconstruct.roofline.cpu.measure_peaks: best of {peaks['reps']} "
+                   f"torch.mm {peaks['n']}x{peaks['n']} fp32 and {peaks['copy_mib']} MiB copies, "
                    f"{peaks['threads']} thread(s), torch {peaks['torch']}"),
         "notes": (f"medians {peaks['gemm_median_tflops']:.4f} TFLOP/s, "
                   f"{peaks['copy_median_gb_s']:.1f} GB/s; CPUs busy before "
@@ -234,7 +233,7 @@ def validate_cpu(runs: "pd.DataFrame", timings: "pd.DataFrame", device: dict,
 
 def cpu_validations(frames: dict, missing: list[str]) -> list[CpuValidation]:
     """One validation per thread count of the measured CPU runs that has a measured
-    peaks row (:func:`dgtraces.reconstruct.cpu.peak_key`); gaps go to ``missing``."""
+    peaks row (:func:`dgtraces.reconstruct.roofline.cpu.peak_key`); gaps go to ``missing``."""
     runs, lt, dev = (frames.get(t) for t in ("runs", "layer_timings", "devices"))
     if runs is None or lt is None:
         missing.append("CPU validation: no runs/layer_timings in the release")

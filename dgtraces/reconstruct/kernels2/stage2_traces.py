@@ -14,12 +14,12 @@ from functools import cache
 import numpy as np
 
 from dgtraces.errors import Code, DgtracesError
-from dgtraces.reconstruct.fit import Observation, levenberg_marquardt
-from dgtraces.reconstruct.kernelcal import CALIBRATED, H_US, device_observations, errors_pct
-from dgtraces.reconstruct.kernelfit import T0_US, stage1
-from dgtraces.reconstruct.kernelmodel import CLASSES, E_MEM_STAGE1, KernelParams, get_gpu
-from dgtraces.reconstruct.kernelnet import predict_ms
-from dgtraces.reconstruct.kerneltraces import FIT_TRACE_DEVICES, TraceBlock, trace_blocks
+from dgtraces.reconstruct.kernels2.gemm import CLASSES, E_MEM_STAGE1, KernelParams, get_gpu
+from dgtraces.reconstruct.kernels2.network import predict_ms
+from dgtraces.reconstruct.kernels2.stage1 import T0_US, stage1
+from dgtraces.reconstruct.kernels2.stage2 import CALIBRATED, H_US, device_observations, errors_pct
+from dgtraces.reconstruct.kernels2.traces import FIT_TRACE_DEVICES, TraceBlock, trace_blocks
+from dgtraces.reconstruct.roofline.fit import Observation, levenberg_marquardt
 
 VERSION = "2.1"
 E_LOWER = 0.05  # 20x below the weakest stage-1 efficiency: keeps the mapping finite
@@ -197,8 +197,8 @@ class Calibration21:
 def calibrate21(device: str) -> Calibration21:
     """The constants ``device`` is reconstructed with under kernels-2.1 (the pre-registered
     rule by what constrains the device); UNKNOWN_DEVICE lists the known devices."""
-    from dgtraces.reconstruct.calibration import fitted_rows
     from dgtraces.reconstruct.deepbench import SHEETS
+    from dgtraces.reconstruct.roofline.calibration import fitted_rows
 
     get_gpu(device)
     rows = fitted_rows(device)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from dgtraces.errors import Code, DgtracesError
-from dgtraces.reconstruct.kerneltraces import TRACE_RELEASE
+from dgtraces.reconstruct.kernels2.traces import TRACE_RELEASE
 from dgtraces.tables.runrow import runs_row
 
 METHOD = "dgtraces.reconstruct/kernels"
@@ -48,11 +48,11 @@ def method_id(version: str = VERSION) -> str:
 def _calibration(device: str, version: str):
     """(calibration, basis text) of ``device`` under kernels-``version``."""
     if version == "2.1":
-        from dgtraces.reconstruct.kernel21 import calibrate21
+        from dgtraces.reconstruct.kernels2.stage2_traces import calibrate21
 
         cal21 = calibrate21(device)
         return cal21, BASIS_TEXT_21[cal21.basis]
-    from dgtraces.reconstruct.kernelcal import calibrate_kernels
+    from dgtraces.reconstruct.kernels2.stage2 import calibrate_kernels
 
     cal = calibrate_kernels(device)
     return cal, BASIS_TEXT[cal.basis]
@@ -63,14 +63,14 @@ def reconstruct(device: str, model: str, batch_size: int, precision: str,
     """(run row, layer_timings frame, bound frame) of one kernels-``version`` trace."""
     import pandas as pd
 
-    from dgtraces.reconstruct.costmodel import (
+    from dgtraces.reconstruct.kernels2.gemm import SM_SOURCE, get_gpu
+    from dgtraces.reconstruct.kernels2.network import gemm_counts, net_times, soft_max
+    from dgtraces.reconstruct.roofline.costmodel import (
         GEMM_KINDS,
         LayerCosts,
         layer_arrays,
         timings_frame,
     )
-    from dgtraces.reconstruct.kernelmodel import SM_SOURCE, get_gpu
-    from dgtraces.reconstruct.kernelnet import gemm_counts, net_times, soft_max
 
     if precision != "fp32":
         raise DgtracesError(f"{method_id(version)} models fp32 only (DeepBench kernels "

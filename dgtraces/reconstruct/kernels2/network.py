@@ -11,8 +11,7 @@ from functools import cache
 
 import numpy as np
 
-from dgtraces.reconstruct.costmodel import GEMM_KINDS, LayerArrays, layer_arrays, traffic
-from dgtraces.reconstruct.kernelmodel import (
+from dgtraces.reconstruct.kernels2.gemm import (
     ConvShape,
     Gemms,
     KernelParams,
@@ -22,6 +21,7 @@ from dgtraces.reconstruct.kernelmodel import (
     gemm_seconds,
     get_gpu,
 )
+from dgtraces.reconstruct.roofline.costmodel import GEMM_KINDS, LayerArrays, layer_arrays, traffic
 
 SOFT_P = 4.0
 

@@ -1,7 +1,7 @@
 """Fitting the cost model to whole-model times: Levenberg-Marquardt on log residuals.
 
 The same procedure serves the published GPU throughputs (``calibration.csv``) and the
-measured CPU totals (:mod:`dgtraces.reconstruct.cpu`). Parameters are fitted in an
+measured CPU totals (:mod:`dgtraces.reconstruct.roofline.cpu`). Parameters are fitted in an
 unconstrained space (logit for efficiencies in (0, 1], log for launch_us and n_half), the
 residual of an observation is ``log(predicted / observed)``, and the best of a few fixed
 starting points wins. numpy only (scipy is not a dependency).
@@ -13,8 +13,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import Code, DgtracesError
-from .costmodel import PARAM_NAMES, Device, LayerArrays, Params, layer_arrays, predict_ms
+from dgtraces.errors import Code, DgtracesError
+from dgtraces.reconstruct.roofline.costmodel import (
+    PARAM_NAMES,
+    Device,
+    LayerArrays,
+    Params,
+    layer_arrays,
+    predict_ms,
+)
 
 # Bounds of the transformed parameters keep the search physical.
 WINO_MAX = 2.25  # Winograd F(2x2, 3x3): 16 instead of 36 multiplies per 2x2 output tile

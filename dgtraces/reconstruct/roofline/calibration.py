@@ -24,12 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from .. import reference
-from ..errors import Code, DgtracesError
-from ..models.registry import fitted
-from .costmodel import Device, Params
-from .fit import FitResult, Observation, fit, fit_tensor_efficiency
-from .variants import architecture
+from dgtraces import reference
+from dgtraces.errors import Code, DgtracesError
+from dgtraces.models.registry import fitted
+from dgtraces.reconstruct.roofline.costmodel import Device, Params
+from dgtraces.reconstruct.roofline.fit import FitResult, Observation, fit, fit_tensor_efficiency
+from dgtraces.reconstruct.variants import architecture
 
 FITTED_MODELS = fitted()  # from the model registry (``fitted=True``)
 AMP_MODEL = "resnet50v1.5"
@@ -109,7 +109,7 @@ def observation(r: CalibrationRow, variants: bool = True) -> Observation:
 def loo(device: str, variants: bool = True, winograd: bool = False) -> tuple[float, ...]:
     """Leave-one-out: signed error (%) of each fitted row of ``device`` predicted by the
     same fit on the other rows (row order of :func:`fitted_rows`)."""
-    from .costmodel import layer_arrays, predict_ms
+    from dgtraces.reconstruct.roofline.costmodel import layer_arrays, predict_ms
 
     dev = get_device(device)
     obs = [observation(r, variants) for r in fitted_rows(device)]

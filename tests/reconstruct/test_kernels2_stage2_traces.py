@@ -10,13 +10,13 @@ import pytest
 from dgtraces.errors import Code, DgtracesError
 from dgtraces.evaluation import kernels21 as ev
 from dgtraces.evaluation.kernels import SourceComparison
-from dgtraces.reconstruct import kernel21 as k21
+from dgtraces.reconstruct.kernels2 import stage2_traces as k21
 from dgtraces.reconstruct import reconstruct_trace
-from dgtraces.reconstruct.costmodel import layer_arrays
-from dgtraces.reconstruct.kernelfit import stage1
-from dgtraces.reconstruct.kernelmodel import CLASSES
-from dgtraces.reconstruct.kernelnet import net_times
-from dgtraces.reconstruct.kerneltraces import blocks_from, folds
+from dgtraces.reconstruct.kernels2.gemm import CLASSES
+from dgtraces.reconstruct.kernels2.network import net_times
+from dgtraces.reconstruct.kernels2.stage1 import stage1
+from dgtraces.reconstruct.kernels2.traces import blocks_from, folds
+from dgtraces.reconstruct.roofline.costmodel import layer_arrays
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,7 @@ import numpy as np
 
 from dgtraces.errors import Code, DgtracesError
 from dgtraces.reconstruct.deepbench import SHEETS, conv_kernels, gemm_kernels
-from dgtraces.reconstruct.fit import levenberg_marquardt
-from dgtraces.reconstruct.kernelmodel import (
+from dgtraces.reconstruct.kernels2.gemm import (
     Gemms,
     KernelParams,
     conv_gemm,
@@ -20,6 +19,7 @@ from dgtraces.reconstruct.kernelmodel import (
     gemm_seconds,
     get_gpu,
 )
+from dgtraces.reconstruct.roofline.fit import levenberg_marquardt
 
 STAGE1 = ("e_fwd", "e_dgrad", "e_wgrad", "e_wino", "e_gemm", "gamma", "t0_us")
 T0_US = (0.5, 50.0)

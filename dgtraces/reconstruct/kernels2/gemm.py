@@ -2,7 +2,7 @@
 device's SMs (pre-registered in docs/reconstruction-kernels.md).
 
 This module holds the GEMM engine and the implicit-GEMM shapes of each convolution
-direction; :mod:`.kernelnet` applies it to a network, :mod:`.kernelfit` fits it.
+direction; :mod:`.network` applies it to a network, :mod:`.stage1` fits it.
 """
 
 from __future__ import annotations
