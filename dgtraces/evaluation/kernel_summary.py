@@ -76,9 +76,9 @@ def comparison_lines(comps, title: str) -> list[str]:
 
 def build(frames: dict[str, "pd.DataFrame"], release: str | None = None) -> KernelSummary:
     """Everything above from a release's frames (tens of seconds: the leave-one-outs)."""
-    from dgtraces.reconstruct.roofline import calibration
     from dgtraces.reconstruct.kernels2.stage1 import leave_one_device_out, stage1
     from dgtraces.reconstruct.kernels2.stage2 import CALIBRATED, calibrate_kernels, loo
+    from dgtraces.reconstruct.roofline import calibration
 
     runs, lt = frames["runs"], frames["layer_timings"]
     sources, skipped = {}, {}

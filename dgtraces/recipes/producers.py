@@ -44,11 +44,12 @@ def gpu_traces(ctx: "Context") -> Frames:
     return dict(gpu_tables())
 
 
-def deepbench_kernels(ctx: "Context") -> Frames:
-    """The ``kernels`` rows of the shipped DeepBench sheets (`dgtraces import deepbench`)."""
+def deepbench_kernels(ctx: "Context", sheets: Sequence[str]) -> Frames:
+    """The ``kernels`` rows of the named shipped DeepBench sheets (`dgtraces import
+    deepbench` imports all of them)."""
     from ..importers.deepbench import import_deepbench
 
-    res = import_deepbench()
+    res = import_deepbench(tuple(sheets))
     ctx.facts.update(kernel_convs=res.convs, kernel_gemms=res.gemms, kernels_keyed=res.matched)
     return res.frames()
 

@@ -91,7 +91,9 @@ V050 = Recipe(
     "model) and the datasheet devices of those GPUs ({rows}). The K80/V100 reconstructions "
     "stay roofline-1.1: kernels-2.0 was not adopted by its pre-registered rule "
     "(docs/reconstruction-kernels.md)",
-    (Step(P + "deepbench_kernels", ("kernels",), {}, "dgtraces import deepbench --out DIR"),
+    (Step(P + "deepbench_kernels", ("kernels",),
+          {"sheets": ("P100", "T4", "M40", "TitanX", "TitanX_Pascal", "TitanXp", "1080Ti")},
+          "dgtraces import deepbench --out DIR (the seven fp32 sheets shipped then)"),
      Step(P + "datasheet_devices", ("devices",), {"devices": DEEPBENCH_DEVICES},
           "rows of dgtraces/reference/devices_datasheet.csv")),
 )

@@ -35,8 +35,17 @@ def _one(m, n, k, cls="fwd", split=False, p=UNIT):
 
 
 def test_deepbench_sheets_parse_every_conv_and_gemm_row():
-    for sheet in SHEETS:
+    for sheet in SHEETS:  # the seven of v0.5.0 and V100's fp32 and FP16-input sheets
         assert len(conv_kernels(sheet)) == 94 and len(gemm_kernels(sheet)) == 160, sheet
+    assert len(SHEETS) == 9 and len(conv_kernels()) == 7 * 94  # default: kernels-2.x's seven
+    assert SHEETS["V100-FP16"].precision == "amp" and SHEETS["V100"].device == "v100"
+    v100 = conv_kernels("V100")[0]  # ,DeepSpeech,700,161,1,4,32,20,5,0,0,2,2,7.8E-2,N/A*,0.127
+    assert (v100.shape.r, v100.shape.s, v100.shape.n) == (5, 20, 4)
+    assert v100.fwd_ms == pytest.approx(0.078) and v100.dgrad_ms is None
+    fp16 = conv_kernels("V100-FP16")[0]  # the same problem, FP16 inputs: 0.591 ms forward
+    assert fp16.shape == v100.shape and fp16.fwd_ms == pytest.approx(0.591)
+    assert fp16.algo == "IMPLICIT_PRECOMP_GEMM" and specs("V100-FP16")["Cudnn Version"] == \
+        "7.6.2.24"
     p100 = conv_kernels("P100")[0]  # ,,700,161,1,4,32,5,20,0,0,2,2,0.142,0.482,0.301
     s = p100.shape
     assert (s.w, s.h, s.c, s.n, s.k, s.r, s.s) == (700, 161, 1, 4, 32, 5, 20)
@@ -50,8 +59,9 @@ def test_deepbench_sheets_parse_every_conv_and_gemm_row():
 
 def test_unknown_sheet_and_device_are_typed_with_known_names():
     with pytest.raises(DgtracesError) as e:
-        conv_kernels("V100")
+        conv_kernels("V200")
     assert e.value.code == Code.UNKNOWN_DEVICE and "TitanXp" in str(e.value)
+    assert "V100-FP16" in str(e.value)
     with pytest.raises(DgtracesError) as e:
         get_gpu("titanx-pascall")
     assert e.value.code == Code.UNKNOWN_DEVICE and "titanx-pascal" in str(e.value)

@@ -10,8 +10,8 @@ import pytest
 from dgtraces.errors import Code, DgtracesError
 from dgtraces.evaluation import kernels21 as ev
 from dgtraces.evaluation.kernels import SourceComparison
-from dgtraces.reconstruct.kernels2 import stage2_traces as k21
 from dgtraces.reconstruct import reconstruct_trace
+from dgtraces.reconstruct.kernels2 import stage2_traces as k21
 from dgtraces.reconstruct.kernels2.gemm import CLASSES
 from dgtraces.reconstruct.kernels2.network import net_times
 from dgtraces.reconstruct.kernels2.stage1 import stage1

@@ -10,7 +10,7 @@ from functools import cache
 import numpy as np
 
 from dgtraces.errors import Code, DgtracesError
-from dgtraces.reconstruct.deepbench import SHEETS, conv_kernels, gemm_kernels
+from dgtraces.reconstruct.deepbench import conv_kernels, gemm_kernels, seven_devices
 from dgtraces.reconstruct.kernels2.gemm import (
     Gemms,
     KernelParams,
@@ -150,7 +150,7 @@ def leave_one_device_out() -> dict[str, dict[str, tuple[int, float, float]]]:
     ks = kernel_set()
     ape = np.abs(loo_predictions() / ks.observed_ms - 1.0) * 100
     out: dict[str, dict[str, tuple[int, float, float]]] = {}
-    for device in SHEETS.values():
+    for device in seven_devices():
         for d in ("fwd", "dgrad", "wgrad", "gemm"):
             m = (ks.device == device) & (ks.direction == d)
             if m.any():

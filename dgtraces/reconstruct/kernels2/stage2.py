@@ -101,7 +101,7 @@ def calibrate_kernels(device: str) -> KernelCalibration:
     """Constants for ``device``: stage 2 where calibration rows exist, else the stage-1
     constants with ``kappa = 1``, ``e_mem`` 0.8 and the calibrated devices' mean ``h_us``.
     UNKNOWN_DEVICE (with the known ones) when the device has no datasheet peaks or SMs."""
-    from dgtraces.reconstruct.deepbench import SHEETS
+    from dgtraces.reconstruct.deepbench import seven_devices
 
     get_gpu(device)
     rows = fitted_rows(device)
@@ -112,7 +112,7 @@ def calibrate_kernels(device: str) -> KernelCalibration:
                                  errors_pct(device, p, obs))
     h = float(np.mean([calibrate_kernels(d).params.h_us for d in CALIBRATED]))
     p = dataclasses.replace(stage1().params, e_mem=E_MEM_STAGE1, kappa=1.0, h_us=h)
-    basis = "kernels" if device in SHEETS.values() else "datasheet"
+    basis = "kernels" if device in seven_devices() else "datasheet"
     return KernelCalibration(device, p, basis, (), ())
 
 

@@ -197,7 +197,7 @@ class Calibration21:
 def calibrate21(device: str) -> Calibration21:
     """The constants ``device`` is reconstructed with under kernels-2.1 (the pre-registered
     rule by what constrains the device); UNKNOWN_DEVICE lists the known devices."""
-    from dgtraces.reconstruct.deepbench import SHEETS
+    from dgtraces.reconstruct.deepbench import seven_devices
     from dgtraces.reconstruct.roofline.calibration import fitted_rows
 
     get_gpu(device)
@@ -214,7 +214,7 @@ def calibrate21(device: str) -> Calibration21:
         base = stage1().params
         p = build(base, {"kappa": 1.0, "e_mem": E_MEM_STAGE1},
                   {"t0_mem_us": pooled_t0_mem(), "h_us": mean_h_us()})
-        basis = "kernels" if device in SHEETS.values() else "datasheet"
+        basis = "kernels" if device in seven_devices() else "datasheet"
     return Calibration21(device, p, basis, tuple(r.row for r in rows),
                          errors_pct(device, p, obs))
 

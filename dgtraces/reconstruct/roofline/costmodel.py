@@ -205,7 +205,7 @@ class LayerCosts:
 def traffic(la: LayerArrays, batch: float, bwd: bool, amp: bool = False,
             training: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per layer of one direction: (FLOPs, bytes moved, elements of work, kernels); the
-    bytes rule of the module docstring (shared with :mod:`dgtraces.reconstruct.kernels2.network`)."""
+    bytes rule of the module docstring (shared with the kernel methods)."""
     flops = batch * (la.bwd_flops if bwd else la.fwd_flops)
     act_scale = 0.5 if amp else 1.0
     is_bn = la.kind == "bn"
