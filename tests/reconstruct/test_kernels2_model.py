@@ -146,7 +146,7 @@ def test_kernels_method_refuses_amp_unknown_method_and_unknown_device():
         reconstruct_trace("v100", "alexnet", 16, "amp", method="kernels-2.0")
     assert e.value.code == Code.NO_CALIBRATION
     with pytest.raises(DgtracesError) as e:
-        reconstruct_trace("v100", "alexnet", 16, method="kernels-3")
+        reconstruct_trace("v100", "alexnet", 16, method="kernels-4")
     assert e.value.code == Code.BAD_INPUT
     with pytest.raises(DgtracesError) as e:
         reconstruct_trace("gpu-unstated", "alexnet", 16, method="kernels-2.0")
