@@ -26,7 +26,8 @@ from .options import release_option
 @click.option("--fragment", default=None, type=OutPath(file_okay=False),
               help="With --report: also write reconstruction.md (+ PNG) into this folder "
               "(adds the leave-one-out table, about 20 s); with --method kernels-2.0: "
-              "reconstruction_kernels.md (+ PNG).")
+              "reconstruction_kernels.md (+ PNG); with --method kernels-3: "
+              "reconstruction_kernels3.md (+ PNG).")
 @click.option("--method", default="roofline-1.1", show_default=True,
               type=click.Choice(["roofline-1.1", "kernels-2.0", "kernels-2.1", "kernels-3"]),
               help="Cost model version (docs/reconstruction-kernels.md for kernels-2.x, "
@@ -52,10 +53,7 @@ def reconstruct(device, model, batch_size, precision, out, as_csv, report, relea
     if refit and not (report and method == "kernels-3"):
         raise DgtracesError("--refit is for --report --method kernels-3", code=Code.BAD_INPUT)
     if report and method == "kernels-3":
-        if fragment:
-            raise DgtracesError("--fragment is for roofline-1.1 and kernels-2.0",
-                                code=Code.BAD_INPUT)
-        _report3(release, figure, refit)
+        _report3(release, figure, refit, fragment)
         return
 
     if report and method == "kernels-2.1":
@@ -148,8 +146,9 @@ def _pricing(pricing) -> None:
                    + ", ".join(extra[:8]) + (" ..." if len(extra) > 8 else ""))
 
 
-def _report3(release, figure, refit) -> None:
-    """``--report --method kernels-3``: the stored figures; ``--refit``: recomputed too."""
+def _report3(release, figure, refit, fragment) -> None:
+    """``--report --method kernels-3``: the stored figures; ``--refit``: recomputed too;
+    ``--fragment``: the card fragment and its figure."""
     from dgtraces.evaluation.kernels3_report import differences, text
     from dgtraces.evaluation.kernels3_report import figure as plot
     from dgtraces.evaluation.kernels3_report import refit as redo
@@ -175,3 +174,8 @@ def _report3(release, figure, refit) -> None:
     if figure:
         plot(rel, figure)
         click.echo(f"wrote {figure}")
+    if fragment:
+        from dgtraces.evaluation.kernels3_report import write
+
+        for path in write(rel, fragment):
+            click.echo(f"wrote {path}")

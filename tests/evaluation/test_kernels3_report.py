@@ -45,3 +45,51 @@ def test_no_clause_figures_is_typed_and_differences_name_the_rows():
     b.loc[0, "value_pct"] = 12.5
     assert differences(a, a) == []
     assert differences(a, b) == ["differs: kernels-3:metric:deepbench.layers.fwd"]
+
+
+def _stored():
+    from dgtraces.store.release import Release
+    from tests.paths import REPO
+
+    return Release.open("0.6.0", REPO / "data")
+
+
+def test_docs_and_card_quote_the_stored_figures():
+    """docs/reconstruction-kernels3.md's results table and the card fragment are the figures
+    release v0.6.0 stores (no hand-copied number drifts)."""
+    import re
+
+    from dgtraces.evaluation.kernels3_report import markdown
+    from tests.paths import REPO
+
+    rel = _stored()
+    rows = rel.table("method_params")
+    figs = {f.name: f for f in figures(rows)}
+    runs = sorted({n[len("kineto."):].rsplit(".", 1)[0] for n in figs if n.startswith("kineto.")})
+    order = ["deepbench.layers.fwd", "deepbench.layers.dgrad", "deepbench.layers.wgrad",
+             "deepbench.all_conv"]
+    for run in runs:
+        order += [f"kineto.{run}.all_kinds", f"kineto.{run}.conv_fwd", f"kineto.{run}.conv_bwd"]
+    order += ["calibration.k80.mean", "calibration.k80.max", "calibration.v100.mean",
+              "calibration.v100.max"]
+    assert set(order) == set(figs)
+    want = []
+    for name in order:
+        f = figs[name]
+        want += [round(f.value_pct, 1), round(f.compared_pct, 1), round(f.baseline_pct, 1)]
+    doc = (REPO / "docs" / "reconstruction-kernels3.md").read_text()
+    results = doc[doc.index("## Results"):]
+    table = [line for line in results.splitlines() if re.match(r"\| (1a|1b|2|3) \|", line)]
+    got = []
+    for line in table:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        k3, rl = cells[2].split(" / "), cells[7].split(" / ")
+        cmp_ = cells[6].split(" / ")
+        for i in range(len(k3)):
+            got += [float(k3[i].rstrip("%")), float(cmp_[i].rstrip("%")),
+                    float(rl[i].rstrip("%"))]
+    # the calibration rows of the docs give mean / max in one line: reorder like `order`
+    assert sorted(got) == sorted(want)
+    assert "**Adoption: not adopted.**" in results and not adoption(list(figs.values()))[0]
+    card = (REPO / "cards" / "fragments" / "reconstruction_kernels3.md").read_text()
+    assert card == "\n".join(markdown(rows, "0.6.0")) + "\n"
