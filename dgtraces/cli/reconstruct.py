@@ -68,18 +68,13 @@ def reconstruct(device, model, batch_size, precision, out, as_csv, report, relea
     if report and method == "kernels-2.0":
         from dgtraces.evaluation.kernel_summary import build
         from dgtraces.evaluation.kernel_summary import figure as plot
+        from dgtraces.evaluation.kernel_summary import write as write_fragment
         from dgtraces.store.release import Release
 
         summary = build(Release.open(release).tables(), release)  # leave-one-outs: ~1 min
         click.echo(summary.text())
-        if figure:
-            plot(summary, figure)
-            click.echo(f"wrote {figure}")
-        if fragment:
-            from dgtraces.evaluation.kernel_summary import write as write_fragment
-
-            for path in write_fragment(summary, fragment):
-                click.echo(f"wrote {path}")
+        _outputs(figure, fragment, lambda f: plot(summary, f),
+                 lambda d: write_fragment(summary, d))
         return
     if report:
         from dgtraces.evaluation.reconstruction import build_report
@@ -171,11 +166,16 @@ def _report3(release, figure, refit, fragment) -> None:
                       "all equal to the stored ones (rtol 1e-6)"))
         for line in diff[:20]:
             click.echo(f"  {line}")
+    from dgtraces.evaluation.kernels3_report import write
+
+    _outputs(figure, fragment, lambda f: plot(rel, f), lambda d: write(rel, d))
+
+
+def _outputs(figure, fragment, plot, write_fragment) -> None:
+    """``--figure`` (a PNG) and ``--fragment`` (a card fragment and its figure), if asked."""
     if figure:
-        plot(rel, figure)
+        plot(figure)
         click.echo(f"wrote {figure}")
     if fragment:
-        from dgtraces.evaluation.kernels3_report import write
-
-        for path in write(rel, fragment):
+        for path in write_fragment(fragment):
             click.echo(f"wrote {path}")
