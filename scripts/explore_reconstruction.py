@@ -1,7 +1,7 @@
 """Model-structure search for the reconstruction (issue #6): can a physically motivated
 change to the cost model bring every fitted calibration row within 5%?
 
-Each candidate switches one mechanism of :mod:`dgtraces.reconstruct.costmodel` (or adds one
+Each candidate switches one mechanism of :mod:`dgtraces.reconstruct.roofline.costmodel` (or adds one
 parameter) and is fitted with the same Levenberg-Marquardt procedure (best of 5 starts) to
 the same rows, on the same architectures (:mod:`dgtraces.reconstruct.variants`); ``wino``
 is fitted on v100 only, as shipped. The baseline reproduces the shipped model exactly
@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from dgtraces.reconstruct.calibration import fitted_rows, get_device, observation
-from dgtraces.reconstruct.costmodel import COPY_KINDS, layer_arrays, soft_max
-from dgtraces.reconstruct.fit import levenberg_marquardt
+from dgtraces.reconstruct.roofline.calibration import fitted_rows, get_device, observation
+from dgtraces.reconstruct.roofline.costmodel import COPY_KINDS, layer_arrays, soft_max
+from dgtraces.reconstruct.roofline.fit import levenberg_marquardt
 from dgtraces.reconstruct.variants import get_variant_spec, records
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ from dgtraces.errors import DgtracesError, did_you_mean, suggestions
 from dgtraces.models import MODELS
 from dgtraces.names import canonical, listing, match
 from dgtraces.predict import resolve
-from dgtraces.reconstruct.calibration import get_device
+from dgtraces.reconstruct.roofline.calibration import get_device
 from dgtraces.tables.checks import check_tables
 from dgtraces.tables.coverage import incomplete_failures
 from tests.contribute.test_contribute import variant

@@ -115,9 +115,9 @@ def gbit_to_gbyte(gbit_s: float) -> float:
 
 
 def framework_option(extra: tuple[str, ...] = ()) -> Callable:
-    """``--framework NAME[@VERSION]`` (the profiles of ``predict.frameworks``; ``none`` =
+    """``--framework NAME[@VERSION]`` (the profiles of ``reference.frameworks``; ``none`` =
     today's behaviour). Unknown names are UNKNOWN_FRAMEWORK with a did-you-mean."""
-    from ..predict.frameworks import NAMES
+    from ..reference.frameworks import NAMES
 
     choices = " | ".join(NAMES + extra)
     return click.option("--framework", default="none", show_default=True,

@@ -139,8 +139,8 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
     from dgtraces.values import bad_value as bad
 
     from ..predict import Cluster, Policy, calibrate, predict_trace, resolve
-    from ..predict.frameworks import apply_framework, get_framework
     from ..predict.overheads import Overheads, apply_overheads
+    from ..reference.frameworks import apply_framework, get_framework
 
     profile = get_framework(framework)  # bad names fail before any work
     spec = Overheads.parse(overheads, iteration_cv=iteration_cv,
@@ -241,7 +241,7 @@ def framework_cluster(profile, cluster, pol, given):
     --algorithm was given), its ``algorithm_why`` saying so."""
     from dataclasses import replace
 
-    from ..predict.frameworks import apply_framework
+    from ..reference.frameworks import apply_framework
 
     out, _ = apply_framework(profile, cluster, pol, given)
     if out.algorithm != cluster.algorithm:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from dgtraces.errors import Code
+from dgtraces.reference.frameworks import NAMES
 
 from . import NEW_FOLDER, OutPath, model_option
 from .options import release_option
@@ -27,19 +28,35 @@ from .options import release_option
                            file_okay=False),
               help="With --report: also write reconstruction.md (+ PNG) into this folder "
               "(adds the leave-one-out table, about 20 s); with --method kernels-2.0: "
-              "reconstruction_kernels.md (+ PNG).")
+              "reconstruction_kernels.md (+ PNG); with --method kernels-3: "
+              "reconstruction_kernels3.md (+ PNG).")
 @click.option("--method", default="roofline-1.1", show_default=True,
-              type=click.Choice(["roofline-1.1", "kernels-2.0", "kernels-2.1"]),
-              help="Cost model version (docs/reconstruction-kernels.md for kernels-2.x).")
+              type=click.Choice(["roofline-1.1", "kernels-2.0", "kernels-2.1", "kernels-3"]),
+              help="Cost model version (docs/reconstruction-kernels.md for kernels-2.x, "
+              "docs/reconstruction-kernels3.md for kernels-3).")
+@click.option("--framework", default=None,
+              help="kernels-3: the framework whose family's per-layer overhead the trace "
+              f"carries: {' | '.join(NAMES)} (default: the device's, see "
+              "docs/reconstruction-kernels3.md; none = device time only).")
 @click.option("--figure", default=None, type=OutPath(writes=("{}",), dir_okay=False),
               help="With --report --method kernels-2.0: write the log-log predicted vs "
-              "measured plot (PNG) here.")
+              "measured plot (PNG) here; with --method kernels-3: the per-GPU "
+              "leave-one-GPU-out parity plot.")
+@click.option("--refit", is_flag=True, help="With --report --method kernels-3: recompute the "
+              "fit and the evaluation from the release's tables (minutes) and say where they "
+              "differ from the stored figures.")
 def reconstruct(device, model, batch_size, precision, out, as_csv, report, release,
-                fragment, method, figure) -> None:
+                fragment, method, framework, figure, refit) -> None:
     """Reconstruct a per-layer training trace (provenance=reconstructed), or --report the
     method's fit and its error against the release's stored measured CPU runs and the
     B-Caffe logs (nothing is measured on this machine)."""
     from ..errors import DgtracesError
+
+    if refit and not (report and method == "kernels-3"):
+        raise DgtracesError("--refit is for --report --method kernels-3", code=Code.BAD_INPUT)
+    if report and method == "kernels-3":
+        _report3(release, figure, refit, fragment)
+        return
 
     if report and method == "kernels-2.1":
         from dgtraces.evaluation.kernels21 import build as build21
@@ -53,18 +70,13 @@ def reconstruct(device, model, batch_size, precision, out, as_csv, report, relea
     if report and method == "kernels-2.0":
         from dgtraces.evaluation.kernel_summary import build
         from dgtraces.evaluation.kernel_summary import figure as plot
+        from dgtraces.evaluation.kernel_summary import write as write_fragment
         from dgtraces.store.release import Release
 
         summary = build(Release.open(release).tables(), release)  # leave-one-outs: ~1 min
         click.echo(summary.text())
-        if figure:
-            plot(summary, figure)
-            click.echo(f"wrote {figure}")
-        if fragment:
-            from dgtraces.evaluation.kernel_summary import write as write_fragment
-
-            for path in write_fragment(summary, fragment):
-                click.echo(f"wrote {path}")
+        _outputs(figure, fragment, lambda f: plot(summary, f),
+                 lambda d: write_fragment(summary, d))
         return
     if report:
         from dgtraces.evaluation.reconstruction import build_report
@@ -86,18 +98,86 @@ def reconstruct(device, model, batch_size, precision, out, as_csv, report, relea
         from dgtraces.io.files import check_out
 
         check_out(out)  # before any work, as the collectors do
-    rec = reconstruct_trace(device, model, batch_size, precision, method=method)
+    if method == "kernels-3":
+        from dgtraces.reconstruct import kernels3_trace
+        from dgtraces.store.release import Release
+
+        rec = kernels3_trace(device, model, batch_size, Release.open(release), precision,
+                             framework=framework)
+    else:
+        rec = reconstruct_trace(device, model, batch_size, precision, method=method,
+                                framework=framework)
     r = rec.run
     click.echo(f"{r['run_id']}: fwd {r['fwd_ms']:.2f} ms, bwd {r['bwd_ms']:.2f} ms, update "
                f"{r['update_ms']:.2f} ms, iteration {r['iter_ms']:.2f} ms "
                f"({1000 * batch_size / r['iter_ms']:.1f} img/s)  [reconstructed, "
                f"{r['collector_version']}]")
-    counts = rec.bound[["fwd_bound", "bwd_bound"]].stack().value_counts()
-    click.echo("layer-directions by bound: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    if rec.pricing is not None:
+        _pricing(rec.pricing)
+    else:
+        counts = rec.bound[["fwd_bound", "bwd_bound"]].stack().value_counts()
+        click.echo("layer-directions by bound: "
+                   + ", ".join(f"{k} {v}" for k, v in counts.items()))
     if out:
         from dgtraces.tables.write import write_tables
 
         for path in write_tables(out, {"runs": runs_frame([rec]),
                                        "layer_timings": rec.layer_timings},
                                  fmt="csv" if as_csv else "parquet"):
+            click.echo(f"wrote {path}")
+
+
+def _pricing(pricing) -> None:
+    """kernels-3: how many kernels each rule priced, and the extrapolated layers."""
+    from collections import Counter
+
+    tags: Counter = Counter()
+    for cell in list(pricing["fwd_priced_by"]) + list(pricing["bwd_priced_by"]):
+        tags.update(t for t in str(cell).split("+") if t)
+    click.echo("kernels priced by: " + ", ".join(f"({k}) {v}" for k, v in sorted(tags.items()))
+               + "  [a measured, b1 own kernel batch-scaled, b2 shape effect, b3 model, "
+               "c bytes; @gpu: transferred]")
+    extra = list(pricing.loc[pricing["extrapolated"], "layer"])
+    if extra:
+        click.echo(f"extrapolated (outside the fitted ranges): {len(extra)} layer(s): "
+                   + ", ".join(extra[:8]) + (" ..." if len(extra) > 8 else ""))
+
+
+def _report3(release, figure, refit, fragment) -> None:
+    """``--report --method kernels-3``: the stored figures; ``--refit``: recomputed too;
+    ``--fragment``: the card fragment and its figure."""
+    from dgtraces.evaluation.kernels3_report import differences, text
+    from dgtraces.evaluation.kernels3_report import figure as plot
+    from dgtraces.evaluation.kernels3_report import refit as redo
+    from dgtraces.reconstruct.kernels3.params import TABLE
+    from dgtraces.store.release import Release
+
+    from ..errors import DgtracesError
+
+    rel = Release.open(release)
+    if TABLE not in rel.table_names:
+        raise DgtracesError(f"release {rel.version} has no {TABLE} table (kernels-3 needs "
+                            "0.6.0 or later)", code=Code.NO_CALIBRATION)
+    stored = rel.table(TABLE)
+    click.echo(text(stored, rel.version))
+    if refit:
+        fresh = redo(rel, lambda what: click.echo(what, err=True))
+        diff = differences(stored, fresh)
+        click.echo(f"refit: {len(fresh)} rows recomputed; "
+                   + (f"{len(diff)} differ from the stored ones:" if diff else
+                      "all equal to the stored ones (rtol 1e-6)"))
+        for line in diff[:20]:
+            click.echo(f"  {line}")
+    from dgtraces.evaluation.kernels3_report import write
+
+    _outputs(figure, fragment, lambda f: plot(rel, f), lambda d: write(rel, d))
+
+
+def _outputs(figure, fragment, plot, write_fragment) -> None:
+    """``--figure`` (a PNG) and ``--fragment`` (a card fragment and its figure), if asked."""
+    if figure:
+        plot(figure)
+        click.echo(f"wrote {figure}")
+    if fragment:
+        for path in write_fragment(fragment):
             click.echo(f"wrote {path}")

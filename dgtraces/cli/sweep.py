@@ -107,9 +107,9 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
     from rich.console import Console
     from rich.progress import Progress
 
-    from ..predict.frameworks import get_framework
     from ..predict.overheads import Overheads, apply_overheads_frame, check_sweep_measurements
     from ..predict.sweep import Grid, run_sweep
+    from ..reference.frameworks import get_framework
 
     profile = get_framework(framework)
     spec = Overheads.parse(overheads, iteration_cv=iteration_cv,
@@ -289,7 +289,7 @@ def validate_predictor(release, published, plot, out, as_json, framework, overhe
     from dgtraces.predict.overheads import Overheads
 
     if framework != "auto":
-        from ..predict.frameworks import get_framework
+        from ..reference.frameworks import get_framework
 
         get_framework(framework, extra=("auto",))
     spec = Overheads.parse(overheads, iteration_cv=iteration_cv,

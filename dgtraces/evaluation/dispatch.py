@@ -1,7 +1,7 @@
 """Before/after figures for the pre-registered ``device-time`` rule (docs/gpu-traces.md).
 
 :func:`figures` evaluates the whole method report under one dispatch rule
-(:data:`dgtraces.reconstruct.costmodel.DISPATCH_RULES`); :func:`criterion` applies the
+(:data:`dgtraces.reconstruct.roofline.costmodel.DISPATCH_RULES`); :func:`criterion` applies the
 adoption criterion declared before the rule was run: (a) per-layer MAPE better on every
 V100 Kineto trace, (b) leave-one-out rms log error not worse on K80 or V100, (c) CPU
 per-layer MAPE (every thread count) and B-Caffe backward MAPE not worse at 0.1 point.
@@ -43,10 +43,10 @@ def from_parts(rule: str, gpu: list, cpu: list, bcaffe) -> RuleFigures:
 def per_layer(rule: str, frames: dict, runs, timings) -> RuleFigures:
     """The report's per-layer comparisons (V100 Kineto, CPU, B-Caffe) under ``rule``."""
     from dgtraces.errors import DgtracesError
-    from dgtraces.reconstruct.bcaffe import compare
-    from dgtraces.reconstruct.costmodel import use_dispatch
-    from dgtraces.reconstruct.cpu import cpu_validations
-    from dgtraces.reconstruct.gpu import compare_gpu
+    from dgtraces.reconstruct.roofline.bcaffe import compare
+    from dgtraces.reconstruct.roofline.costmodel import use_dispatch
+    from dgtraces.reconstruct.roofline.cpu import cpu_validations
+    from dgtraces.reconstruct.roofline.gpu import compare_gpu
 
     with use_dispatch(rule):
         gpu, _ = compare_gpu(runs, timings)

@@ -6,14 +6,14 @@ from pathlib import Path
 
 from dgtraces.evaluation.reconstruction import H200_NOTE, WITHIN_PCT, MethodReport
 from dgtraces.reconstruct import METHOD_VERSION, method_id
-from dgtraces.reconstruct.calibration import (
+from dgtraces.reconstruct.roofline.calibration import (
     AMP_BATCH,
     CALIBRATION_SOURCE,
     DEVICES_SOURCE,
     WINOGRAD_DEVICES,
 )
-from dgtraces.reconstruct.costmodel import PARAM_NAMES
-from dgtraces.reconstruct.fit import WINO_MAX
+from dgtraces.reconstruct.roofline.costmodel import PARAM_NAMES
+from dgtraces.reconstruct.roofline.fit import WINO_MAX
 
 PNG = "reconstruction_bcaffe_googlenet.png"
 # the card (cards/README.md) includes this fragment inline, so links are relative to cards/
@@ -87,7 +87,7 @@ def _variants() -> list[str]:
 
 def _loo(rep: MethodReport) -> list[str]:
     from dgtraces.evaluation.reconstruction import loo_summary
-    from dgtraces.reconstruct.calibration import WINOGRAD_DEVICES
+    from dgtraces.reconstruct.roofline.calibration import WINOGRAD_DEVICES
 
     if not rep.loo:
         return ["Leave-one-out cross-validation was not computed in this build "
@@ -309,7 +309,7 @@ def markdown(rep: MethodReport, png: str | None = PNG_LINK) -> str:
     lines += _cpu(rep)
     lines += ["### B-Caffe comparison (published GoogLeNet traces)", ""]
     lines += _bcaffe(rep, png)
-    from dgtraces.reconstruct.gpu import markdown as gpu_markdown
+    from dgtraces.reconstruct.roofline.gpu import markdown as gpu_markdown
 
     lines += ["### Real GPU layers (published Kineto V100 traces)", ""]
     lines += gpu_markdown(rep.gpu, rep.gpu_skipped)
@@ -347,7 +347,7 @@ def markdown(rep: MethodReport, png: str | None = PNG_LINK) -> str:
 def write(rep: MethodReport, folder: str | Path) -> list[Path]:
     """Write ``reconstruction.md`` and the B-Caffe PNG into ``folder``."""
     from dgtraces.io.files import atomic_write_bytes, check_targets
-    from dgtraces.reconstruct.bcaffe import plot
+    from dgtraces.reconstruct.roofline.bcaffe import plot
 
     folder = Path(folder)
     check_targets([folder / PNG, folder / "reconstruction.md"], "--fragment")

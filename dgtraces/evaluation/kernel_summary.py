@@ -16,7 +16,7 @@ from dgtraces.evaluation.kernels import METHODS, SourceComparison, bcaffe, compa
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from dgtraces.reconstruct.kernelfit import Stage1
+    from dgtraces.reconstruct.kernels2.stage1 import Stage1
 
 
 @dataclass
@@ -76,9 +76,9 @@ def comparison_lines(comps, title: str) -> list[str]:
 
 def build(frames: dict[str, "pd.DataFrame"], release: str | None = None) -> KernelSummary:
     """Everything above from a release's frames (tens of seconds: the leave-one-outs)."""
-    from dgtraces.reconstruct import calibration
-    from dgtraces.reconstruct.kernelcal import CALIBRATED, calibrate_kernels, loo
-    from dgtraces.reconstruct.kernelfit import leave_one_device_out, stage1
+    from dgtraces.reconstruct.kernels2.stage1 import leave_one_device_out, stage1
+    from dgtraces.reconstruct.kernels2.stage2 import CALIBRATED, calibrate_kernels, loo
+    from dgtraces.reconstruct.roofline import calibration
 
     runs, lt = frames["runs"], frames["layer_timings"]
     sources, skipped = {}, {}
@@ -102,7 +102,7 @@ def figure(summary: KernelSummary, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dgtraces.reconstruct.kernelfit import kernel_set, loo_predictions
+    from dgtraces.reconstruct.kernels2.stage1 import kernel_set, loo_predictions
 
     fig, ax = plt.subplots(figsize=(6.5, 6))
     ks = kernel_set()

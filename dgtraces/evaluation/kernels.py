@@ -1,7 +1,7 @@
 """Per-layer error of a cost model against every real GPU source of a release, per kind and
 direction (issue #27): published GPU runs with per-layer fwd/bwd (Kineto V100, caffe time
 Titan X Maxwell) and the B-Caffe K80 backward times; DeepBench kernels by leave-one-device-out
-(:func:`dgtraces.reconstruct.kernelfit.leave_one_device_out`).
+(:func:`dgtraces.reconstruct.kernels2.stage1.leave_one_device_out`).
 
 ``method`` is ``roofline-1.1`` (the shipped model; the dispatch term inside the layers) or
 ``kernels-2.0`` (device time per layer). No constant of either sees these rows.
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dgtraces.errors import Code, DgtracesError
-from dgtraces.reconstruct.kerneltraces import MODELLED_AS, measured_table
+from dgtraces.reconstruct.kernels2.traces import MODELLED_AS, measured_table
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -27,25 +27,25 @@ KNOWN = (*METHODS, "kernels-2.1")
 def layer_times(method: str, model: str, device: str, batch: int
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(layer names, fwd ms, bwd ms) of ``model`` on ``device`` under ``method``."""
-    from dgtraces.reconstruct.costmodel import layer_arrays
+    from dgtraces.reconstruct.roofline.costmodel import layer_arrays
 
     la = layer_arrays(model)
     if method == "roofline-1.1":
-        from dgtraces.reconstruct.calibration import calibrate
-        from dgtraces.reconstruct.costmodel import layer_costs
+        from dgtraces.reconstruct.roofline.calibration import calibrate
+        from dgtraces.reconstruct.roofline.costmodel import layer_costs
 
         cal = calibrate(device)  # NO_CALIBRATION where the old method has no rows
         c = layer_costs(la, cal.params("fp32"), cal.device, batch)
         return la.layer, c.fwd_ms, c.bwd_ms
     if method == "kernels-2.0":
-        from dgtraces.reconstruct.kernelcal import calibrate_kernels
-        from dgtraces.reconstruct.kernelnet import net_times
+        from dgtraces.reconstruct.kernels2.network import net_times
+        from dgtraces.reconstruct.kernels2.stage2 import calibrate_kernels
 
         t = net_times(model, device, calibrate_kernels(device).params, batch, la=la)
         return la.layer, t.fwd_ms, t.bwd_ms
     if method == "kernels-2.1":
-        from dgtraces.reconstruct.kernel21 import calibrate21
-        from dgtraces.reconstruct.kernelnet import net_times
+        from dgtraces.reconstruct.kernels2.network import net_times
+        from dgtraces.reconstruct.kernels2.stage2_traces import calibrate21
 
         t = net_times(model, device, calibrate21(device).params, batch, la=la)
         return la.layer, t.fwd_ms, t.bwd_ms
@@ -107,7 +107,7 @@ def bcaffe(method: str, runs: "pd.DataFrame", timings: "pd.DataFrame"
     import pandas as pd
 
     from dgtraces.models import layer_records
-    from dgtraces.reconstruct.bcaffe import DEVICE, MODEL
+    from dgtraces.reconstruct.roofline.bcaffe import DEVICE, MODEL
 
     pub = runs[(runs["provenance"] == "published") & (runs["device"] == DEVICE)
                & (runs["model"] == MODEL)]

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from dgtraces.evaluation.kernel_summary import KernelSummary
-    from dgtraces.reconstruct.kerneltraces import TraceBlock
+    from dgtraces.reconstruct.kernels2.traces import TraceBlock
 
 METHOD = "kernels-2.1"
 KINETO = "kineto-"  # run ids of the Kineto V100 runs start so
@@ -45,9 +45,9 @@ def comparisons(blocks: tuple["TraceBlock", ...], predicted: list[np.ndarray], d
 def kfold(device: str) -> tuple[SourceComparison, ...]:
     """(c): every row of every fitted trace of ``device`` predicted by a fit without its
     fold (the fold held out of every run of its block; the rest of the fit data in)."""
-    from dgtraces.reconstruct.kernel21 import fit21, trace_fixed
-    from dgtraces.reconstruct.kernelcal import device_observations
-    from dgtraces.reconstruct.kerneltraces import trace_blocks
+    from dgtraces.reconstruct.kernels2.stage2 import device_observations
+    from dgtraces.reconstruct.kernels2.stage2_traces import fit21, trace_fixed
+    from dgtraces.reconstruct.kernels2.traces import trace_blocks
 
     obs, blocks = device_observations(device), trace_blocks(device)
     if not blocks:
@@ -68,9 +68,9 @@ def kfold(device: str) -> tuple[SourceComparison, ...]:
 def loo(device: str) -> tuple[float, ...]:
     """(b): signed error (%) of each calibration row of ``device`` by a fit without it (the
     device's traces stay in; a throughput-only device uses the pooled ``t0_mem``)."""
-    from dgtraces.reconstruct.kernel21 import fit21, pooled_t0_mem, throughput_fit
-    from dgtraces.reconstruct.kernelcal import device_observations, errors_pct
-    from dgtraces.reconstruct.kerneltraces import trace_blocks
+    from dgtraces.reconstruct.kernels2.stage2 import device_observations, errors_pct
+    from dgtraces.reconstruct.kernels2.stage2_traces import fit21, pooled_t0_mem, throughput_fit
+    from dgtraces.reconstruct.kernels2.traces import trace_blocks
 
     obs, blocks = device_observations(device), trace_blocks(device)
     out: list[float] = []
@@ -87,9 +87,14 @@ def loso(device: str = "v100") -> tuple[tuple[SourceComparison, ...], tuple[floa
     """(d): (traces predicted by a fit on calibration.csv only, as a throughput-only device;
     calibration rows predicted by a fit on the traces only, ``h_us`` from the other
     calibrated devices)."""
-    from dgtraces.reconstruct.kernel21 import calibrate21, fit21, pooled_t0_mem, throughput_fit
-    from dgtraces.reconstruct.kernelcal import CALIBRATED, device_observations, errors_pct
-    from dgtraces.reconstruct.kerneltraces import trace_blocks
+    from dgtraces.reconstruct.kernels2.stage2 import CALIBRATED, device_observations, errors_pct
+    from dgtraces.reconstruct.kernels2.stage2_traces import (
+        calibrate21,
+        fit21,
+        pooled_t0_mem,
+        throughput_fit,
+    )
+    from dgtraces.reconstruct.kernels2.traces import trace_blocks
 
     obs, blocks = device_observations(device), trace_blocks(device)
     p_cal = throughput_fit(device, obs, pooled_t0_mem(exclude=(device,)))
@@ -202,8 +207,8 @@ def build(frames: dict[str, "pd.DataFrame"], release: str | None) -> Eval21:
     """Everything above (minutes: every fold and leave-one-out is a refit); ``release`` is
     the label of the release ``frames`` were read from."""
     from dgtraces.evaluation import kernel_summary
-    from dgtraces.reconstruct.kernel21 import FIT_TRACE_DEVICES, calibrate21
-    from dgtraces.reconstruct.kernelcal import CALIBRATED
+    from dgtraces.reconstruct.kernels2.stage2 import CALIBRATED
+    from dgtraces.reconstruct.kernels2.stage2_traces import FIT_TRACE_DEVICES, calibrate21
 
     before = kernel_summary.build(frames, release)
     runs, lt = frames["runs"], frames["layer_timings"]

@@ -208,8 +208,8 @@ def _predict(row: dict, cfg: dict, rel: Release | str | None, overheads=None) ->
     given when no such release exists: the traces are reconstructed then)."""
     from dgtraces.predict import calibrate
     from dgtraces.predict.cluster import DEFAULT_BUCKET_BYTES
-    from dgtraces.predict.frameworks import apply_framework
     from dgtraces.predict.overheads import Overheads, apply_overheads, validation_spec
+    from dgtraces.reference.frameworks import apply_framework
 
     synthetic = "synthetic data" in row["_notes"]
     trace = resolve(row["model"], row["device"], int(row["batch_per_gpu"]), release=rel,

@@ -8,7 +8,7 @@ profile for every row; ``none`` keeps the update rules of :mod:`.published` alon
 
 from __future__ import annotations
 
-from dgtraces.predict.frameworks import FrameworkProfile, get_framework
+from dgtraces.reference.frameworks import FrameworkProfile, get_framework
 
 AUTO = "auto"
 PUBLISHED_FRAMEWORKS: tuple[tuple[str, str, str, str], ...] = (

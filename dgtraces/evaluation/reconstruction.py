@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 from dgtraces.errors import DgtracesError, StoreError
 from dgtraces.evaluation.dispatch import RuleFigures, Trial, from_parts, per_layer
-from dgtraces.reconstruct.bcaffe import BcaffeComparison
-from dgtraces.reconstruct.calibration import Calibration
-from dgtraces.reconstruct.cpu import CpuValidation
+from dgtraces.reconstruct.roofline.bcaffe import BcaffeComparison
+from dgtraces.reconstruct.roofline.calibration import Calibration
+from dgtraces.reconstruct.roofline.cpu import CpuValidation
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -85,7 +85,7 @@ class MethodReport:
                        f"MAPE {b.mape:.1f}%, sum ratio {b.total_ratio:.2f}, Spearman "
                        f"{b.rank_correlation:.2f}")
         if self.gpu or self.gpu_skipped:
-            from dgtraces.reconstruct.gpu import lines
+            from dgtraces.reconstruct.roofline.gpu import lines
 
             out.extend(lines(self.gpu, self.gpu_skipped))
         if self.trial is not None:
@@ -135,7 +135,7 @@ LOO_CONFIGS = {  # name -> (fit on variant architectures, fit the wino parameter
 def loo_table(devices=GPU_DEVICES) -> dict[str, dict[str, tuple[float, ...]]]:
     """Leave-one-out errors of every configuration in ``LOO_CONFIGS`` per device
     (about 30 fits per device and configuration; seconds)."""
-    from dgtraces.reconstruct.calibration import loo
+    from dgtraces.reconstruct.roofline.calibration import loo
 
     return {d: {name: loo(d, v, w) for name, (v, w) in LOO_CONFIGS.items()} for d in devices}
 
@@ -150,8 +150,8 @@ def loo_summary(errs) -> dict:
 
 
 def v15_check(cal: Calibration) -> list[dict]:
-    from dgtraces.reconstruct.calibration import AMP_MODEL
-    from dgtraces.reconstruct.costmodel import layer_arrays, predict_ms
+    from dgtraces.reconstruct.roofline.calibration import AMP_MODEL
+    from dgtraces.reconstruct.roofline.costmodel import layer_arrays, predict_ms
     from dgtraces.reconstruct.variants import ROW_ARCHITECTURE
 
     la = layer_arrays(ROW_ARCHITECTURE[("pytorch", AMP_MODEL)])
@@ -173,9 +173,9 @@ def build_report(version: str | None = None, *,
     ``frames`` defaults to the release ``version`` (latest), whose measured CPU runs and
     measured CPU ``devices`` rows drive the CPU validation. An explicit ``version`` that is
     not in the store raises (StoreError); only an empty store gives an empty release."""
-    from dgtraces.reconstruct.bcaffe import compare
-    from dgtraces.reconstruct.calibration import calibrate
-    from dgtraces.reconstruct.cpu import cpu_validations
+    from dgtraces.reconstruct.roofline.bcaffe import compare
+    from dgtraces.reconstruct.roofline.calibration import calibrate
+    from dgtraces.reconstruct.roofline.cpu import cpu_validations
     from dgtraces.store import manifest as store
     from dgtraces.store import release as release_mod
 
@@ -204,7 +204,7 @@ def build_report(version: str | None = None, *,
     gpu: tuple[list, list[str]] = ([], [])
     if runs is not None and ((runs["provenance"] == "published")
                              & (runs["device_kind"] == "gpu") & (runs["device"] != "k80")).any():
-        from dgtraces.reconstruct.gpu import compare_gpu
+        from dgtraces.reconstruct.roofline.gpu import compare_gpu
 
         gpu = compare_gpu(runs, lt)  # else: no such runs (before v0.4.0); the section says so
     rep = MethodReport(cals, v15_check(cals["v100"]), cpu, bc, version, missing,
@@ -217,9 +217,9 @@ def build_report(version: str | None = None, *,
 
 def figures(rule: str, *, loo: bool = True, version: str | None = None) -> RuleFigures:
     """The report's per-layer figures and the calibration leave-one-out rms under ``rule``."""
-    from dgtraces.reconstruct.calibration import WINOGRAD_DEVICES
-    from dgtraces.reconstruct.calibration import loo as loo_errors
-    from dgtraces.reconstruct.costmodel import use_dispatch
+    from dgtraces.reconstruct.roofline.calibration import WINOGRAD_DEVICES
+    from dgtraces.reconstruct.roofline.calibration import loo as loo_errors
+    from dgtraces.reconstruct.roofline.costmodel import use_dispatch
 
     with use_dispatch(rule):
         rep = build_report(version, trial=False)

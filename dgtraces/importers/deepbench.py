@@ -1,4 +1,5 @@
-"""DeepBench training kernels of seven GPUs -> the ``kernels`` table (provenance published).
+"""DeepBench training kernels -> the ``kernels`` table (provenance published): the shipped
+sheets of eight GPUs (V100 in fp32 and in its FP16-input tensor-core sheet, precision ``amp``).
 
 Each published convolution keeps its forward, data-gradient and weight-gradient times in one
 row (as DeepBench publishes them); each GEMM is one row. A convolution whose shape (input
@@ -9,6 +10,7 @@ execution order. Rows matching no layer stay in the table without the key.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
@@ -39,8 +41,8 @@ def layer_shapes() -> dict[tuple, tuple[str, str]]:
     """Conv shape -> (model, layer): the first ungrouped conv of that shape among the
     shipped models (registry order, then execution order)."""
     from dgtraces.models import MODELS
-    from dgtraces.reconstruct.kernelmodel import ConvShape
-    from dgtraces.reconstruct.kernelnet import geometry
+    from dgtraces.reconstruct.kernels2.gemm import ConvShape
+    from dgtraces.reconstruct.kernels2.network import geometry
     from dgtraces.reconstruct.variants import records
 
     out: dict[tuple, tuple[str, str]] = {}
@@ -52,8 +54,10 @@ def layer_shapes() -> dict[tuple, tuple[str, str]]:
     return out
 
 
-def import_deepbench() -> KernelImport:
-    """Every conv and GEMM row of the seven shipped DeepBench sheets, validated."""
+def import_deepbench(sheets: Sequence[str] | None = None) -> KernelImport:
+    """Every conv and GEMM row of the shipped DeepBench sheets (``sheets``: their keys in
+    :data:`dgtraces.reconstruct.deepbench.SHEETS`; None: all of them), validated. Release
+    v0.5.0 holds the seven fp32 sheets of ``SEVEN``, v0.6.0 adds V100's two."""
     from dgtraces.importers.base import frame
     from dgtraces.reconstruct.deepbench import (
         COMMIT,
@@ -61,22 +65,24 @@ def import_deepbench() -> KernelImport:
         SHEETS,
         conv_kernels,
         gemm_kernels,
+        get_sheet,
         sheet_path,
         specs,
     )
 
     shapes = layer_shapes()
     rows, matched, n_conv, n_gemm = [], 0, 0, 0
-    for sheet in SHEETS:
+    for sheet in (SHEETS if sheets is None else sheets):
+        declared = get_sheet(sheet)
         spec = specs(sheet)
-        common = {"precision": "fp32", "provenance": "published", "repository": REPO,
+        common = {"precision": declared.precision, "provenance": "published", "repository": REPO,
                   "path": sheet_path(sheet), "commit": COMMIT,
                   "cuda_version": spec.get("CUDA Version"),
                   "cudnn_version": spec.get("Cudnn Version")}
 
         # the line of each row is in its kernel_id (deepbench-<sheet>-<line>)
-        cite = (f"{REPO} {sheet_path(sheet)} @ {COMMIT[:12]}, sheet Results_FP32 (Apache-2.0; "
-                f"dgtraces/reference/deepbench/csv/{sheet}_Results_FP32.csv, line in kernel_id)")
+        cite = (f"{REPO} {sheet_path(sheet)} @ {COMMIT[:12]}, sheet {declared.tab} (Apache-2.0; "
+                f"dgtraces/reference/{declared.csv}, line in kernel_id)")
 
         for kr in conv_kernels(sheet):
             cs = kr.shape

@@ -73,8 +73,9 @@ IMPORTERS: tuple[Importer, ...] = (
              """Every published reference table (devices, calibration iterations, OSU comm and
     fits, B-Caffe runs and layer timings), validated together."""),
     Importer("deepbench", _P + "deepbench:import_deepbench", "DeepBench", ("kernels",),
-             """The shipped DeepBench training kernels of seven GPUs -> kernels.csv (provenance
-    published; conv forward, data and weight gradients apart; GEMMs)."""),
+             """The shipped DeepBench training kernels of eight GPUs (V100 also in its FP16-input
+    tensor-core sheet, precision amp) -> kernels.csv (provenance published; conv forward, data
+    and weight gradients apart; GEMMs)."""),
 )
 
 BY_NAME = {i.name: i for i in IMPORTERS}

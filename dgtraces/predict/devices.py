@@ -25,7 +25,7 @@ SHAPE_REFERENCE = "v100"  # calibrated device whose fitted efficiencies shape ot
 
 def known_devices(runs: pd.DataFrame | None = None) -> dict[str, str]:
     """Device key -> where its traces come from (datasheet GPUs and devices of stored runs)."""
-    from ..reconstruct.calibration import fitted_rows
+    from ..reconstruct.roofline.calibration import fitted_rows
     from ..reference import device_rows
 
     out = {}
@@ -60,8 +60,8 @@ def shape_trace(model: str, device: str, batch_size: int, precision: str = "fp32
     """Per-layer shape of ``model`` on a datasheet-only ``device`` (to be calibrated)."""
     from dgtraces.predict.tracedef import from_frame
 
-    from ..reconstruct.calibration import calibrate, get_device
-    from ..reconstruct.costmodel import layer_arrays, layer_costs, timings_frame
+    from ..reconstruct.roofline.calibration import calibrate, get_device
+    from ..reconstruct.roofline.costmodel import layer_arrays, layer_costs, timings_frame
 
     dev = get_device(device)  # UNKNOWN_DEVICE
     ref = calibrate(SHAPE_REFERENCE)

@@ -28,8 +28,9 @@ FRAGMENTS_ENV = "DGTRACES_FRAGMENTS"
 @dataclass
 class Context:
     """What a producer may use: the release being built, its base, one timestamp for every
-    row it stamps, a work folder, where card fragments go, a progress callback and
-    ``facts`` for the release notes."""
+    row it stamps, a work folder, where card fragments go, a progress callback,
+    ``facts`` for the release notes and ``added``: what the recipe's earlier steps produced
+    (:meth:`frame` gives a table as the release will hold it)."""
 
     version: str
     base: str | None
@@ -39,6 +40,7 @@ class Context:
     fragments: Path = REPO / "cards" / "fragments"
     progress: Callable[[str], None] = lambda what: None
     facts: dict = field(default_factory=dict)
+    added: dict = field(default_factory=dict)  # table -> frames of the earlier steps
     _base_frames: dict | None = None
 
     def base_frames(self) -> dict[str, "pd.DataFrame"]:
@@ -46,6 +48,15 @@ class Context:
             self._base_frames = (release.Release.open(self.base, self.root).tables()
                                  if self.base else {})
         return self._base_frames
+
+    def frame(self, table: str) -> "pd.DataFrame":
+        """``table`` as the release being built will hold it so far: the base's rows, then
+        the rows the recipe's earlier steps added."""
+        import pandas as pd
+
+        parts = [f for f in [self.base_frames().get(table), *self.added.get(table, [])]
+                 if f is not None]
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
 @dataclass
@@ -92,6 +103,7 @@ def produce(recipe: Recipe, ctx: Context, steps: Sequence[Step] | None = None
         for table in step.tables:
             if len(frames[table]):
                 parts.setdefault(table, []).append(frames[table])
+                ctx.added.setdefault(table, []).append(frames[table])
     return {t: pd.concat(dfs, ignore_index=True) for t, dfs in parts.items()}
 
 

@@ -44,13 +44,30 @@ def gpu_traces(ctx: "Context") -> Frames:
     return dict(gpu_tables())
 
 
-def deepbench_kernels(ctx: "Context") -> Frames:
-    """The ``kernels`` rows of the shipped DeepBench sheets (`dgtraces import deepbench`)."""
+def deepbench_kernels(ctx: "Context", sheets: Sequence[str]) -> Frames:
+    """The ``kernels`` rows of the named shipped DeepBench sheets (`dgtraces import
+    deepbench` imports all of them)."""
     from ..importers.deepbench import import_deepbench
 
-    res = import_deepbench()
+    res = import_deepbench(tuple(sheets))
     ctx.facts.update(kernel_convs=res.convs, kernel_gemms=res.gemms, kernels_keyed=res.matched)
     return res.frames()
+
+
+def kernels3_params(ctx: "Context") -> Frames:
+    """kernels-3 fitted once (K1-K4 on the release's ``kernels`` rows, stage F on its
+    published per-layer GPU runs and calibration.csv) and its pre-registered evaluation: the
+    ``method_params`` table (docs/reconstruction-kernels3.md). Minutes; progress on stderr."""
+    from dgtraces.evaluation.kernels3 import evaluate
+    from dgtraces.reconstruct.kernels3.build import fit_model
+    from dgtraces.reconstruct.kernels3.params import to_frame
+
+    kernels, runs, timings = (ctx.frame(t) for t in ("kernels", "runs", "layer_timings"))
+    model, obs = fit_model(kernels, runs, timings, ctx.progress)
+    extra = evaluate(model, obs, kernels, runs, timings, ctx.progress)
+    df = to_frame(model, extra)
+    ctx.facts.update(method_params=len(df))
+    return {"method_params": df}
 
 
 def datasheet_devices(ctx: "Context", devices: Sequence[str]) -> Frames:
@@ -72,7 +89,7 @@ def reconstructions(ctx: "Context", devices: Sequence[str],
     import pandas as pd
 
     from ..reconstruct import method_id, reconstruct_trace, runs_frame
-    from ..reconstruct.calibration import calibrate
+    from ..reconstruct.roofline.calibration import calibrate
 
     recs = []
     for device in devices:
@@ -94,7 +111,7 @@ def cpu_devices(ctx: "Context", threads: Sequence[int] | None = None) -> Frames:
     import pandas as pd
 
     from ..collect.env import measure_lock
-    from ..reconstruct.cpu import device_row, measure_peaks
+    from ..reconstruct.roofline.cpu import device_row, measure_peaks
 
     runs = ctx.base_frames()["runs"]
     cpu = runs[(runs["provenance"] == "measured") & (runs["device_kind"] == "cpu")]

@@ -10,6 +10,8 @@ v0.4.0: + published real GPU per-layer traces, 4 torchvision architectures' laye
         the real-GPU-layer comparison).
 v0.5.0: + the DeepBench kernels of seven GPUs (``kernels`` table) and their datasheet
         devices (issue #27); reconstructions unchanged (kernels-2.0 not adopted).
+v0.6.0: + DeepBench's V100 kernels (fp32 and amp) and the kernels-3 parameter table
+        (``method_params``: its fit, fit metrics and pre-registered evaluation; issue #33).
 
 Model lists are spelled out (not "every registry model"): a recipe describes one release,
 and models added to the registry later must not change what these recipes build.
@@ -91,9 +93,27 @@ V050 = Recipe(
     "model) and the datasheet devices of those GPUs ({rows}). The K80/V100 reconstructions "
     "stay roofline-1.1: kernels-2.0 was not adopted by its pre-registered rule "
     "(docs/reconstruction-kernels.md)",
-    (Step(P + "deepbench_kernels", ("kernels",), {}, "dgtraces import deepbench --out DIR"),
+    (Step(P + "deepbench_kernels", ("kernels",),
+          {"sheets": ("P100", "T4", "M40", "TitanX", "TitanX_Pascal", "TitanXp", "1080Ti")},
+          "dgtraces import deepbench --out DIR (the seven fp32 sheets shipped then)"),
      Step(P + "datasheet_devices", ("devices",), {"devices": DEEPBENCH_DEVICES},
           "rows of dgtraces/reference/devices_datasheet.csv")),
 )
 
-RECIPES = (V010, V020, V030, V040, V050)
+V060 = Recipe(
+    "0.6.0", "0.5.0",
+    "v0.5.0 + DeepBench's V100 kernels (kernels table, published: the FP32 sheet and the "
+    "FP16-input tensor-core sheet as precision amp, {kernel_convs} conv and {kernel_gemms} GEMM "
+    "rows, {kernels_keyed} convolutions keyed to a layer) and the kernels-3 parameter table "
+    "(method_params, {method_params} rows: the fit of kernels-3 on the release's kernels, "
+    "per-layer GPU runs and calibration.csv, its fit metrics and pre-registered evaluation; "
+    "docs/reconstruction-kernels3.md) ({rows}). The K80/V100 reconstructions stay "
+    "roofline-1.1 in this release",
+    (Step(P + "deepbench_kernels", ("kernels",), {"sheets": ("V100", "V100-FP16")},
+          "dgtraces import deepbench --out DIR (V100's two sheets)"),
+     Step(P + "kernels3_params", ("method_params",), {},
+          "the kernels-3 fit and evaluation (dgtraces reconstruct --report --method kernels-3 "
+          "--refit recomputes them)")),
+)
+
+RECIPES = (V010, V020, V030, V040, V050, V060)

@@ -7,8 +7,11 @@ Stable API (used by the predictor)::
     rec.run            # one ``runs`` row (dict), provenance="reconstructed"
     rec.layer_timings  # schema-valid ``layer_timings`` DataFrame
 
-The model is in :mod:`.costmodel`, the fit in :mod:`.fit`, the published calibration in
-:mod:`.calibration`, the measured error of the method on this machine's CPU in :mod:`.cpu`.
+One subpackage per method: :mod:`.roofline` (``roofline-1.1``, the method of the shipped
+K80/V100 traces), :mod:`.kernels2` (``kernels-2.0``, ``kernels-2.1``), :mod:`.kernels3`
+(``kernels-3``: composed from published kernels, fitted once per release). Shared inputs:
+:mod:`.variants` (the architectures the calibration rows ran, the layer records every method
+prices) and :mod:`.deepbench` (the published DeepBench sheets).
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dgtraces.errors import Code, DgtracesError
 from dgtraces.io.files import utc_now
 from dgtraces.tables.runrow import runs_row
 
-from ..errors import Code, DgtracesError
-
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
+
+    from dgtraces.store.release import Release
 
 METHOD = "dgtraces.reconstruct/roofline"
 METHOD_VERSION = "1.1"  # 1.1: fitted on the architectures the rows ran
@@ -38,6 +42,8 @@ class Reconstruction:
     run: dict
     layer_timings: "pd.DataFrame"
     bound: "pd.DataFrame"  # layer, fwd_bound, bwd_bound, fwd/bwd latency share
+    # kernels-3: how each layer was priced ((a)/(b1)/(b2)/(b3)/(c)) and its extrapolation flag
+    pricing: "pd.DataFrame | None" = None
 
 
 def run_id(device: str, model: str, batch_size: int, precision: str) -> str:
@@ -46,27 +52,39 @@ def run_id(device: str, model: str, batch_size: int, precision: str) -> str:
 
 def reconstruct_trace(device: str, model: str, batch_size: int, precision: str = "fp32",
                       *, timestamp_utc: str | None = None,
-                      method: str = "roofline-1.1") -> Reconstruction:
+                      method: str = "roofline-1.1",
+                      framework: str | None = None) -> Reconstruction:
     """Reconstruct one training trace (per-layer fwd/bwd ms) of ``model`` on ``device``.
 
-    ``method``: ``roofline-1.1`` (releases v0.3.0, v0.4.0; devices with calibration rows),
+    ``method``: ``roofline-1.1`` (releases v0.3.0-v0.5.0; devices with calibration rows),
     ``kernels-2.0`` or ``kernels-2.1`` (docs/reconstruction-kernels.md; any GPU with
-    datasheet peaks and an SM count, fp32). Raises UNKNOWN_DEVICE, UNKNOWN_MODEL,
-    BAD_INPUT (batch <= 0, bad precision or method) and NO_CALIBRATION (device without
-    published calibration rows, or no amp figure).
+    datasheet peaks and an SM count, fp32), ``kernels-3`` (docs/reconstruction-kernels3.md;
+    priced with the parameters shipped in the latest release: :func:`kernels3_trace` takes
+    an open release; ``framework``: a name of the framework registry whose family's
+    per-layer overhead the trace carries, ``none``, or None: the device's default). Raises
+    UNKNOWN_DEVICE, UNKNOWN_MODEL, UNKNOWN_FRAMEWORK, BAD_INPUT (batch <= 0, bad precision or
+    method, a framework for another method) and NO_CALIBRATION (device without published
+    calibration rows, no amp figure, a release without kernels-3 parameters).
     """
     import pandas as pd
 
-    from ..models import get_spec
-    from ..values import positive_int
-    from .calibration import CALIBRATION_SOURCE, DEVICES_SOURCE, calibrate, observation
-    from .costmodel import layer_arrays, layer_costs, timings_frame
+    from dgtraces.reconstruct.roofline.calibration import (
+        CALIBRATION_SOURCE,
+        DEVICES_SOURCE,
+        calibrate,
+        observation,
+    )
+    from dgtraces.reconstruct.roofline.costmodel import layer_arrays, layer_costs, timings_frame
 
-    batch_size = positive_int("batch size", batch_size)  # numpy integers too (Parquet)
-    if precision not in PRECISIONS:
-        raise DgtracesError(f"precision must be one of {', '.join(PRECISIONS)}, got "
-                            f"{precision!r}", code=Code.BAD_INPUT)
-    get_spec(model)  # UNKNOWN_MODEL
+    batch_size = checked(model, batch_size, precision)
+    if framework is not None and method != "kernels-3":
+        raise DgtracesError(f"--framework sets kernels-3's per-layer framework overhead; "
+                            f"{method} has none", code=Code.BAD_INPUT)
+    if method == "kernels-3":
+        from dgtraces.store.release import as_release
+
+        return kernels3_trace(device, model, batch_size, as_release(None), precision,
+                              framework=framework, timestamp_utc=timestamp_utc)
     if method != f"roofline-{METHOD_VERSION}":
         return _other_method(method, device, model, batch_size, precision, timestamp_utc)
     cal = calibrate(device)  # UNKNOWN_DEVICE / NO_CALIBRATION
@@ -118,7 +136,33 @@ def reconstruct_trace(device: str, model: str, batch_size: int, precision: str =
     return Reconstruction(run, timings_frame(la, costs, rid), bound)
 
 
-METHODS = (f"roofline-{METHOD_VERSION}", "kernels-2.0", "kernels-2.1")
+METHODS = (f"roofline-{METHOD_VERSION}", "kernels-2.0", "kernels-2.1", "kernels-3")
+
+
+def checked(model: str, batch_size: int, precision: str) -> int:
+    """The batch size as an int; BAD_INPUT for batch <= 0 or a bad precision, UNKNOWN_MODEL."""
+    from ..models import get_spec
+    from ..values import positive_int
+
+    batch_size = positive_int("batch size", batch_size)  # numpy integers too (Parquet)
+    if precision not in PRECISIONS:
+        raise DgtracesError(f"precision must be one of {', '.join(PRECISIONS)}, got "
+                            f"{precision!r}", code=Code.BAD_INPUT)
+    get_spec(model)  # UNKNOWN_MODEL
+    return batch_size
+
+
+def kernels3_trace(device: str, model: str, batch_size: int, rel: "Release",
+                   precision: str = "fp32", *, framework: str | None = None,
+                   timestamp_utc: str | None = None) -> Reconstruction:
+    """One ``kernels-3`` trace priced with the parameters shipped in the open release
+    ``rel`` (its ``method_params`` and ``kernels`` tables; never refitted)."""
+    from .kernels3.trace import reconstruct
+
+    batch_size = checked(model, batch_size, precision)
+    tr = reconstruct(device, model, batch_size, precision, timestamp_utc or utc_now(),
+                     framework, rel)
+    return Reconstruction(tr.run, tr.layer_timings, tr.bound, tr.pricing)
 
 
 def _other_method(method: str, device: str, model: str, batch_size: int, precision: str,
@@ -126,7 +170,7 @@ def _other_method(method: str, device: str, model: str, batch_size: int, precisi
     if method not in METHODS:
         raise DgtracesError(f"unknown method {method!r}; known: {', '.join(METHODS)}",
                             code=Code.BAD_INPUT)
-    from .kerneltrace import reconstruct
+    from dgtraces.reconstruct.kernels2.trace import reconstruct
 
     run, lt, bound = reconstruct(device, model, batch_size, precision,
                                  timestamp_utc or utc_now(), version=method.split("-")[1])
@@ -142,5 +186,5 @@ def runs_frame(recs: list[Reconstruction]) -> "pd.DataFrame":
     return validate_frame("runs", pd.DataFrame([r.run for r in recs]))
 
 
-__all__ = ["METHOD", "METHODS", "METHOD_VERSION", "Reconstruction", "method_id",
-           "reconstruct_trace", "run_id", "runs_frame"]
+__all__ = ["METHOD", "METHODS", "METHOD_VERSION", "Reconstruction", "kernels3_trace",
+           "method_id", "reconstruct_trace", "run_id", "runs_frame"]

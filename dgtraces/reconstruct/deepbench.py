@@ -1,10 +1,14 @@
-"""DeepBench training kernels of seven GPUs (published, Apache-2.0), parsed from the shipped
+"""DeepBench training kernels of eight GPUs (published, Apache-2.0), parsed from the shipped
 copies in ``dgtraces/reference/deepbench/csv/`` (see that folder's README).
 
-Each ``Results_FP32`` sheet holds blocks one after another; this module reads the dense
-GEMM block and the convolution block (forward, data-gradient and weight-gradient times kept
-apart, with the cuDNN forward algorithm). Columns are found by their header text (the T4
-sheet orders R/S, pads and strides differently from the others).
+Each results sheet holds blocks one after another; this module reads the dense GEMM block and
+the convolution block (forward, data-gradient and weight-gradient times kept apart, with the
+cuDNN forward algorithm). Columns are found by their header text (the T4 sheet orders R/S, pads
+and strides differently from the others).
+
+:data:`SHEETS` declares every shipped sheet once (its key in ``kernel_id``, device, precision);
+:data:`SEVEN` are the fp32 sheets of release v0.5.0, the ones kernels-2.x fits on (the V100
+sheets came later, issue #33).
 """
 
 from __future__ import annotations
@@ -15,15 +19,40 @@ from functools import cache
 
 from dgtraces import reference
 from dgtraces.errors import Code, DgtracesError
-from dgtraces.reconstruct.kernelmodel import ConvShape
+from dgtraces.reconstruct.kernels2.gemm import ConvShape
 
 REPO = "baidu-research/DeepBench"
 COMMIT = "da81ba7820739e2e506dc27f382d15be5479f98f"
-# sheet prefix -> (device key of the devices tables, path in the DeepBench repository)
-SHEETS = {
-    "P100": "p100-pcie", "T4": "t4", "M40": "m40", "TitanX": "titanx-maxwell",
-    "TitanX_Pascal": "titanx-pascal", "TitanXp": "titanxp", "1080Ti": "gtx1080ti",
-}
+
+
+@dataclass(frozen=True)
+class Sheet:
+    """One shipped results sheet: ``key`` names it in ``kernel_id`` (deepbench-KEY-LINE),
+    ``gpu`` the workbook (``DeepBench_NV_<gpu>.xlsx``), ``tab`` the results sheet as its CSV is
+    named (``<gpu>_<tab>.csv``)."""
+
+    key: str
+    gpu: str
+    device: str
+    precision: str = "fp32"
+    tab: str = "Results_FP32"
+
+    @property
+    def csv(self) -> str:
+        return f"deepbench/csv/{self.gpu}_{self.tab}.csv"
+
+
+_S = Sheet
+SHEETS: dict[str, Sheet] = {s.key: s for s in (
+    _S("P100", "P100", "p100-pcie"), _S("T4", "T4", "t4"), _S("M40", "M40", "m40"),
+    _S("TitanX", "TitanX", "titanx-maxwell"),
+    _S("TitanX_Pascal", "TitanX_Pascal", "titanx-pascal"),
+    _S("TitanXp", "TitanXp", "titanxp"), _S("1080Ti", "1080Ti", "gtx1080ti"),
+    _S("V100", "V100", "v100"),
+    # FP16 inputs, FP16 multiplies, FP32 accumulation on tensor cores: the amp case
+    _S("V100-FP16", "V100", "v100", "amp", "Results_FP16_ip_Mixed_math"),
+)}
+SEVEN = ("P100", "T4", "M40", "TitanX", "TitanX_Pascal", "TitanXp", "1080Ti")
 DIRECTIONS = ("fwd", "dgrad", "wgrad")
 # header text (lower case, "(Filter ...)" dropped) -> field
 _CONV_COLS = {"w": "w", "h": "h", "c": "c", "n": "n", "k": "k", "r": "r", "s": "s",
@@ -31,6 +60,11 @@ _CONV_COLS = {"w": "w", "h": "h", "c": "c", "n": "n", "k": "k", "r": "r", "s": "
               "horizontal stride": "stride_w", "forward (msec)": "fwd",
               "wrt inputs (msec)": "dgrad", "wrt parameters (msec)": "wgrad",
               "forward algorithm": "algo"}
+
+
+def seven_devices() -> tuple[str, ...]:
+    """The devices of :data:`SEVEN` (kernels-2.x's DeepBench GPUs)."""
+    return tuple(SHEETS[s].device for s in SEVEN)
 
 
 def _key(header: str) -> str:
@@ -80,18 +114,23 @@ def _num(text: str) -> float | None:
 
 def sheet_path(sheet: str) -> str:
     """Path in the DeepBench repository of the workbook a sheet was converted from."""
-    return f"results/train/DeepBench_NV_{sheet}.xlsx"
+    return f"results/train/DeepBench_NV_{get_sheet(sheet).gpu}.xlsx"
+
+
+def get_sheet(sheet: str) -> Sheet:
+    """The declared sheet; UNKNOWN_DEVICE with the known keys otherwise."""
+    if sheet not in SHEETS:
+        raise DgtracesError(f"unknown DeepBench sheet {sheet!r}; known: "
+                            f"{', '.join(sorted(SHEETS))}", code=Code.UNKNOWN_DEVICE)
+    return SHEETS[sheet]
 
 
 @cache
 def _parse(sheet: str) -> tuple[tuple[ConvKernel, ...], tuple[GemmKernel, ...]]:
-    if sheet not in SHEETS:
-        known = ", ".join(sorted(SHEETS))
-        raise DgtracesError(f"unknown DeepBench sheet {sheet!r}; known: {known}",
-                            code=Code.UNKNOWN_DEVICE)
-    path = reference.path(f"deepbench/csv/{sheet}_Results_FP32.csv")
+    declared = get_sheet(sheet)
+    path = reference.path(declared.csv)
     lines = list(csv.reader(path.read_text().splitlines()))
-    device = SHEETS[sheet]
+    device = declared.device
     convs: list[ConvKernel] = []
     gemms: list[GemmKernel] = []
     block, header = "", [""]
@@ -127,17 +166,18 @@ def _parse(sheet: str) -> tuple[tuple[ConvKernel, ...], tuple[GemmKernel, ...]]:
 
 
 def conv_kernels(sheet: str | None = None) -> list[ConvKernel]:
-    """Convolution rows of one sheet (or of all seven)."""
-    return [k for s in ([sheet] if sheet else list(SHEETS)) for k in _parse(s)[0]]
+    """Convolution rows of one sheet (None: of the seven of :data:`SEVEN`)."""
+    return [k for s in ([sheet] if sheet else SEVEN) for k in _parse(s)[0]]
 
 
 def gemm_kernels(sheet: str | None = None) -> list[GemmKernel]:
-    """Dense GEMM rows of one sheet (or of all seven)."""
-    return [k for s in ([sheet] if sheet else list(SHEETS)) for k in _parse(s)[1]]
+    """Dense GEMM rows of one sheet (None: of the seven of :data:`SEVEN`)."""
+    return [k for s in ([sheet] if sheet else SEVEN) for k in _parse(s)[1]]
 
 
 def specs(sheet: str) -> dict[str, str]:
-    """The ``Specs`` sheet: CPU, GPU, kernel, CUDA and cuDNN versions as stated."""
-    path = reference.path(f"deepbench/csv/{sheet}_Specs.csv")
+    """The ``Specs`` sheet of the sheet's GPU: CPU, GPU, kernel, CUDA and cuDNN versions as
+    stated."""
+    path = reference.path(f"deepbench/csv/{get_sheet(sheet).gpu}_Specs.csv")
     return {r[0].strip(): r[1].strip() for r in csv.reader(path.read_text().splitlines())
             if len(r) >= 2}

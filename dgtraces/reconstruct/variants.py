@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from functools import cache
 
-from ..models import BYTES_FP32, bias_count, build_spec
-from ..models.registry import Role, entries
-from ..models.spec import ModelSpec, infer
+from dgtraces.models import BYTES_FP32, bias_count, build_spec
+from dgtraces.models.registry import Role, entries
+from dgtraces.models.spec import ModelSpec, infer
 
 # the fitting-only architectures (citation, confidence, notes), from the model registry
 VARIANTS = {e.key: e for e in entries(Role.FITTING)}

@@ -22,6 +22,9 @@ PROVENANCE = ("measured", "reconstructed", "published")
 PRECISIONS = ("fp32", "amp", "fp16", "bf16")
 POLICIES = POLICY_NAMES + (FRAMEWORK_DEFAULT,)  # declared in tables.vocab
 KERNEL_OPS = ("conv", "gemm")
+# cost-model versions whose fitted parameters ship in ``method_params`` (issue #33)
+PARAM_METHODS = ("kernels-3",)
+PARAM_SCOPES = ("kernel", "shape", "range", "memory", "framework", "metric", "prediction")
 COLLECTIVES = ("allreduce", "broadcast", "allgather", "reduce_scatter", "reduce")
 # \Z, not $ ($ matches before a final newline), and [0-9], not \d (any Unicode digit):
 # identifiers and timestamps match exactly (#29 M3); strict.py parses timestamps too
@@ -298,6 +301,50 @@ class Kernels(_Base):
                             str_length={"min_value": 3})
 
 
+class MethodParams(_Base):
+    """Fitted parameters of a cost model, its fit metrics and its pre-registered evaluation,
+    fitted once when the release was built (docs/reconstruction-kernels3.md): one row per
+    parameter, metric or held-out prediction; the value sits in the column of its unit."""
+
+    param_id: Series[str] = F("unique id: method, scope and what the row is", unique=True,
+                              str_matches=ID)
+    # a list: pandera reads a one-element tuple as its element (isin "kernels-3": characters)
+    method: Series[str] = F("cost model version", isin=list(PARAM_METHODS))
+    scope: Series[str] = F("kernel (a GPU's kernel constants; device null: the shared prior), "
+                           "shape (a shared shape effect), range (what the fit covered), memory "
+                           "(a GPU's memory-bound constants), framework (a family's per-layer "
+                           "overhead), metric (a fit or evaluation figure), prediction (a "
+                           "held-out prediction of the evaluation)", isin=PARAM_SCOPES)
+    precision: Series[str] = F("numeric precision of a kernel fit", nullable=True,
+                               isin=PRECISIONS)
+    device: Series[str] = F("device key", nullable=True)
+    family: Series[str] = F("framework family (reference.frameworks.FAMILIES)", nullable=True)
+    shape: Series[str] = F("kernel shape key without the batch (conv:c..h..w.. / gemm:m..n..k..)",
+                           nullable=True)
+    direction: Series[str] = F("kernel direction (fwd, dgrad, wgrad, gemm) or GEMM class",
+                               nullable=True)
+    name: Series[str] = F("parameter or metric name", str_length={"min_value": 1})
+    value_frac: Series[float] = F("a fraction (efficiency of datasheet peak or bandwidth)",
+                                  "fraction", nullable=True)
+    value_us: Series[float] = F("a time", "us", nullable=True)
+    value_ms: Series[float] = F("a time", "ms", nullable=True)
+    value_pct: Series[float] = F("a percentage (error, MAPE)", "%", nullable=True)
+    value_log: Series[float] = F("a natural-log ratio (shape effect)", "ln ratio", nullable=True)
+    value_num: Series[float] = F("a dimensionless number (exponent, rms log error, GEMM size, "
+                                 "bytes)", nullable=True)
+    target_pct: Series[float] = F("the pre-registered target of a metric", "%", nullable=True)
+    baseline_pct: Series[float] = F("roofline-1.1's figure on the same rows", "%", nullable=True)
+    count: Series[pd.Int64Dtype] = F("rows, kernels or GPUs behind the value", "count",
+                                     nullable=True, ge=0)
+    basis: Series[str] = F("what constrained the value, or the held-out row", nullable=True)
+    kernel_id: Series[str] = F("kernel of a held-out prediction (kernels.kernel_id)",
+                               nullable=True)
+    fit_digest: Series[str] = F("sha256 of the kernels rows the fit was made on",
+                                str_matches=r"^[0-9a-f]{64}\Z")
+    provenance: Series[str] = F("measured | reconstructed | published", isin=PROVENANCE)
+    source: Series[str] = F("the fit data and method", str_length={"min_value": 3})
+
+
 TABLES: dict[str, type[_Base]] = {
     "layers": Layers,
     "runs": Runs,
@@ -308,6 +355,7 @@ TABLES: dict[str, type[_Base]] = {
     "devices": Devices,
     "links": Links,
     "kernels": Kernels,
+    "method_params": MethodParams,
 }
 
 # Primary keys (unique per table) and foreign keys (table.column -> table.column).
@@ -321,6 +369,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "devices": ("device",),
     "links": ("link",),
     "kernels": ("kernel_id",),
+    "method_params": ("param_id",),
 }
 
 

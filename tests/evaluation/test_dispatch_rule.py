@@ -12,8 +12,8 @@ import pytest
 
 from dgtraces.errors import DgtracesError
 from dgtraces.evaluation.dispatch import RuleFigures, criterion
-from dgtraces.reconstruct.calibration import calibrate
-from dgtraces.reconstruct.costmodel import (
+from dgtraces.reconstruct.roofline.calibration import calibrate
+from dgtraces.reconstruct.roofline.costmodel import (
     dispatch_rule,
     layer_arrays,
     layer_costs,

@@ -53,8 +53,8 @@ def test_unknown_method_is_bad_input():
 
 def test_summary_text_and_card_fragment_carry_both_methods(tmp_path, monkeypatch):
     from dgtraces.evaluation import kernel_summary as ks
-    from dgtraces.reconstruct.kernelfit import Stage1
-    from dgtraces.reconstruct.kernelmodel import KernelParams
+    from dgtraces.reconstruct.kernels2.gemm import KernelParams
+    from dgtraces.reconstruct.kernels2.stage1 import Stage1
 
     runs, lt = _frames()
     comps, skipped = compare("kernels-2.0", runs, lt)

@@ -191,7 +191,7 @@ def test_cli_gpu_import_commands(tmp_path):
 
 def test_datasheet_devices_are_read_with_the_shipped_ones():
     from dgtraces.importers.published import devices_frame
-    from dgtraces.reconstruct.calibration import devices
+    from dgtraces.reconstruct.roofline.calibration import devices
 
     keys = [r["device"] for r in reference.device_rows()]
     assert {"k80", "v100", "titanx-maxwell", "v100-dgxs-32gb"} <= set(keys)
@@ -204,7 +204,7 @@ def test_datasheet_devices_are_read_with_the_shipped_ones():
 
 def test_reconstruction_against_real_gpu_layers():
     from dgtraces.importers.gpu_sources import gpu_tables
-    from dgtraces.reconstruct.gpu import compare_gpu
+    from dgtraces.reconstruct.roofline.gpu import compare_gpu
 
     t = gpu_tables()
     comps, skipped = compare_gpu(t["runs"], t["layer_timings"])

@@ -39,7 +39,7 @@ def test_roles_split_dataset_models_from_fitting_variants():
 
 
 def test_reconstruction_and_collectors_read_the_registry():
-    from dgtraces.reconstruct import calibration, cpu
+    from dgtraces.reconstruct.roofline import calibration, cpu
     from dgtraces.reconstruct.variants import VARIANTS
 
     assert calibration.FITTED_MODELS == fitted() and fitted()[:2] == ("alexnet", "resnet50")

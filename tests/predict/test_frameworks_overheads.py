@@ -13,13 +13,6 @@ from dgtraces.errors import Code, DgtracesError
 from dgtraces.models import layers_frame
 from dgtraces.predict import Cluster, Policy, from_frame, predict_trace, simulate
 from dgtraces.predict.fast import iter_times, prepare
-from dgtraces.predict.frameworks import (
-    FRAMEWORKS,
-    MIB,
-    NAMES,
-    apply_framework,
-    get_framework,
-)
 from dgtraces.predict.overheads import (
     Overheads,
     apply_overheads,
@@ -29,6 +22,13 @@ from dgtraces.predict.overheads import (
 )
 from dgtraces.predict.policies import bucket_groups, fusion_groups
 from dgtraces.predict.sweep import Grid, comm_grid
+from dgtraces.reference.frameworks import (
+    FRAMEWORKS,
+    MIB,
+    NAMES,
+    apply_framework,
+    get_framework,
+)
 from tests.paths import REPO
 
 

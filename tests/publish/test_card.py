@@ -183,5 +183,5 @@ def test_built_package_ships_the_card_fragments(tmp_path):
     folder, n, figures = json.loads(out.strip().splitlines()[-1])
     assert Path(folder) == shipped
     frags = REPO / "cards" / "fragments"
-    assert n == len(list(frags.glob("*.md"))) == 3  # published, reconstruction, kernels
+    assert n == len(list(frags.glob("*.md"))) == 4  # published, reconstruction, kernels, 3
     assert figures == sorted(p.name for p in frags.glob("*.png"))

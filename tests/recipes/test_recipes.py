@@ -31,7 +31,7 @@ def _added(version: str, table: str) -> pd.DataFrame:
 
 def test_shipped_recipes_cover_every_release_with_its_base():
     assert list(recipes()) == st.list_releases() == ["0.1.0", "0.2.0", "0.3.0", "0.4.0",
-                                                     "0.5.0"]
+                                                     "0.5.0", "0.6.0"]
     for version, r in recipes().items():
         assert r.base == st.read_manifest(version)["parent"]
     assert get_recipe("v0.3.0") is recipes()["0.3.0"]
@@ -138,6 +138,28 @@ def test_v050_recipe_reproduces_the_stored_rows():
         st.read_manifest("0.5.0")["notes"]
     # the reconstructed rows are v0.3.0's, unchanged (kernels-2.0 not adopted)
     runs = release.read_table("runs", "0.5.0")
+    assert set(runs.loc[runs["provenance"] == "reconstructed", "collector_version"]) == {
+        "dgtraces.reconstruct/roofline-1.1"}
+
+
+@pytest.mark.slow
+def test_v060_recipe_reproduces_the_stored_rows():
+    """Issue #33: the V100 kernels and the kernels-3 fit and evaluation (half a minute)."""
+    r = get_recipe("0.6.0")
+    assert [s.label() for s in r.deterministic_steps()] == ["deepbench_kernels",
+                                                            "kernels3_params"]
+    ctx = context(r)
+    frames = produce(r, ctx, r.steps)
+    stored = _added("0.6.0", "kernels")
+    pd.testing.assert_frame_equal(frames["kernels"][list(stored.columns)], stored)
+    params = release.read_table("method_params", "0.6.0")
+    assert_frames_close(frames["method_params"][list(params.columns)], params)
+    assert ctx.facts == {"kernel_convs": 188, "kernel_gemms": 320, "kernels_keyed": 104,
+                         "method_params": len(params)}
+    assert r.notes.format_map({**ctx.facts, "rows": f"+508 kernels, +{len(params)} "
+                               "method_params"}) == st.read_manifest("0.6.0")["notes"]
+    # the reconstructed rows are v0.3.0's, unchanged (kernels-3 not adopted)
+    runs = release.read_table("runs", "0.6.0")
     assert set(runs.loc[runs["provenance"] == "reconstructed", "collector_version"]) == {
         "dgtraces.reconstruct/roofline-1.1"}
 

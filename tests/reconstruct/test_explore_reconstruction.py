@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from dgtraces.reconstruct.calibration import calibrate
-from dgtraces.reconstruct.costmodel import layer_arrays, predict_ms
+from dgtraces.reconstruct.roofline.calibration import calibrate
+from dgtraces.reconstruct.roofline.costmodel import layer_arrays, predict_ms
 from tests.paths import REPO
 
 SCRIPT = REPO / "scripts" / "explore_reconstruction.py"

@@ -6,9 +6,14 @@ import pytest
 
 from dgtraces.errors import DgtracesError
 from dgtraces.reconstruct import METHOD_VERSION, method_id, reconstruct_trace, runs_frame
-from dgtraces.reconstruct.calibration import calibrate, calibration_rows, fitted_rows, observation
-from dgtraces.reconstruct.costmodel import Device, Params, layer_arrays, predict_ms, subset
-from dgtraces.reconstruct.fit import Observation, fit
+from dgtraces.reconstruct.roofline.calibration import (
+    calibrate,
+    calibration_rows,
+    fitted_rows,
+    observation,
+)
+from dgtraces.reconstruct.roofline.costmodel import Device, Params, layer_arrays, predict_ms, subset
+from dgtraces.reconstruct.roofline.fit import Observation, fit
 from dgtraces.tables.checks import validate_tables
 
 FAKE = Device("fake", peak_tflops=6.0, bandwidth_gb_s=300.0)
