@@ -16,7 +16,12 @@ from .options import (
     explicit,
     framework_option,
     gbit_to_gbyte,
+    inter_help,
+    inter_list,
+    intra_help,
     io_overlap_option,
+    nccl_options,
+    nics_option,
     overheads_options,
     release_option,
 )
@@ -63,14 +68,14 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
 @click.option("--workers", "workers_", default="1,2,4,8,16", show_default=True,
               help="Comma list or ranges (1-64, 2-64:2).")
 @click.option("--gpus-per-node", "gpn", default="1", show_default=True, help="Comma list.")
-@click.option("--intra", default="pcie3", show_default=True, help="Comma list of presets.")
-@click.option("--inter", default="10gbe", show_default=True, help="Comma list of presets.")
+@click.option("--intra", default="pcie3", show_default=True, help=intra_help(plural=True))
+@click.option("--inter", default="10gbe", show_default=True, help=inter_help(plural=True))
 @click.option("--algorithms", default=None,
               help="Comma list of collective algorithms: " + ", ".join(ALGOS + NCCL_ALGOS)
                    + ". [default: auto for GPU devices when NCCL's model knows the links, "
                      "else ring]")
-@click.option("--nics-per-node", default=1, show_default=True, type=int,
-              help="NICs (rails) per node, for auto/nccl-*.")
+@nics_option
+@nccl_options
 @click.option("--policies", default=",".join(POLICIES), show_default=True,
               help="Comma list of policies: " + ", ".join(POLICIES) + ".")
 @io_overlap_option(("off", "on", "both"))
@@ -97,8 +102,8 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
 @click.option("--out", type=OutPath(dir_okay=False), default=None,
               help="Write all rows to .parquet or .csv.")
 def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, nics_per_node,
-          policies, io_overlap, servers, bucket_mib, link_alpha_us, link_bandwidth_gb_s, release,
-          h2d_link, staging,
+          nccl, nccl_time, policies, io_overlap, servers, bucket_mib, link_alpha_us,
+          link_bandwidth_gb_s, release, h2d_link, staging,
           staging_passes, shared_cpu, calibrate_img_s, framework, overheads, iteration_cv,
           host_decode_img_s, out) -> None:
     """Predict every combination of the lists (vectorised); modelled numbers."""
@@ -136,7 +141,7 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
 
         from ..comm.algorithm_default import default_algorithm
 
-        choice = default_algorithm(device, split_option(intra), split_option(inter),
+        choice = default_algorithm(device, split_option(intra), inter_list(inter),
                                    list(product(workers_list, gpn_list)),
                                    overridden=(link_alpha_us, link_bandwidth_gb_s) != (None,
                                                                                        None))
@@ -144,7 +149,8 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
 
     grid = Grid(models=models, batch_sizes=_ints(batch_sizes, "--batch-sizes"),
                 workers=workers_list, gpus_per_node=gpn_list, intra=split_option(intra),
-                inter=split_option(inter), nics_per_node=nics_per_node,
+                inter=inter_list(inter), nics_per_node=nics_per_node, nccl=nccl,
+                nccl_time=nccl_time,
                 algorithms=split_option(algorithms), policies=split_option(policies),
                 io_overlap={"off": (False,), "on": (True,), "both": (False, True)}[io_overlap],
                 bucket_bytes=bucket_bytes, first_bucket_bytes=first,
