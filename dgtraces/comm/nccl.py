@@ -220,7 +220,7 @@ def _check(m: Model, k: Kind, t: Topology, forced: str) -> None:
         raise unsupported("algorithm", why_not(v, k, t, forced), forced)
 
 
-def _select_threshold(k: Kind, t: Topology, n: np.ndarray, entries: list[Entry],
+def _select_threshold(k: Kind, t: Topology, n: np.ndarray, entries: tuple[Entry, ...],
                       forced: str) -> np.ndarray:
     """NCCL 2.4's choice (enqueue.cu getPatternInfo / getKernelInfo, init.cu thresholds):
     tree while ``n <= treeThreshold`` (all-reduce, several nodes), LL while
@@ -256,7 +256,7 @@ def _select_threshold(k: Kind, t: Topology, n: np.ndarray, entries: list[Entry],
 
 
 def _solve(k: Kind, t: Topology, n: np.ndarray, algorithm: str, m: Model
-           ) -> tuple[np.ndarray, np.ndarray, list[Entry]]:
+           ) -> tuple[np.ndarray, np.ndarray, tuple[Entry, ...]]:
     """Time (us) of each size of ``n`` (> 0), the index of the pair picked, the pairs."""
     _check(m, k, t, algorithm)
     v = m.version
@@ -372,6 +372,12 @@ def topology(workers: int, gpus_per_node: int, intra: str, inter: str,
     return Topology(workers, nodes, fabric(intra, "intra"), n, nics)
 
 
+@lru_cache(maxsize=1 << 16)
+def _allreduce_one_ms(t: Topology, nbytes: float, forced: str, m: Model) -> float:
+    """One all-reduce's time (ms); kept per size (the DAG asks the same sizes again)."""
+    return choose(KINDS["allreduce"], t, nbytes, forced, m)[0] / 1000.0
+
+
 @dataclass(frozen=True)
 class NcclCost(CommCost):
     """A gradient all-reduce costed per message size by NCCL's model (``auto``, ``nccl-*``)
@@ -384,8 +390,7 @@ class NcclCost(CommCost):
 
     def _nccl_ms(self, nbytes: float) -> float:
         assert self.topology is not None
-        return choose(KINDS["allreduce"], self.topology, nbytes, self.forced,
-                      self.model)[0] / 1000.0
+        return _allreduce_one_ms(self.topology, float(nbytes), self.forced, self.model)
 
     def time_ms(self, nbytes: float) -> float:
         if nbytes <= 0 or not self.phases:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -76,6 +77,7 @@ def _search(speeds, total: float, max_bw: float, max_ch: int) -> tuple[int, floa
     return best if best is not None else (1, speeds[-1])
 
 
+@lru_cache(maxsize=512)
 def graph(v: NcclVersion, t: "Topology", achieved: bool = False) -> Graph:
     """The ring/tree graph of ``t`` under ``v`` (bus rule for 2.4/2.7, else the search)."""
     board = board_gb_s(v, t)
@@ -102,6 +104,7 @@ def graph(v: NcclVersion, t: "Topology", achieved: bool = False) -> Graph:
     return Graph(n, s, min(2 * n, v.max_channels), n * s)
 
 
+@lru_cache(maxsize=512)
 def nvls_graph(v: NcclVersion, t: "Topology", achieved: bool = False) -> Graph | None:
     """NVLS's graph: one channel per GPU of the node (per NIC head across nodes), at the
     fastest SM90 intra speed the GPU's NVLink carries (non-ring patterns: total x g/(g-1))."""
@@ -293,9 +296,11 @@ class Entry:
     bw_gb_s: float
 
 
+@lru_cache(maxsize=1024)
 def tune(v: NcclVersion, k: "Kind", t: "Topology", achieved: bool = False,
-         algorithm: str = "auto") -> list[Entry]:
-    """The enabled pairs with a bandwidth, in NCCL's order (algorithms, then protocols)."""
+         algorithm: str = "auto") -> tuple[Entry, ...]:
+    """The enabled pairs with a bandwidth, in NCCL's order (algorithms, then protocols);
+    computed once per (release, collective, topology) and kept (they are constants)."""
     out = []
     g = graph(v, t, achieved)
     gn = nvls_graph(v, t, achieved)
@@ -317,7 +322,7 @@ def tune(v: NcclVersion, k: "Kind", t: "Topology", achieved: bool = False,
                     bw = bus * 0.75 if a == "pat" else bus * 0.5
             if bw > 0:
                 out.append(Entry(a, p, _latency(v, k, t, a, p), bw))
-    return out
+    return tuple(out)
 
 
 def algo_parts(v: NcclVersion, k: "Kind", t: "Topology", e: Entry, n: np.ndarray,

@@ -53,7 +53,7 @@ _SPEEDS_INTER = (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0,
                  3.0, 2.4, 1.2, 0.24, 0.12)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # one object per release: compared and hashed by identity
 class NcclVersion:
     """One NCCL release's tuning model, as its source states it (see the module doc)."""
 

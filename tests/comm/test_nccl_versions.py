@@ -178,3 +178,17 @@ def test_collective_cli_prints_the_release_per_row_and_in_json():
     for extra in (["--inter", "efa-p4d"], ["--inter", "ib-ndr,sharp"],
                   ["--inter", "ethernet:50gbps"], ["--inter", "ib:400gbps,sharp"]):
         assert CliRunner().invoke(main, args + extra).exit_code == 0, extra
+
+
+def test_predict_cluster_carries_the_release():
+    from dgtraces.predict import Cluster
+
+    c = Cluster(16, 8, "nvlink4", "ib-ndr,sharp", "auto", nics_per_node=8, nccl="2.18")
+    d = c.describe()["nccl"]
+    assert (d["version"], d["time"]) == ("2.18", "run") and d["inter"]["nics_per_node"] == 8
+    assert c.describe()["inter"]["link"] == "ib-ndr"  # the alpha-beta view: achieved preset
+    old = Cluster(16, 8, "nvlink4", "ib-ndr", "auto", nccl="2.7", nccl_time="tuning")
+    assert old.comm_cost().time_ms(1 << 20) != c.comm_cost().time_ms(1 << 20)
+    with pytest.raises(DgtracesError) as exc:
+        Cluster(16, 8, "nvlink4", "ib-ndr", "auto", nccl="3.0")
+    assert exc.value.code == "UNKNOWN_NCCL"
