@@ -260,6 +260,8 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None, command: str = "")
     click.echo(f"algorithm: {pred.cluster['algorithm']} "
                f"({pred.cluster.get('algorithm_why') or 'given'})")
     nccl = pred.cluster.get("nccl")
+    if nccl:
+        click.echo(f"nccl: {nccl['model']}")
     for side in ("intra", "inter"):
         link = pred.cluster[side]
         if side == "inter" and pred.cluster["nodes"] == 1:
@@ -267,8 +269,10 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None, command: str = "")
             continue
         if nccl:  # NCCL's model uses its own view of the fabric (docs/collectives.md)
             f = nccl[side]
+            extra = (f", achieved {f['achieved_gb_s']:.4g} GB/s x {f['nics_per_node']} per "
+                     "node" if f.get("achieved_gb_s") else "")
             click.echo(f"{side}: {f['link']} ({f['class']}) {f['bandwidth_gb_s']:.4g} GB/s "
-                       f"in {nccl['model']} ({f['source']})")
+                       f"in NCCL {nccl['version']}{extra} ({f['source']})")
             continue
         click.echo(f"{side}: {link['link']} alpha {link['alpha_us']:.4g} us, "
                    f"{link['bandwidth_gb_s']:.4g} GB/s ({link['provenance']}: {link['source']})")
