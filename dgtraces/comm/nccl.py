@@ -12,7 +12,6 @@ its source: ``docs/collectives.md``.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -40,6 +39,7 @@ from dgtraces.comm.nccl_tuning import (
     enabled,
     graph,
     nic_gb_s,
+    select_threshold,
     tune,
 )
 from dgtraces.comm.nccl_versions import (
@@ -220,41 +220,6 @@ def _check(m: Model, k: Kind, t: Topology, forced: str) -> None:
         raise unsupported("algorithm", why_not(v, k, t, forced), forced)
 
 
-def _select_threshold(k: Kind, t: Topology, n: np.ndarray, entries: tuple[Entry, ...],
-                      forced: str) -> np.ndarray:
-    """NCCL 2.4's choice (enqueue.cu getPatternInfo / getKernelInfo, init.cu thresholds):
-    tree while ``n <= treeThreshold`` (all-reduce, several nodes), LL while
-    ``n <= nc x nt x nchunksPerLoop x threadThreshold``."""
-    g = graph(VERSIONS["2.4"], t)
-    nvlink = t.intra.hw == "nvlink"
-    ring_bw = 5000.0 * g.channels if nvlink else 5000.0
-    tree_bw = ring_bw * 3 / 4 * (2 if t.nodes == 2 else 1) if nvlink else ring_bw * 2 / 3
-    ring_lat = 6.0 * (t.ranks - 1)
-    tree_lat = 15.0 * int(math.log2(t.nodes)) + 4.0 * (t.per_node - 1)
-    if t.nodes < 2 or ring_lat <= tree_lat:
-        tree_max = 0.0
-    elif tree_bw > ring_bw:
-        tree_max = math.inf
-    else:
-        tree_max = ring_bw * tree_bw / (ring_bw - tree_bw) * (ring_lat - tree_lat)
-    if forced == "auto":
-        tree = (n <= tree_max) & (k.name == "allreduce")
-    else:
-        tree = np.full(n.shape, forced == "tree")
-    thr = (64 if (t.intra.compcap or 70) >= 70 else 32) * (2 if t.nodes > 1 else 1)
-    chunks = np.where(tree, 1, t.ranks if k.name in ("allreduce", "allgather",
-                                                     "reducescatter") else 1)
-    nt = np.full(n.shape, 64.0)
-    for _ in range(2):  # 64 -> 128 -> 256 (NCCL_LL_MAX_NTHREADS)
-        nt = np.where(np.ceil(n / (nt * chunks)) > 8, nt * 2, nt)
-    nc = np.clip(np.ceil(n / (nt * chunks * 8)), 1, g.channels)
-    ll = n <= nc * nt * chunks * thr * np.where(tree, 4, 1)
-    pairs = [(e.algorithm, e.protocol) for e in entries]
-    want = [("tree" if tr else "ring", "LL" if low else "Simple")
-            for tr, low in zip(tree.tolist(), ll.tolist(), strict=True)]
-    return np.asarray([pairs.index(w) for w in want], dtype=np.int64)
-
-
 def _solve(k: Kind, t: Topology, n: np.ndarray, algorithm: str, m: Model
            ) -> tuple[np.ndarray, np.ndarray, tuple[Entry, ...]]:
     """Time (us) of each size of ``n`` (> 0), the index of the pair picked, the pairs."""
@@ -266,7 +231,7 @@ def _solve(k: Kind, t: Topology, n: np.ndarray, algorithm: str, m: Model
     comm_channels = graph(v, t).comm_channels
     times = np.stack([algo_time(v, k, t, e, n, comm_channels) for e in entries])
     if v.select == "threshold":
-        best = _select_threshold(k, t, n, entries, algorithm)
+        best = select_threshold(k, t, n, entries, algorithm)
         time = times[best, np.arange(n.size)]
     else:
         best = np.argmin(times, axis=0)

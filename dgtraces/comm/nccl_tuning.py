@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dgtraces.comm.nccl_versions import NcclVersion
+from dgtraces.comm.nccl_versions import VERSIONS, NcclVersion
 
 if TYPE_CHECKING:  # pragma: no cover
     from dgtraces.comm.nccl import Kind, Topology
@@ -353,3 +353,38 @@ def algo_time(v: NcclVersion, k: "Kind", t: "Topology", e: Entry, n: np.ndarray,
     """``ncclTopoGetAlgoTime``: the time (us) NCCL ranks pair ``e`` with."""
     lat, bw = algo_parts(v, k, t, e, n, comm_channels)
     return lat + n / (1000.0 * bw)
+
+
+def select_threshold(k: "Kind", t: "Topology", n: np.ndarray, entries: tuple[Entry, ...],
+                      forced: str) -> np.ndarray:
+    """NCCL 2.4's choice (enqueue.cu getPatternInfo / getKernelInfo, init.cu thresholds):
+    tree while ``n <= treeThreshold`` (all-reduce, several nodes), LL while
+    ``n <= nc x nt x nchunksPerLoop x threadThreshold``."""
+    g = graph(VERSIONS["2.4"], t)
+    nvlink = t.intra.hw == "nvlink"
+    ring_bw = 5000.0 * g.channels if nvlink else 5000.0
+    tree_bw = ring_bw * 3 / 4 * (2 if t.nodes == 2 else 1) if nvlink else ring_bw * 2 / 3
+    ring_lat = 6.0 * (t.ranks - 1)
+    tree_lat = 15.0 * int(math.log2(t.nodes)) + 4.0 * (t.per_node - 1)
+    if t.nodes < 2 or ring_lat <= tree_lat:
+        tree_max = 0.0
+    elif tree_bw > ring_bw:
+        tree_max = math.inf
+    else:
+        tree_max = ring_bw * tree_bw / (ring_bw - tree_bw) * (ring_lat - tree_lat)
+    if forced == "auto":
+        tree = (n <= tree_max) & (k.name == "allreduce")
+    else:
+        tree = np.full(n.shape, forced == "tree")
+    thr = (64 if (t.intra.compcap or 70) >= 70 else 32) * (2 if t.nodes > 1 else 1)
+    chunks = np.where(tree, 1, t.ranks if k.name in ("allreduce", "allgather",
+                                                     "reducescatter") else 1)
+    nt = np.full(n.shape, 64.0)
+    for _ in range(2):  # 64 -> 128 -> 256 (NCCL_LL_MAX_NTHREADS)
+        nt = np.where(np.ceil(n / (nt * chunks)) > 8, nt * 2, nt)
+    nc = np.clip(np.ceil(n / (nt * chunks * 8)), 1, g.channels)
+    ll = n <= nc * nt * chunks * thr * np.where(tree, 4, 1)
+    pairs = [(e.algorithm, e.protocol) for e in entries]
+    want = [("tree" if tr else "ring", "LL" if low else "Simple")
+            for tr, low in zip(tree.tolist(), ll.tolist(), strict=True)]
+    return np.asarray([pairs.index(w) for w in want], dtype=np.int64)
