@@ -47,6 +47,8 @@ class Code(StrEnum):
     QUERY_LIMIT = "QUERY_LIMIT"
     UNKNOWN_FRAMEWORK = "UNKNOWN_FRAMEWORK"
     MISSING_MEASUREMENT = "MISSING_MEASUREMENT"
+    UNKNOWN_NCCL = "UNKNOWN_NCCL"
+    UNSUPPORTED_HARDWARE = "UNSUPPORTED_HARDWARE"
 
 
 # What each code means (documentation, the CLI's `info` and the docs read it).
@@ -84,6 +86,9 @@ CODES: dict[Code, str] = {
     Code.QUERY_LIMIT: "a query ran past its time limit or memory limit",
     Code.UNKNOWN_FRAMEWORK: "the framework profile is not one of the declared profiles",
     Code.MISSING_MEASUREMENT: "an overhead term was asked for without the measurement it needs",
+    Code.UNKNOWN_NCCL: "the NCCL version is not one of the modelled releases",
+    Code.UNSUPPORTED_HARDWARE: "the hardware or NCCL release cannot run what was asked (SHARP "
+                               "without InfiniBand, NVLS without NVSwitch on Hopper)",
 }
 assert set(CODES) == set(Code), "every Code needs its CODES line"
 

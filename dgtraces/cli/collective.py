@@ -8,7 +8,14 @@ import json
 import click
 
 from . import OutPath
-from .options import link_fit_option, release_option
+from .options import (
+    inter_help,
+    intra_help,
+    link_fit_option,
+    nccl_options,
+    nics_option,
+    release_option,
+)
 
 COLLECTIVE_NAMES = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce",
                     "alltoall")
@@ -16,9 +23,13 @@ DEFAULT_SIZES = ("8,64,512,4KiB,32KiB,256KiB,1MiB,4MiB,16MiB,64MiB,256MiB,1GiB")
 
 
 def _algorithm_help() -> str:
-    return ("auto: NCCL's choice of algorithm and protocol per size (its 2.7.5 tuning model); "
-            "nccl-ring / nccl-tree: that algorithm forced; ring, tree, dbtree, hierarchical, "
-            "ps: today's alpha-beta all-reduce models over links.csv presets.")
+    from ..comm.nccl import MODEL_NAMES
+
+    return ("auto: NCCL's choice of algorithm and protocol per size (the --nccl release's "
+            "tuning model); " + " / ".join(n for n in MODEL_NAMES if n != "auto")
+            + ": that algorithm forced (refused where the release or the hardware cannot run "
+            "it); ring, tree, dbtree, hierarchical, ps: the alpha-beta all-reduce models over "
+            "links.csv presets.")
 
 
 @click.command()
@@ -26,28 +37,28 @@ def _algorithm_help() -> str:
               help="allreduce | allgather | reducescatter | broadcast | reduce | alltoall.")
 @click.option("--workers", default=8, show_default=True, type=int, help="Ranks (GPUs).")
 @click.option("--gpus-per-node", default=8, show_default=True, type=int)
-@click.option("--intra", default="nvlink3", show_default=True,
-              help="Board: nvlink1..4, nvlink2-link, pcie3/4/5.")
-@click.option("--inter", default="ib-hdr", show_default=True,
-              help="NIC preset: ib-fdr/edr/hdr/ndr, 100/200/400gbe-roce, 10gbe, 25gbe, "
-                   "100gbe-tcp.")
-@click.option("--nics-per-node", default=1, show_default=True, type=int,
-              help="NICs (rails) per node; their bandwidth is shared by the node's GPUs.")
+@click.option("--intra", default="nvlink3", show_default=True, help=intra_help())
+@click.option("--inter", default="ib-hdr", show_default=True, help=inter_help())
+@nics_option
 @click.option("--algorithm", default="auto", show_default=True, help=_algorithm_help())
+@nccl_options(per_process=True)
 @click.option("--sizes", default=DEFAULT_SIZES, show_default=True,
               help="Comma list of bytes, or with units (64KiB, 1MiB, 2G).")
 @link_fit_option()
 @release_option("Release for measured link fits of the alpha-beta presets.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print {rows: [...], links: ...} as JSON.")
-def collective(coll, workers, gpus_per_node, intra, inter, nics_per_node, algorithm, sizes,
-               link_fit, release, as_json) -> None:
+def collective(coll, workers, gpus_per_node, intra, inter, nics_per_node, algorithm, nccl,
+               nccl_time, gpus_per_process, sizes, link_fit, release, as_json) -> None:
     """Predict one collective's time for each message size (modelled).
 
     \b
-    Example (2 nodes x 8 A100, 8 HDR NICs per node):
-      dgtraces collective --workers 16 --gpus-per-node 8 --intra nvlink3 \\
-          --inter ib-hdr --nics-per-node 8 --sizes 1MiB,64MiB,1GiB
+    Examples (2 nodes x 8 H100, 8 NDR NICs per node; EFA p4d; SHARP; a custom NIC):
+      dgtraces collective --nccl 2.18 --workers 16 --gpus-per-node 8 \\
+          --intra nvlink4 --inter ib-ndr --nics-per-node 8
+      dgtraces collective --workers 16 --intra nvlink3 --inter efa-p4d
+      dgtraces collective --workers 64 --intra nvlink4 --inter ib-ndr,sharp --nics-per-node 8
+      dgtraces collective --workers 16 --intra nvlink3 --inter ethernet:50gbps
     """
     from dgtraces.io.terminal_text import inert
 
@@ -56,7 +67,9 @@ def collective(coll, workers, gpus_per_node, intra, inter, nics_per_node, algori
     cluster = dict(workers=workers, gpus_per_node=gpus_per_node, intra=intra, inter=inter,
                    nics_per_node=nics_per_node, release=release or "latest")
     if link_fit is None:
-        res = predict_collective(coll, parse_sizes(sizes), algorithm=algorithm, **cluster)
+        res = predict_collective(coll, parse_sizes(sizes), algorithm=algorithm, nccl=nccl,
+                                 nccl_time=nccl_time, gpus_per_process=gpus_per_process,
+                                 **cluster)
     else:  # the fit in place of both presets, alpha-beta (docs/collectives.md)
         from ..comm.linkfit import fit_link, fitted_collective
 
@@ -70,17 +83,20 @@ def collective(coll, workers, gpus_per_node, intra, inter, nics_per_node, algori
     click.echo(f"# {res.collective}: {res.workers} ranks, {res.nodes} node(s) x "
                f"{res.gpus_per_node} GPUs, {res.nics_per_node} NIC(s) per node, algorithm "
                f"{res.algorithm} (modelled: {res.model})")
+    version = res.nccl or "-"
     click.echo(f"#{'size':>11}  {'count':>12}  {'type':>8}  {'time':>9}  {'algbw':>7}  "
-               f"{'busbw':>7}  {'algo':>5}  proto")
+               f"{'busbw':>7}  {'algo':>14}  {'proto':>6}  nccl")
     click.echo(f"#{'(B)':>11}  {'(elements)':>12}  {'':>8}  {'(us)':>9}  {'(GB/s)':>7}  "
                f"{'(GB/s)':>7}")
     for r in res.rows:
         click.echo(f"{r.message_bytes:>12}  {r.message_bytes // 4:>12}  {'float':>8}  "
                    f"{r.time_us:>9.2f}  {r.algbw_gb_s:>7.2f}  {r.busbw_gb_s:>7.2f}  "
-                   f"{r.algorithm:>5}  {r.protocol}")
+                   f"{r.algorithm:>14}  {r.protocol:>6}  {version}")
     for side, link in res.links.items():
         bw = link.get("bandwidth_gb_s")
-        click.echo(inert(f"# {side}: {link['link']} {bw:.4g} GB/s ({link['source']})"))
+        extra = (f", achieved {link['achieved_gb_s']:.4g} GB/s per NIC"
+                 if link.get("achieved_gb_s") else "")
+        click.echo(inert(f"# {side}: {link['link']} {bw:.4g} GB/s{extra} ({link['source']})"))
     for note in res.notes:
         click.echo(inert(f"# note: {note}"))  # a --link-fit file name is the user's text
 
@@ -92,32 +108,42 @@ def collective(coll, workers, gpus_per_node, intra, inter, nics_per_node, algori
 @click.option("--gpus-per-node", default=None, type=int,
               help="Default: ranks / hosts of the log.")
 @click.option("--intra", default=None, help="Board of the given logs (required with LOG).")
-@click.option("--inter", default="ib-hdr", show_default=True)
-@click.option("--nics-per-node", default=1, show_default=True, type=int)
+@click.option("--inter", default="ib-hdr", show_default=True, help=inter_help())
+@nics_option
 @click.option("--collective", "coll", default=None,
               help="Default: inferred from the log (see import nccl-tests).")
 @click.option("--algorithm", default="auto", show_default=True, help=_algorithm_help())
+@nccl_options(per_process=True)
+@click.option("--no-sharp", is_flag=True,
+              help="Ignore the reference logs' SHARP (issue #25's model had no CollNet).")
 @click.option("--per-size", is_flag=True, help="Print every size's error.")
 @click.option("--plot", type=OutPath(writes=("{}",), dir_okay=False), default=None,
-              help="Write a PNG: time vs size, measured and predicted, log-log.")
+              help="Write a PNG: time vs size, measured and predicted, log-log, per log.")
 @click.option("--json", "as_json", is_flag=True)
 def validate_comm(logs, workers, gpus_per_node, intra, inter, nics_per_node, coll, algorithm,
-                  per_size, plot, as_json) -> None:
+                  nccl, nccl_time, gpus_per_process, no_sharp, per_size, plot,
+                  as_json) -> None:
     """Predict every row of nccl-tests logs and report the error (modelled vs measured).
 
-    Without LOG: the shipped reference logs (dgtraces/reference/nccl_tests, CC BY 3.0) and,
-    when present, the unlicensed ones of ../shared/reference/nccl-tests."""
+    Without LOG: the reference logs, each with the cluster, NCCL release and SHARP setting
+    pre-registered in docs/collectives.md (the CC BY 3.0 sweeps shipped in
+    dgtraces/reference/nccl-tests and, when present, the unlicensed ones of
+    ../shared/reference/nccl-tests); --nccl overrides every log's release."""
     from dgtraces.evaluation.comm import LogCluster, validate
 
     given = None
     if logs:
+        from dgtraces.comm.fabrics import default_nics
         from dgtraces.values import bad_value as bad
 
         if intra is None:
             raise bad("intra", "a log does not name its board; give --intra", "a preset",
                       None)
-        given = LogCluster(workers, gpus_per_node, intra, inter, nics_per_node, coll)
-    report = validate(logs, given, algorithm=algorithm)
+        given = LogCluster(workers, gpus_per_node, intra, inter,
+                           default_nics(inter, nics_per_node), coll, nccl, algorithm,
+                           gpus_per_process)
+    report = validate(logs, given, algorithm=algorithm, nccl=nccl, nccl_time=nccl_time,
+                      sharp=not no_sharp)
     if plot:
         from dgtraces.evaluation.comm import write_plot
 
@@ -125,17 +151,26 @@ def validate_comm(logs, workers, gpus_per_node, intra, inter, nics_per_node, col
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
         return
+    click.echo(f"{'log':<46} {'nccl':>5} {'ranks':>5}  {'intra':<9} {'inter':<13} "
+               f"{'>=1MiB':>7} {'n':>3} {'<1MiB':>7} {'n':>3}")
     for log in report.logs:
-        click.echo(f"{log.log_id}: {log.collective}, {log.workers} ranks, intra {log.intra}, "
-                   f"algorithm {report.algorithm}: MAPE {log.mape_all:.1%} (all {log.n_all} "
-                   f"sizes), {_pct(log.mape_1mib)} (>= 1 MiB, {log.n_1mib} sizes)")
+        mark = "" if log.scored else "  (not scored)"
+        click.echo(f"{log.log_id:<46} {log.nccl or '-':>5} {log.workers:>5}  {log.intra:<9} "
+                   f"{log.inter if log.nodes > 1 else '-':<13} "
+                   f"{_pct(log.mape_large):>7} {log.n_large:>3} {_pct(log.mape_small):>7} "
+                   f"{log.n_small:>3}{mark}")
         if per_size:
             for p in log.points:
                 click.echo(f"  {p.message_bytes:>12} B  measured {p.measured_us:>10.2f} us  "
                            f"predicted {p.predicted_us:>10.2f} us  error {p.error:+.1%}  "
                            f"({p.algorithm}/{p.protocol})")
-    click.echo(f"median over logs: {_pct(report.median_all)} (all sizes), "
-               f"{_pct(report.median_1mib)} (>= 1 MiB)")
+    click.echo(f"algorithm {report.algorithm}, NCCL time {report.nccl_time}; MAPE over "
+               f"sizes >= 1 MiB and < 1 MiB of the out-of-place time")
+    for t in report.targets():
+        click.echo(f"target {t.name} <= {t.limit:.0%}: {_pct(t.value)} "
+                   f"({'met' if t.met else 'not met'})")
+    for log_id, why in report.unscored:
+        click.echo(f"not scored: {log_id}: {why}")
     for note in report.notes:
         click.echo(f"note: {note}")
     if plot:

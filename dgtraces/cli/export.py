@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import click
 
+from ..comm.fabrics import default_nics
 from . import OutPath
-from .options import io_overlap_option, release_option
+from .options import (
+    inter_help,
+    intra_help,
+    io_overlap_option,
+    nccl_options,
+    nics_option,
+    release_option,
+)
 from .predict import (
     POLICIES,
     algorithm_for,
@@ -52,18 +60,30 @@ def _trace(run_id, release, raw_layer_times, io_ms, h2d_ms, h2d_link):
 @release_option("Release to read the run from ('latest': the newest).")
 @_raw
 @_phases
+@click.option("--gpus-per-node", default=1, show_default=True, type=int)
+@click.option("--intra", default=None,
+              help="With --intra: the sidecar also holds NCCL's modelled all-reduce of each "
+                   "layer's gradient on this cluster (nccl_reference). " + intra_help())
+@click.option("--inter", default="10gbe", show_default=True, help=inter_help())
+@nics_option
+@nccl_options
 @click.option("--out", type=OutPath(writes=("{}", "{}.meta.json"), dir_okay=False),
               required=True, help="Workload file; a <out>.meta.json sidecar is written beside it.")
 def export_astra_sim(run_id, workers, parallelism, clock_ghz, update, release,
-                     raw_layer_times, io_ms, h2d_ms, h2d_link, out) -> None:
+                     raw_layer_times, io_ms, h2d_ms, h2d_link, gpus_per_node, intra, inter,
+                     nics_per_node, nccl, nccl_time, out) -> None:
     """Write an ASTRA-sim 1.0 text workload (cycles, bytes) of a stored run. The input read
     and copy (predict's modelled copy of a GPU trace by default) go on the first layer's
     forward compute, where predict runs them."""
-    from ..export.astra import astra_workload, write_astra
+    from ..export.astra import astra_workload, nccl_reference, write_astra
 
     trace = _trace(run_id, release, raw_layer_times, io_ms, h2d_ms, h2d_link)
     wl = astra_workload(trace, workers=workers, parallelism=parallelism, clock_ghz=clock_ghz,
                         update=update)
+    if intra is not None:
+        wl = nccl_reference(wl, workers=workers, gpus_per_node=gpus_per_node, intra=intra,
+                            inter=inter, nics_per_node=nics_per_node, nccl=nccl,
+                            nccl_time=nccl_time)
     path, side = write_astra(out, wl)
     t = wl.meta["totals_ms"]
     click.echo(f"wrote {path} ({len(wl.layers)} layers, {parallelism}, cycles at "
@@ -79,14 +99,19 @@ def export_astra_sim(run_id, workers, parallelism, clock_ghz, update, release,
     click.echo(f"input: read {inp['io']:.3f} ms + copy {inp['h2d']:.3f} ms on the first "
                "layer's forward compute (as predict runs them)")
     click.echo("note: " + wl.meta["backward_split"])
+    if "nccl_reference" in wl.meta:
+        ref = wl.meta["nccl_reference"]
+        total = sum(x["allreduce_us"] for x in ref["layers"]) / 1000.0
+        click.echo(f"nccl_reference: NCCL {ref['nccl']} ({ref['time']}) all-reduce of every "
+                   f"gradient alone: {total:.3f} ms in all")
 
 
 @click.command("export-chakra")
 @click.option("--run-id", required=True, help="Stored run whose layer trace is exported.")
 @click.option("--workers", default=1, show_default=True, type=int,
               help="NPUs: one <out>.<rank>.et file each.")
-@click.option("--intra", default="pcie3", show_default=True, help="Intra-node link preset.")
-@click.option("--inter", default="10gbe", show_default=True, help="Inter-node link preset.")
+@click.option("--intra", default="pcie3", show_default=True, help=intra_help())
+@click.option("--inter", default="10gbe", show_default=True, help=inter_help())
 @click.option("--policy", default="wfbp", show_default=True, type=click.Choice(POLICIES),
               help="Gradient aggregation policy (sets the COMM_COLL nodes).")
 @io_overlap_option()
@@ -96,9 +121,9 @@ def export_astra_sim(run_id, workers, parallelism, clock_ghz, update, release,
 @click.option("--out", type=OutPath(writes=("{}.*.et",), dir_okay=False), required=True,
               help="Path prefix: writes <out>.0.et ... <out>.<workers-1>.et.")
 def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_times, io_ms,
-                  h2d_ms, h2d_link, gpus_per_node, algorithm, nics_per_node, servers, bucket_mib,
-                  link_alpha_us, link_bandwidth_gb_s, release, staging, staging_passes,
-                  shared_cpu, link_fit, out) -> None:
+                  h2d_ms, h2d_link, gpus_per_node, algorithm, nics_per_node, nccl, nccl_time,
+                  servers, bucket_mib, link_alpha_us, link_bandwidth_gb_s, release, staging,
+                  staging_passes, shared_cpu, link_fit, out) -> None:
     """Write Chakra execution traces (ASTRA-sim 2.0) of a stored run's predicted DAG (the
     DAG of predict --run-id with the same options, the modelled input copy included)."""
     from dgtraces.store.release import open_if_any
@@ -120,7 +145,8 @@ def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_t
                            link_alpha_us, link_bandwidth_gb_s, link_fit)
     cluster = Cluster(workers, gpus_per_node, intra, inter, choice.algorithm, servers,
                       link_alpha_us, gbps_option(link_bandwidth_gb_s), release or "latest", staging,
-                      staging_passes, shared_cpu, nics_per_node, choice.why)
+                      staging_passes, shared_cpu, default_nics(inter, nics_per_node), choice.why,
+                      nccl, nccl_time)
     graph = build_et(trace, cluster, Policy(policy, io_overlap == "on",
                                             bucket_bytes_option(bucket_mib)))
     paths = write_et(out, graph, workers)

@@ -149,3 +149,71 @@ def explicit(ctx: click.Context, names: dict[str, str]) -> frozenset[str]:
     """Which of the command's parameters (``param -> profile field``) the user gave."""
     return frozenset(field for param, field in names.items()
                      if ctx.get_parameter_source(param) is not click.core.ParameterSource.DEFAULT)
+
+
+def _fabric_names(hw: str) -> str:
+    from dgtraces.comm.fabrics import FABRICS
+
+    return ", ".join(n for n, f in FABRICS.items() if (f.hw == "net") == (hw == "net"))
+
+
+def intra_help(plural: bool = False) -> str:
+    return (("Comma list of boards: " if plural else "Board: ") + _fabric_names("board")
+            + " (or a links.csv preset for the alpha-beta algorithms).")
+
+
+def inter_help(plural: bool = False) -> str:
+    """``--inter``: NIC presets (comm.fabrics), ``KIND:RATE`` specs and ``,sharp``."""
+    from dgtraces.comm.fabrics import SPEC_KINDS
+
+    return (("Comma list of NICs: " if plural else "NIC: ") + _fabric_names("net")
+            + "; or KIND:RATE (" + "|".join(SPEC_KINDS) + ", e.g. ethernet:50gbps); "
+            "append ',sharp' for SHARP on InfiniBand (ib-ndr,sharp, ib:400gbps,sharp).")
+
+
+def inter_list(text: str) -> tuple[str, ...]:
+    """A comma list of ``--inter`` values where ``,sharp`` belongs to the NIC before it."""
+    out: list[str] = []
+    for item in split_list(text) if "," in str(text) else (str(text),):
+        if item.lower() == "sharp" and out:
+            out[-1] = f"{out[-1]},{item}"
+        else:
+            out.append(item)
+    return tuple(dict.fromkeys(out))
+
+
+def nics_option(f: Callable) -> Callable:
+    """``--nics-per-node`` (default: the NIC preset's count, e.g. efa-p4d 4; else 1)."""
+    return click.option("--nics-per-node", default=None, type=int,
+                        help="NICs (rails) per node; their bandwidth is shared by the node's "
+                             "GPUs. [default: the NIC preset's count (efa-p3dn 1, efa-p4d 4, "
+                             "efa-p5 32), else 1]")(f)
+
+
+def nccl_options(f: Callable | None = None, *, per_process: bool = False) -> Callable:
+    """``--nccl VERSION`` and ``--nccl-time run|tuning`` (comm.nccl.Model); with
+    ``per_process``, ``--gpus-per-process`` (nccl-tests ``-g``)."""
+    from dgtraces.comm.nccl_versions import DEFAULT_VERSION, VERSIONS
+
+    def deco(g: Callable) -> Callable:
+        opts = [
+            click.option("--nccl", "nccl", default=LATEST, show_default=True,
+                         callback=lambda c, p, v: None if v in (None, "", LATEST) else v,
+                         help=f"NCCL release whose tuning model runs: {', '.join(VERSIONS)} "
+                              f"('latest' = {DEFAULT_VERSION}); a patch release reads as its "
+                              "minor (2.18.3 = 2.18)."),
+            click.option("--nccl-time", type=click.Choice(("run", "tuning")), default="run",
+                         show_default=True,
+                         help="run: the time the chosen algorithm takes (launch, launched "
+                              "channels, pipeline fill, achieved NIC bandwidth); tuning: "
+                              "NCCL's ranking time (issue #25's figure with --nccl 2.7).")]
+        if per_process:
+            opts.append(click.option(
+                "--gpus-per-process", default=1, show_default=True, type=int,
+                help="GPUs one process drives (nccl-tests -g): their kernels launch one "
+                     "after another."))
+        for opt in reversed(opts):
+            g = opt(g)
+        return g
+
+    return deco(f) if f is not None else deco

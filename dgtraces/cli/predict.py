@@ -4,12 +4,14 @@ value checks it shares with ``sweep`` (:mod:`.sweep`)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import click
 
 from dgtraces.errors import Code
 
 from ..comm.collectives import ALGORITHMS as ALGOS  # the collective registry
+from ..comm.fabrics import default_nics
 from ..comm.nccl import MODEL_NAMES as NCCL_ALGOS  # NCCL's tuning model (auto)
 from ..predict.policy_registry import POLICY_NAMES as POLICIES  # the policy registry
 from . import OutPath, model_option
@@ -18,8 +20,12 @@ from .options import (
     explicit,
     framework_option,
     gbit_to_gbyte,
+    inter_help,
+    intra_help,
     io_overlap_option,
     link_fit_option,
+    nccl_options,
+    nics_option,
     overheads_options,
     release_option,
     split_list,
@@ -51,16 +57,16 @@ def with_phases(trace, io_ms: float | None, h2d_ms: float | None):
 
 
 def cluster_options(f):
-    for opt in reversed([
+    opts: list[Callable] = [
         click.option("--gpus-per-node", default=1, show_default=True, type=int),
         click.option("--algorithm", default=None,
                      type=click.Choice(ALGOS + tuple(NCCL_ALGOS)),
                      help="auto: NCCL's algorithm and protocol per message size "
-                          "(docs/collectives.md); nccl-ring/nccl-tree: forced. [default: "
-                          "auto for GPU devices when NCCL's model knows the links, else "
-                          "ring]"),
-        click.option("--nics-per-node", default=1, show_default=True, type=int,
-                     help="NICs (rails) per node, for auto/nccl-*."),
+                          "(docs/collectives.md); nccl-*: that NCCL algorithm forced. "
+                          "[default: auto for GPU devices when NCCL's model knows the links, "
+                          "else ring]"),
+        nics_option,
+        nccl_options,
         click.option("--servers", default=1, show_default=True, type=int,
                      help="Parameter servers (algorithm ps)."),
         click.option("--bucket-mib", default=25.0, show_default=True, type=float,
@@ -80,7 +86,8 @@ def cluster_options(f):
         click.option("--shared-cpu", is_flag=True,
                      help="The collective runs on the compute cores (no overlap)."),
         link_fit_option(),
-    ]):
+    ]
+    for opt in reversed(opts):
         f = opt(f)
     return f
 
@@ -94,10 +101,8 @@ def cluster_options(f):
 @click.option("--run-id", default=None, help="Use this stored run's layer trace.")
 @click.option("--precision", default="fp32", show_default=True)
 @click.option("--workers", default=1, show_default=True, type=int)
-@click.option("--intra", default="pcie3", show_default=True,
-              help="Intra-node link preset or alias (links.csv, link_aliases.csv).")
-@click.option("--inter", default="10gbe", show_default=True,
-              help="Inter-node link preset or alias (10gbe = 10gbe-nccl).")
+@click.option("--intra", default="pcie3", show_default=True, help=intra_help())
+@click.option("--inter", default="10gbe", show_default=True, help=inter_help())
 @click.option("--policy", default="wfbp", show_default=True, type=click.Choice(POLICIES))
 @io_overlap_option()
 @io_ms_option
@@ -119,8 +124,8 @@ def cluster_options(f):
 @click.option("--json", "as_json", is_flag=True, help="Print the prediction as JSON.")
 def predict(model, device, batch_size, run_id, precision, workers, intra, inter, policy,
             io_overlap, io_ms, h2d_ms, h2d_link, calibrate_img_s, raw_layer_times,
-            gpus_per_node, algorithm, nics_per_node, servers, bucket_mib, link_alpha_us,
-            link_bandwidth_gb_s,
+            gpus_per_node, algorithm, nics_per_node, nccl, nccl_time, servers, bucket_mib,
+            link_alpha_us, link_bandwidth_gb_s,
             release, staging, staging_passes, shared_cpu, link_fit, framework, overheads,
             iteration_cv, host_decode_img_s, timeline, gantt, kineto_dir,
             as_json) -> None:
@@ -187,8 +192,8 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
                            link_alpha_us, link_bandwidth_gb_s, link_fit)
     cluster = Cluster(workers, gpus_per_node, intra, inter, choice.algorithm, servers,
                       link_alpha_us, gbps_option(link_bandwidth_gb_s), release or "latest", staging,
-                      staging_passes,
-                      shared_cpu, nics_per_node, choice.why)
+                      staging_passes, shared_cpu, default_nics(inter, nics_per_node), choice.why,
+                      nccl, nccl_time)
     cluster = framework_cluster(profile, cluster, pol, given)
     pred, sched = predict_trace(trace, cluster, pol)
     if fit is not None:  # the fit and what it replaced, and a message beyond its range
@@ -272,6 +277,8 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None, command: str = "")
     click.echo(f"algorithm: {pred.cluster['algorithm']} "
                f"({pred.cluster.get('algorithm_why') or 'given'})")
     nccl = pred.cluster.get("nccl")
+    if nccl:
+        click.echo(f"nccl: {nccl['model']}")
     for side in ("intra", "inter"):
         link = pred.cluster[side]
         if side == "inter" and pred.cluster["nodes"] == 1:
@@ -279,8 +286,10 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None, command: str = "")
             continue
         if nccl:  # NCCL's model uses its own view of the fabric (docs/collectives.md)
             f = nccl[side]
+            extra = (f", achieved {f['achieved_gb_s']:.4g} GB/s x {f['nics_per_node']} per "
+                     "node" if f.get("achieved_gb_s") else "")
             click.echo(f"{side}: {f['link']} ({f['class']}) {f['bandwidth_gb_s']:.4g} GB/s "
-                       f"in {nccl['model']} ({f['source']})")
+                       f"in NCCL {nccl['version']}{extra} ({f['source']})")
             continue
         click.echo(inert(f"{side}: {link['link']} alpha {link['alpha_us']:.4g} us, "  # #36 M6
                          f"{link['bandwidth_gb_s']:.4g} GB/s ({link['provenance']}: "

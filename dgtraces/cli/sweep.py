@@ -16,8 +16,13 @@ from .options import (
     explicit,
     framework_option,
     gbit_to_gbyte,
+    inter_help,
+    inter_list,
+    intra_help,
     io_overlap_option,
     link_fit_option,
+    nccl_options,
+    nics_option,
     overheads_options,
     release_option,
 )
@@ -64,14 +69,14 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
 @click.option("--workers", "workers_", default="1,2,4,8,16", show_default=True,
               help="Comma list or ranges (1-64, 2-64:2).")
 @click.option("--gpus-per-node", "gpn", default="1", show_default=True, help="Comma list.")
-@click.option("--intra", default="pcie3", show_default=True, help="Comma list of presets.")
-@click.option("--inter", default="10gbe", show_default=True, help="Comma list of presets.")
+@click.option("--intra", default="pcie3", show_default=True, help=intra_help(plural=True))
+@click.option("--inter", default="10gbe", show_default=True, help=inter_help(plural=True))
 @click.option("--algorithms", default=None,
               help="Comma list of collective algorithms: " + ", ".join(ALGOS + NCCL_ALGOS)
                    + ". [default: auto for GPU devices when NCCL's model knows the links, "
                      "else ring]")
-@click.option("--nics-per-node", default=1, show_default=True, type=int,
-              help="NICs (rails) per node, for auto/nccl-*.")
+@nics_option
+@nccl_options
 @click.option("--policies", default=",".join(POLICIES), show_default=True,
               help="Comma list of policies: " + ", ".join(POLICIES) + ".")
 @io_overlap_option(("off", "on", "both"))
@@ -99,8 +104,8 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
 @click.option("--out", type=OutPath(writes=("{}",), dir_okay=False), default=None,
               help="Write all rows to .parquet or .csv.")
 def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, nics_per_node,
-          policies, io_overlap, servers, bucket_mib, link_alpha_us, link_bandwidth_gb_s, link_fit,
-          release, h2d_link, staging,
+          nccl, nccl_time, policies, io_overlap, servers, bucket_mib, link_alpha_us,
+          link_bandwidth_gb_s, link_fit, release, h2d_link, staging,
           staging_passes, shared_cpu, calibrate_img_s, framework, overheads, iteration_cv,
           host_decode_img_s, out) -> None:
     """Predict every combination of the lists (vectorised); modelled numbers."""
@@ -132,25 +137,26 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
         if "algorithm" not in given and profile.ps_placement == "host-cpu":
             algorithms = "ps"
     workers_list, gpn_list = _ints(workers_, "--workers"), _ints(gpn, "--gpus-per-node")
-    intra_list, inter_list = split_option(intra), split_option(inter)
+    intras, inters = split_option(intra), inter_list(inter)
     fit = None
     if link_fit is not None:  # one fitted link in place of both presets (docs/collectives.md)
-        intra_list, inter_list, fit = _fitted(link_fit, release, intra_list, inter_list)
+        intras, inters, fit = _fitted(link_fit, release, intras, inters)
     why = None
     if algorithms is None:  # the device's default (comm.algorithm_default)
         from itertools import product
 
         from ..comm.algorithm_default import default_algorithm
 
-        choice = default_algorithm(device, intra_list, inter_list,
+        choice = default_algorithm(device, intras, inters,
                                    list(product(workers_list, gpn_list)),
                                    overridden=(link_alpha_us, link_bandwidth_gb_s,
                                                link_fit) != (None, None, None))
         algorithms, why = choice.algorithm, choice.why
 
     grid = Grid(models=models, batch_sizes=_ints(batch_sizes, "--batch-sizes"),
-                workers=workers_list, gpus_per_node=gpn_list, intra=intra_list,
-                inter=inter_list, nics_per_node=nics_per_node,
+                workers=workers_list, gpus_per_node=gpn_list, intra=intras,
+                inter=inters, nics_per_node=nics_per_node, nccl=nccl,
+                nccl_time=nccl_time,
                 algorithms=split_option(algorithms), policies=split_option(policies),
                 io_overlap={"off": (False,), "on": (True,), "both": (False, True)}[io_overlap],
                 bucket_bytes=bucket_bytes, first_bucket_bytes=first,

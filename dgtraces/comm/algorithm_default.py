@@ -6,8 +6,9 @@ One rule for ``predict``, ``sweep``, ``export-chakra`` and the demo (``collectiv
 * a **GPU device** (a key of the device registry, ``reference.device_rows()``) gets ``auto``:
   NCCL's own choice of algorithm and protocol per message size (:mod:`.nccl`,
   docs/collectives.md), provided NCCL's model knows the links: every intra preset is a board
-  and every inter preset a NIC of :data:`.nccl.FABRICS` (an inter preset that is not a NIC
-  is allowed when the cluster is one node: no network is crossed), with no link override
+  and every inter preset a NIC of :data:`.fabrics.FABRICS` or a NIC spec (an inter preset
+  that is not a NIC is allowed when the cluster is one node: no network is crossed), with
+  no link override
   (``--link-alpha-us``, ``--link-bandwidth-gb-s``) and no ``--link-fit``. Otherwise the GPU
   keeps the alpha-beta ``ring`` and the reason says why;
 * any other device (CPU workers, whose collectives run in gloo or MPI, not NCCL) keeps
@@ -57,8 +58,8 @@ def nccl_blocker(intra: Sequence[object], inter: Sequence[object],
                  shapes: Sequence[tuple[int, int]], overridden: bool) -> str | None:
     """Why NCCL's model cannot cost these links and (workers, GPUs per node) shapes (None
     when it can)."""
-    from dgtraces.comm.nccl import fabric
-    from dgtraces.errors import DgtracesError
+    from dgtraces.comm.fabrics import fabric
+    from dgtraces.errors import Code, DgtracesError
 
     if overridden:
         return "link overrides or a link fit are alpha-beta links, not NCCL presets"
@@ -73,7 +74,9 @@ def nccl_blocker(intra: Sequence[object], inter: Sequence[object],
                 return f"{side} link {getattr(name, 'name', name)!r} is not a preset name"
             try:
                 fabric(name, side)
-            except DgtracesError:
+            except DgtracesError as exc:
+                if exc.code == Code.UNSUPPORTED_HARDWARE:
+                    raise  # e.g. SHARP asked for on Ethernet: refused, not a silent ring
                 if side == "inter" and one_node:
                     continue  # one node crosses no network
                 return f"NCCL's model has no {side} preset {name!r}"

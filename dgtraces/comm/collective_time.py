@@ -1,8 +1,9 @@
 """One collective's time for a list of message sizes (``dgtraces collective``).
 
 ``algorithm`` is ``auto`` (NCCL's own choice of algorithm and protocol per size,
-:mod:`dgtraces.comm.nccl`), ``nccl-ring`` / ``nccl-tree`` (NCCL's model with the algorithm
-forced, protocol still chosen), or a name of the alpha-beta registry
+:mod:`dgtraces.comm.nccl`, under the release ``nccl`` and its ``run`` or ``tuning`` time),
+``nccl-ring`` / ``nccl-tree`` / ``nccl-collnet-*`` / ``nccl-nvls*`` / ``nccl-pat`` (NCCL's model
+with the algorithm forced, protocol still chosen), or a name of the alpha-beta registry
 (:data:`dgtraces.comm.collectives.COLLECTIVES`: today's all-reduce algorithms over ``links.csv``
 presets). Rows carry nccl-tests' columns: time, algbw and busbw.
 """
@@ -14,17 +15,17 @@ from dataclasses import asdict, dataclass, field
 
 from dgtraces.comm.collectives import COLLECTIVES
 from dgtraces.comm.collectives import collective as alpha_beta  # (`collective` is a parameter)
-from dgtraces.comm.links import Link, get_link, link_dict
+from dgtraces.comm.fabrics import fabric, link_or_spec, unknown
+from dgtraces.comm.links import Link, link_dict
 from dgtraces.comm.nccl import (
     MODEL_NAMES,
-    NCCL_VERSION,
-    TUNING_SOURCE,
     Kind,
-    Topology,
     check_cluster,
-    choose,
-    fabric,
+    collective_us,
+    fabric_view,
     kind,
+    model,
+    topology,
 )
 from dgtraces.errors import Code
 from dgtraces.values import bad_value as bad
@@ -84,6 +85,8 @@ class CollectiveResult:
     rows: list[Row]
     links: dict
     model: str
+    nccl: str | None = None  # the NCCL release modelled (None: an alpha-beta algorithm)
+    nccl_time: str | None = None  # run | tuning
     provenance: str = "modelled"
     notes: list[str] = field(default_factory=list)
 
@@ -100,46 +103,49 @@ def _row(k: Kind, p: int, n: int, t_us: float, algo: str, proto: str) -> Row:
 
 def predict_collective(collective: str, sizes, *, workers: int, gpus_per_node: int = 1,
                        intra: "str | Link" = "pcie3", inter: "str | Link" = "10gbe",
-                       nics_per_node: int = 1,
-                       algorithm: str = "auto", release: str | None = "latest"
-                       ) -> CollectiveResult:
+                       nics_per_node: int | None = 1,
+                       algorithm: str = "auto", release: str | None = "latest",
+                       nccl: str | None = None, nccl_time: str = "run",
+                       gpus_per_process: int = 1) -> CollectiveResult:
     """Time of ``collective`` for each size in bytes (see the module docstring)."""
-    from dgtraces.comm.nccl import unknown
-
     k = kind(collective)
     sizes = [parse_size(s) if isinstance(s, str) else parse_size(str(s)) for s in sizes]
-    nodes = check_cluster(workers, gpus_per_node, nics_per_node)
+    nodes = check_cluster(workers, gpus_per_node, 1 if nics_per_node is None else nics_per_node)
     g = min(gpus_per_node, workers)
     if algorithm not in algorithms():
         raise unknown("algorithm", algorithm, algorithms())
     rows: list[Row] = []
+    notes = []
+    version: str | None = None
+    time: str | None = None
     if algorithm in NCCL_ALGORITHMS:
-        forced = NCCL_ALGORITHMS[algorithm]
-        if forced == "tree" and not k.tree:
-            raise bad("algorithm", "NCCL runs tree for all-reduce only", "auto | nccl-ring",
-                      algorithm)
         assert isinstance(intra, str) and isinstance(inter, str)  # a Link: alpha-beta only
-        t = Topology(workers, nodes, fabric(intra, "intra"), fabric(inter, "inter"),
-                     nics_per_node)
-        for n in sizes:
-            rows.append(_row(k, workers, n, *choose(k, t, n, forced)))
-        used = {side: {"link": f.name, "class": f.hw, "bandwidth_gb_s": f.bandwidth_gb_s,
-                       "source": f.source} for side, f in (("intra", t.intra), ("inter", t.nic))}
-        model = f"NCCL {NCCL_VERSION} tuning model ({TUNING_SOURCE}); docs/collectives.md"
+        m = model(nccl, nccl_time, gpus_per_process)
+        fabric(inter, "inter")  # a NIC, even on one node (UNKNOWN_LINK with a did-you-mean)
+        t = topology(workers, gpus_per_node, intra, inter, nics_per_node)
+        times, algos, protos = collective_us(k, t, sizes, NCCL_ALGORITHMS[algorithm], m)
+        for n, us, a, p in zip(sizes, times.tolist(), algos, protos, strict=True):
+            rows.append(_row(k, workers, n, us, a, p))
+        used = fabric_view(m, t)
+        if nodes > 1 and t.nic.kind == "efa":
+            notes.append("EFA presets are not validated here (no EFA log among the "
+                         "reference outputs)")
+        label, version, time = m.label, m.version.key, m.time
+        nics_per_node = t.nics_per_node
     else:
         if k.name != "allreduce":
             raise bad("algorithm", "the alpha-beta algorithms model all-reduce only",
                       "auto | nccl-ring", algorithm, code=Code.BAD_INPUT)
-        links = (get_link(intra, field="intra", release=release),
-                 get_link(inter, field="inter", release=release))
+        links = (link_or_spec(intra, "intra", release=release),
+                 link_or_spec(inter, "inter", release=release))
         cost = alpha_beta(algorithm, workers, g, *links)
         for n in sizes:
             rows.append(_row(k, workers, n, cost.time_ms(n) * 1000.0, algorithm, "-"))
         used = {side: link_dict(link) for side, link in zip(("intra", "inter"), links,
                                                                strict=True)}
-        model = f"alpha-beta {algorithm} (dgtraces.comm.collectives), links.csv presets"
-    notes = []
+        label = f"alpha-beta {algorithm} (dgtraces.comm.collectives), links.csv presets"
+        nics_per_node = 1 if nics_per_node is None else nics_per_node
     if nodes == 1:
         notes.append("one node: --inter and --nics-per-node are not used")
     return CollectiveResult(k.name, workers, g, nodes, nics_per_node, algorithm, rows, used,
-                            model, notes=notes)
+                            label, version, time, notes=notes)

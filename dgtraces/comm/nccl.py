@@ -1,123 +1,84 @@
-"""NCCL's own tuning model: which algorithm and protocol NCCL runs for a message, and its time.
+"""NCCL's own choice of algorithm and protocol for a message, and its time (issues #25, #34).
 
-Form and tables: NCCL 2.7.5, ``src/graph/tuning.cc`` (``ncclTopoTuneModel``,
-``ncclTopoGetAlgoTime``), read and re-expressed; link widths from NCCL's ``src/graph/topo.h``.
-For each algorithm ``a`` (tree, ring) and protocol ``p`` (LL, LL128, Simple) NCCL predicts a
-latency ``lat`` (us) and an algorithm bandwidth ``bw`` (GB/s) and runs the pair of least
-``lat + n / (1000 bw)``. The pre-registration, every constant and its source:
-``docs/collectives.md``. Hardware is declared once in :data:`FABRICS` (intra-node boards and
-NICs with the bandwidth NCCL's topology gives them); collectives once in :data:`KINDS`.
+The tuning model of a NCCL release (:mod:`.nccl_versions` declares the releases, read from
+NCCL's source at cited tags; :mod:`.nccl_tuning` holds the forms) ranks every enabled
+(algorithm, protocol) pair by ``lat + n / bw`` and picks the least; 2.4 picks by size
+thresholds. The time reported is either that ranking time (``time="tuning"``, issue #25's
+figure with ``--nccl 2.7``) or the time the pair takes when it runs (``time="run"``, the
+default: launch, launched channels, pipeline fill, achieved NIC bandwidth; :mod:`.nccl_run`).
+Hardware: :mod:`.fabrics`. Collectives are declared once in :data:`KINDS`. Every constant and
+its source: ``docs/collectives.md``.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
 
 from dgtraces.comm.collectives import CommCost, Phase
-from dgtraces.errors import Code, DgtracesError, Failure
+from dgtraces.comm.fabrics import (
+    FABRICS,
+    MAX_NICS_PER_NODE,
+    UNUSED_NIC,
+    Fabric,
+    fabric,
+    nic,
+    nic_link,
+    unknown,
+    unsupported,
+)
+from dgtraces.comm.nccl_run import launch_us, run_us
+from dgtraces.comm.nccl_tuning import (
+    COLLNET,
+    Entry,
+    algo_time,
+    board_gb_s,
+    enabled,
+    graph,
+    nic_gb_s,
+    select_threshold,
+    tune,
+)
+from dgtraces.comm.nccl_versions import (
+    DEFAULT_VERSION,
+    ISSUE25_VERSION,
+    VERSIONS,
+    NcclVersion,
+    version,
+)
 from dgtraces.values import bad_value, whole_number
 
-NCCL_VERSION = "2.7.5"
-TUNING_SOURCE = "NVIDIA/nccl v2.7.5 src/graph/tuning.cc (commit 01afd20)"
-TOPO_SOURCE = "NVIDIA/nccl src/graph/topo.h (commit 069a3d4)"
+__all__ = ["DEFAULT_VERSION", "FABRICS", "Fabric", "UNUSED_NIC", "fabric", "nic", "unknown"]
 
-ALGORITHMS = ("tree", "ring")
 # names of this model for --algorithm -> the NCCL algorithm forced ("auto": NCCL's choice)
-MODEL_NAMES = {"auto": "auto", "nccl-ring": "ring", "nccl-tree": "tree"}
-PROTOCOLS = ("LL", "LL128", "Simple")
-# latencies in us, per (algorithm) over (LL, LL128, Simple)
-BASE_LAT_US = {"tree": (4.4, 4.4, 0.0), "ring": (3.6, 10.0, 8.4)}
-HOP_LAT_US = {"nvlink": {"tree": (0.52, 1.2, 28.0), "ring": (0.47, 1.9, 3.4)},
-              "pci": {"tree": (1.0, 1.9, 28.0), "ring": (1.0, 2.5, 5.7)},
-              "net": {"tree": (5.0, 8.5, 50.0), "ring": (2.7, 4.0, 9.6)}}
-# tree bandwidth correction by log2(bytes / 64), 64 B .. 128 MiB (22 entries per protocol)
-TREE_CORRECTION = {
-    "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0,
-           1.0, 1.0),
-    "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .5, .6, .6, .7, .7, .8,
-              .9, .9, 1.0),
-    "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .5, .5, .6, .6, .7,
-               .8, .9)}
-CC80_BUS_CAP_GB_S = 235.0
-CHANNEL_GB_S = 20.0  # one channel per NVLink at SM70/SM80 width (assumption: docs/collectives.md)
-NVLINK_GB_S = {60: 18.0, 70: 20.0, 80: 20.0, 90: 20.6}  # topo.h SMxx_NVLINK_BW, per link
-PCI_GB_S = 12.0  # topo.h PCI_BW, gen3 x16
-NET_GB_S_PER_GBIT = 12.0 / 100.0  # topo.h NET_BW 12 for 100 Gbit
-TCP_EFFICIENCY = 0.60  # NVIDIA/nccl issue #209 (as links.csv)
-MAX_NICS_PER_NODE = 32  # topo.h: "up to 32 NICs per node on GB200-NVL72"
-
-
-@dataclass(frozen=True)
-class Fabric:
-    """What NCCL's topology sees of a link: class (nvlink, pci, net), bandwidth (per GPU for a
-    board, per NIC for a network), the GPU's compute capability for boards, and a source."""
-
-    name: str
-    hw: str
-    bandwidth_gb_s: float
-    source: str
-    compcap: int | None = None
-
-
-def _nvlink(name: str, cc: int, links: int, gpu: str) -> Fabric:
-    return Fabric(name, "nvlink", links * NVLINK_GB_S[cc],
-                  f"{links} NVLinks per GPU ({gpu} datasheet) x SM{cc}_NVLINK_BW "
-                  f"{NVLINK_GB_S[cc]} GB/s ({TOPO_SOURCE})", cc)
-
-
-def _pci(name: str, factor: int) -> Fabric:
-    return Fabric(name, "pci", PCI_GB_S * factor,
-                  f"PCI_BW {PCI_GB_S} GB/s gen3 x16 ({TOPO_SOURCE})"
-                  + (f" x {factor} by lane rate (assumed)" if factor > 1 else ""))
-
-
-def _rdma(name: str, gbit_s: float, spec: str) -> Fabric:
-    return Fabric(name, "net", gbit_s * NET_GB_S_PER_GBIT,
-                  f"{spec}: {gbit_s:g} Gb/s x NET_BW 12 GB/s per 100 Gbit ({TOPO_SOURCE})")
-
-
-def _tcp(name: str, gbit_s: float, spec: str) -> Fabric:
-    return Fabric(name, "net", gbit_s / 8 * TCP_EFFICIENCY,
-                  f"{spec}: {gbit_s:g} Gb/s / 8 x {TCP_EFFICIENCY} (NCCL over TCP sockets, "
-                  f"NVIDIA/nccl issue #209)")
-
-
-FABRICS: dict[str, Fabric] = {f.name: f for f in (
-    _nvlink("nvlink1", 60, 4, "P100 SXM2"), _nvlink("nvlink2", 70, 6, "V100 SXM2"),
-    _nvlink("nvlink2-link", 70, 1, "V100 SXM2, one link"),
-    _nvlink("nvlink3", 80, 12, "A100 SXM4"), _nvlink("nvlink4", 90, 18, "H100 SXM5"),
-    _pci("pcie3", 1), _pci("pcie4", 2), _pci("pcie5", 4),
-    _rdma("ib-fdr", 54.5, "IBTA 1.3 4x FDR"), _rdma("ib-edr", 100, "IBTA 1.3 4x EDR"),
-    _rdma("ib-hdr", 200, "IBTA 1.4 4x HDR"), _rdma("ib-ndr", 400, "IBTA 1.5 4x NDR"),
-    _rdma("100gbe-roce", 100, "IEEE 802.3ba/bj 100GBASE, RoCE"),
-    _rdma("200gbe-roce", 200, "IEEE 802.3bs 200GBASE, RoCE"),
-    _rdma("400gbe-roce", 400, "IEEE 802.3bs 400GBASE, RoCE"),
-    _tcp("10gbe-nccl", 10, "IEEE 802.3ae 10GBASE"), _tcp("25gbe-nccl", 25, "IEEE 802.3by"),
-    _tcp("100gbe-tcp", 100, "IEEE 802.3ba/bj 100GBASE"))}
+MODEL_NAMES = {"auto": "auto", "nccl-ring": "ring", "nccl-tree": "tree",
+               "nccl-collnet": "collnet", "nccl-collnet-direct": "collnet-direct",
+               "nccl-collnet-chain": "collnet-chain", "nccl-nvls": "nvls",
+               "nccl-nvls-tree": "nvls-tree", "nccl-pat": "pat"}
+TIMES = ("run", "tuning")
 
 
 @dataclass(frozen=True)
 class Kind:
-    """A collective: NCCL's step counts (per ranks ``P`` / nodes ``N``), nccl-tests' busbw
-    factor, the LL128 per-channel cap, whether tree is a choice, and ring-latency form."""
+    """A collective: NCCL's step counts (per ranks ``P``), nccl-tests' busbw factor, and
+    whether its ring latency is a chain of steps (broadcast, reduce)."""
 
     name: str
     steps: Callable[[int], int]
     bus_factor: Callable[[int], float]
-    ll128_per_ch_gb_s: float
-    tree: bool = False
-    chain: bool = False  # broadcast/reduce: latency per step, not per intra/inter hop
+    chain: bool = False
 
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
-    Kind("allreduce", lambda p: 2 * (p - 1), lambda p: 2 * (p - 1) / p, 16.7, tree=True),
-    Kind("allgather", lambda p: p - 1, lambda p: (p - 1) / p, 18.3),
-    Kind("reducescatter", lambda p: p - 1, lambda p: (p - 1) / p, 15.2),
-    Kind("broadcast", lambda p: p, lambda p: 1.0, 18.8, chain=True),
-    Kind("reduce", lambda p: p, lambda p: 1.0, 12.0, chain=True),
-    Kind("alltoall", lambda p: p - 1, lambda p: (p - 1) / p, 0.0))}
+    Kind("allreduce", lambda p: 2 * (p - 1), lambda p: 2 * (p - 1) / p),
+    Kind("allgather", lambda p: p - 1, lambda p: (p - 1) / p),
+    Kind("reducescatter", lambda p: p - 1, lambda p: (p - 1) / p),
+    Kind("broadcast", lambda p: p, lambda p: 1.0, chain=True),
+    Kind("reduce", lambda p: p, lambda p: 1.0, chain=True),
+    Kind("alltoall", lambda p: p - 1, lambda p: (p - 1) / p))}
 ALIASES = {"reduce_scatter": "reducescatter", "all_reduce": "allreduce",
            "all_gather": "allgather", "all_to_all": "alltoall"}
 
@@ -130,16 +91,6 @@ def closest(name: object, known) -> str | None:
     return close[0] if close else None
 
 
-def unknown(what: str, name: object, known, code: Code = Code.BAD_INPUT) -> DgtracesError:
-    """A typed error for an unknown name: the known ones and the closest (did you mean)."""
-    known = sorted(known)
-    close = closest(name, known)
-    hint = f"; did you mean {close!r}?" if close else ""
-    return DgtracesError(f"unknown {what} {name!r}{hint} known: {', '.join(known)}", code=code,
-                         failures=[Failure(code, f"unknown {what}", column=what,
-                                           expected=" | ".join(known), found=repr(name))])
-
-
 def kind(name: str) -> Kind:
     name = ALIASES.get(name, name)
     if name not in KINDS:
@@ -147,28 +98,11 @@ def kind(name: str) -> Kind:
     return KINDS[name]
 
 
-def fabric(name: str, field: str) -> Fabric:
-    """The board (``field`` intra: nvlink, pci) or NIC (inter: net) of a preset or alias."""
-    from dgtraces.comm.links import link_aliases
-
-    target = link_aliases().get(name, (name, ""))[0]
-    known = {k: f for k, f in FABRICS.items() if (f.hw == "net") == (field == "inter")}
-    if target not in known:
-        raise unknown(field, name, known, Code.UNKNOWN_LINK)
-    return known[target]
-
-
-UNUSED_NIC = Fabric("unused", "net", 0.0, "one node: no network is crossed")
-
-
-def nic(name: str, nodes: int) -> Fabric:
-    """The NIC of ``name``; on one node any inter preset (even a board) reads as unused."""
-    if nodes > 1:
-        return fabric(name, "inter")
-    try:
-        return fabric(name, "inter")
-    except DgtracesError:
-        return UNUSED_NIC
+@lru_cache(maxsize=64)
+def _achieved(f: Fabric) -> float:
+    if f.hw != "net" or f is UNUSED_NIC or f.bandwidth_gb_s == 0:
+        return f.bandwidth_gb_s
+    return nic_link(f).bandwidth_gb_s
 
 
 @dataclass(frozen=True)
@@ -186,130 +120,197 @@ class Topology:
         return self.ranks // self.nodes
 
     @property
-    def bus_gb_s(self) -> float:
-        if self.nodes == 1:
-            return self.intra.bandwidth_gb_s
-        return min(self.intra.bandwidth_gb_s, self.nics_per_node * self.nic.bandwidth_gb_s)
+    def nic_achieved_gb_s(self) -> float:
+        return _achieved(self.nic)
 
     @property
-    def channels(self) -> int:
-        return max(1, math.ceil(self.bus_gb_s / CHANNEL_GB_S))
-
-    def ll128(self) -> bool:
-        return self.intra.hw == "nvlink" and self.intra.compcap in (70, 80, 90)
+    def bus_gb_s(self) -> float:  # issue #25's bus rule (2.7)
+        return graph(VERSIONS[ISSUE25_VERSION], self).bus_gb_s
 
 
-def _bandwidth(k: Kind, t: Topology, a: str, p: str) -> float:
-    """Algorithm bandwidth (GB/s) of ``a``/``p`` as tuning.cc refines the graph's bus one."""
-    bus = t.bus_gb_s
-    if t.intra.compcap == 80:
-        bus = min(bus, CC80_BUS_CAP_GB_S)
-    if p == "LL128" and not t.ll128():
-        return 0.0
-    if a == "ring":
-        if p == "LL":
-            bus /= 4.0 if (t.nodes > 1 or k.name in ("allreduce", "reduce")) else 3.0
-        elif p == "LL128":
-            eff = 0.7 if t.per_node < 2 else 0.92
-            bus = min(bus * eff, k.ll128_per_ch_gb_s * t.channels)
-        return bus * t.ranks / k.steps(t.ranks)
-    cc80 = t.intra.compcap == 80 and p == "LL128"
-    cap = (105.0 if cc80 else 80.0) if t.nodes > 2 else (130.0 if cc80 else 110.0)
-    bus = min(bus * 0.9, cap)
-    if p == "LL":
-        bus /= 3.8
-    elif p == "LL128":
-        bus = min(bus * (7.0 / 9.0 if t.nodes == 1 else 0.915),
-                  k.ll128_per_ch_gb_s * t.channels * 7.0 / 9.0)
-    return bus * 0.5
+@dataclass(frozen=True)
+class Model:
+    """Which NCCL model runs: a release, ``run`` or ``tuning`` time, GPUs per process."""
+
+    version: NcclVersion = field(default_factory=version)
+    time: str = "run"
+    gpus_per_process: int = 1
+
+    @property
+    def label(self) -> str:
+        what = ("its tuning model's time" if self.time == "tuning" else
+                "run time: launch, launched channels, pipeline fill, achieved NIC bandwidth")
+        return f"NCCL {self.version.key} ({self.version.source}); {what}"
 
 
-def _latency(k: Kind, t: Topology, a: str, p: str) -> float:
-    i = PROTOCOLS.index(p)
-    hw = t.intra.hw if t.intra.hw in ("nvlink",) else "pci"
-    intra = HOP_LAT_US[hw][a][i] * (1.8 if t.nodes > 1 and p == "LL" else 1.0)
-    net = HOP_LAT_US["net"][a][i]
-    base = BASE_LAT_US[a][i]
-    if a == "tree":
-        return base + 2 * ((t.per_node - 1) * intra + int(math.log2(t.nodes)) * net)
-    steps = k.steps(t.ranks)
-    if k.chain:
-        hop_hw = hw if t.nodes == 1 else "net"
-        hop = HOP_LAT_US[hop_hw]["tree" if p == "Simple" else "ring"][i]
-        return base + steps * hop
-    inter_steps = k.steps(t.nodes) if t.nodes > 1 else 0
-    return base + (steps - inter_steps) * intra + inter_steps * net
+def model(nccl: str | None = None, time: str = "run", gpus_per_process: int = 1) -> Model:
+    """A :class:`Model` from option values (UNKNOWN_NCCL, BAD_INPUT)."""
+    if time not in TIMES:
+        raise bad_value("nccl_time", "unknown time", " | ".join(TIMES), time)
+    g = whole_number("gpus_per_process", gpus_per_process, least=1)
+    return Model(version(nccl), time, g)
 
 
-def candidates(k: Kind, t: Topology, algorithm: str = "auto") -> list[tuple[str, str]]:
-    """The (algorithm, protocol) pairs NCCL may run for ``k`` (``algorithm`` forces one)."""
-    algos = [a for a in ALGORITHMS if a == "ring" or k.tree]
-    if algorithm != "auto":
-        algos = [a for a in algos if a == algorithm]
-    return [(a, p) for a in algos for p in PROTOCOLS if _bandwidth(k, t, a, p) > 0]
+ISSUE25 = Model(VERSIONS[ISSUE25_VERSION], "tuning")  # issue #25's numbers
 
 
-def time_us(k: Kind, t: Topology, nbytes: float, a: str, p: str) -> float:
-    """NCCL's predicted time of one ``a``/``p`` collective of ``nbytes`` bytes."""
-    if k.name == "alltoall":
-        return _alltoall_us(t, nbytes)
-    bw = _bandwidth(k, t, a, p)
-    lat = _latency(k, t, a, p)
-    log_size = int(math.log2(nbytes / 64)) if nbytes >= 128 else 0
-    if a == "tree" and log_size < len(TREE_CORRECTION[p]):
-        bw *= TREE_CORRECTION[p][log_size]
-    if (a == "ring" and p == "Simple" and t.nodes > 1 and k.name == "allreduce"
-            and nbytes >= t.ranks / 16.0 * 65536):
-        lat *= 1.9  # NCCL's "plateau effect of ring"
-    return lat + nbytes / (1000.0 * bw)
+def fabric_view(m: Model, t: Topology) -> dict:
+    """The board and NIC as release ``m.version`` sees them (``bandwidth_gb_s``), with
+    sources; across nodes also the NIC's achieved bandwidth (the run time's)."""
+    v = m.version
+    out = {}
+    for side, f in (("intra", t.intra), ("inter", t.nic)):
+        d: dict[str, object] = {"link": f.name, "class": f.hw, "source": f.source}
+        if side == "intra":
+            d["bandwidth_gb_s"] = board_gb_s(v, t)
+            if f.hw == "nvlink" and v.nic != "net12":
+                d["source"] = (f"{f.links} NVLinks per GPU x SM{f.compcap}_NVLINK_BW "
+                               f"{v.nvlink_gb_s[f.compcap or 0]} GB/s ({v.tag} topo.h)")
+        elif f is not UNUSED_NIC:
+            d["bandwidth_gb_s"] = nic_gb_s(v, t, False)
+            d["line_gbit_s"] = f.line_gbit_s
+            if v.nic != "net12":
+                d["source"] = (f"{f.source.split(':')[0]}: {f.line_gbit_s:g} Gb/s / 8 "
+                               f"({v.tag} topo.cc: NIC speed Mb/s / 8000)")
+            if t.nodes > 1:
+                d["achieved_gb_s"] = t.nic_achieved_gb_s
+                d["achieved_source"] = nic_link(f).source
+                d["nics_per_node"] = t.nics_per_node
+        else:
+            d["bandwidth_gb_s"] = 0.0
+        out[side] = d
+    return out
 
 
-def allreduce_ms(t: Topology, nbytes, algorithm: str = "auto"):
-    """Vectorised :func:`choose` for all-reduce: NCCL's least time (ms) of each size in the
-    array ``nbytes`` (0 for sizes <= 0 or one rank). The same candidates and the same
-    size-dependent rules as :func:`time_us` (tree correction, ring plateau), applied to an
-    array; the sweep uses it (fast path == DAG path, tested)."""
-    import numpy as np
+def why_not(v: NcclVersion, k: Kind, t: Topology, a: str) -> str:
+    """Why release ``v`` cannot run algorithm ``a`` for ``k`` on ``t``."""
+    if not v.has(a):
+        return f"NCCL {v.key} has no {a} algorithm (its algorithms: {', '.join(v.algorithms)})"
+    if a in ("nvls", "nvls-tree"):
+        if not (t.intra.nvswitch and (t.intra.compcap or 0) >= 90):
+            return (f"NVLS needs NVSwitch with NVLink SHARP (Hopper and later: nvlink4); "
+                    f"{t.intra.name} has none")
+        if a == "nvls-tree" and t.nodes == 1:
+            return "NVLS tree runs across nodes only"
+        return "NVLS across nodes needs SHARP on the network (NCCL's CollNet)"
+    if a in COLLNET:
+        if t.nodes == 1:
+            return "CollNet (SHARP) reduces in the network: one node crosses none"
+        if not t.nic.sharp:
+            return "CollNet needs SHARP in InfiniBand switches (--inter ib-ndr,sharp)"
+        return "CollNet Direct needs an NVSwitch board (NCCL disables it without one)"
+    if a == "pat":
+        return "PAT runs all-gather and reduce-scatter with one GPU per node"
+    return f"NCCL runs {a} for all-reduce only" + (" across nodes" if v.key == "2.4" else "")
 
-    k = KINDS["allreduce"]
-    n = np.asarray(nbytes, float)
+
+# the collectives each non-ring NCCL algorithm runs (tuning.cc skips the others)
+RUNS = {**{a: ("allreduce",) for a in ("tree", "nvls", "nvls-tree") + COLLNET},
+        "pat": ("allgather", "reducescatter")}
+
+
+def _check(m: Model, k: Kind, t: Topology, forced: str) -> None:
+    v = m.version
+    if forced in RUNS and k.name not in RUNS[forced]:
+        raise bad_value("algorithm", f"NCCL runs {forced} for {' and '.join(RUNS[forced])} "
+                        "only", "auto | nccl-ring", forced)
+    if t.nic.sharp and t.nodes > 1 and not any(v.has(a) for a in COLLNET):
+        raise unsupported("sharp", f"NCCL {v.key} has no CollNet: SHARP is not used", v.key)
+    if forced != "auto" and not enabled(v, k, t, forced):
+        raise unsupported("algorithm", why_not(v, k, t, forced), forced)
+
+
+def _solve(k: Kind, t: Topology, n: np.ndarray, algorithm: str, m: Model
+           ) -> tuple[np.ndarray, np.ndarray, tuple[Entry, ...]]:
+    """Time (us) of each size of ``n`` (> 0), the index of the pair picked, the pairs."""
+    _check(m, k, t, algorithm)
+    v = m.version
+    entries = tune(v, k, t, False, algorithm)
+    if not entries:
+        raise unsupported("algorithm", why_not(v, k, t, algorithm), algorithm)
+    comm_channels = graph(v, t).comm_channels
+    times = np.stack([algo_time(v, k, t, e, n, comm_channels) for e in entries])
+    if v.select == "threshold":
+        best = select_threshold(k, t, n, entries, algorithm)
+        time = times[best, np.arange(n.size)]
+    else:
+        best = np.argmin(times, axis=0)
+        time = times.min(axis=0)
+    if m.time == "run":
+        ach = {(e.algorithm, e.protocol): e for e in tune(v, k, t, True, algorithm)}
+        for i in np.unique(best):
+            e = entries[i]
+            sel = best == i
+            time[sel] = run_us(v, k, t, ach.get((e.algorithm, e.protocol), e), n[sel],
+                               m.gpus_per_process)
+    return time, best, entries
+
+
+def collective_us(k: Kind, t: Topology, nbytes, algorithm: str = "auto",
+                  m: Model | None = None) -> tuple[np.ndarray, list[str], list[str]]:
+    """Time (us), algorithm and protocol of ``k`` for each size of the array ``nbytes``
+    (0, ``none`` for sizes <= 0 or one rank). ``algorithm``: ``auto`` or a NCCL algorithm."""
+    m = m or Model()
+    n = np.atleast_1d(np.asarray(nbytes, float))
+    positive = n > 0
     if t.ranks <= 1:
+        return np.zeros(n.shape), ["none"] * n.size, ["none"] * n.size
+    if k.name == "alltoall":
+        out = _alltoall_us(t, n) + (0.0 if m.time == "tuning" else launch_us(m.gpus_per_process))
+        return (np.where(positive, out, 0.0), ["p2p" if ok else "none" for ok in positive],
+                ["Simple" if ok else "none" for ok in positive])
+    time, best, entries = _solve(k, t, np.maximum(n, 1.0), algorithm, m)
+    algos = [entries[i].algorithm if ok else "none" for i, ok in zip(best, positive,
+                                                                         strict=True)]
+    protos = [entries[i].protocol if ok else "none" for i, ok in zip(best, positive,
+                                                                         strict=True)]
+    return np.where(positive, time, 0.0), algos, protos
+
+
+def choose(k: Kind, t: Topology, nbytes: float, algorithm: str = "auto",
+           m: Model | None = None) -> tuple[float, str, str]:
+    """(time_us, algorithm, protocol) of one size, as NCCL picks them (0 for one rank)."""
+    times, algos, protos = collective_us(k, t, [nbytes], algorithm, m)
+    return float(times[0]), algos[0], protos[0]
+
+
+def candidates(k: Kind, t: Topology, algorithm: str = "auto",
+               m: Model | None = None) -> list[tuple[str, str]]:
+    """The (algorithm, protocol) pairs NCCL may run for ``k`` (``algorithm`` forces one)."""
+    return [(e.algorithm, e.protocol) for e in tune((m or Model()).version, k, t, False,
+                                                     algorithm)]
+
+
+def time_us(k: Kind, t: Topology, nbytes: float, a: str, p: str, m: Model | None = None) -> float:
+    """NCCL's ranking time of one ``a``/``p`` collective of ``nbytes`` bytes."""
+    if k.name == "alltoall":
+        return float(_alltoall_us(t, np.asarray([nbytes], float))[0])
+    v = (m or Model()).version
+    e = next(e for e in tune(v, k, t, False, a) if e.protocol == p)
+    return float(algo_time(v, k, t, e, np.asarray([float(nbytes)]),
+                           graph(v, t).comm_channels)[0])
+
+
+def allreduce_ms(t: Topology, nbytes, algorithm: str = "auto", m: Model | None = None):
+    """NCCL's time (ms) of an all-reduce of each size of ``nbytes`` (0 for sizes <= 0 or one
+    rank); the sweep's vectorised cost (the DAG calls the same function per message)."""
+    n = np.asarray(nbytes, float)
+    if t.ranks <= 1 or n.size == 0:
         return np.zeros(n.shape)
-    safe = np.maximum(n, 128.0)
-    log_size = np.where(n >= 128, np.floor(np.log2(safe / 64)), 0).astype(np.int64)
-    best = np.full(n.shape, np.inf)
-    for a, p in candidates(k, t, algorithm):
-        bw = np.full(n.shape, _bandwidth(k, t, a, p))
-        lat = np.full(n.shape, _latency(k, t, a, p))
-        if a == "tree":
-            table = np.asarray(TREE_CORRECTION[p])
-            inside = log_size < len(table)
-            bw = np.where(inside, bw * table[np.minimum(log_size, len(table) - 1)], bw)
-        if a == "ring" and p == "Simple" and t.nodes > 1:
-            lat = np.where(n >= t.ranks / 16.0 * 65536, lat * 1.9, lat)
-        best = np.minimum(best, lat + n / (1000.0 * bw))
-    return np.where(n > 0, best / 1000.0, 0.0)
+    flat = np.maximum(n.ravel(), 1.0)
+    times = _solve(KINDS["allreduce"], t, flat, algorithm, m or Model())[0]
+    return np.where(n > 0, times.reshape(n.shape) / 1000.0, 0.0)
 
 
-def _alltoall_us(t: Topology, nbytes: float) -> float:
+def _alltoall_us(t: Topology, n: np.ndarray) -> np.ndarray:
     """Point-to-point all-to-all (not in NCCL's tuning model; docs/collectives.md)."""
+    v = VERSIONS[ISSUE25_VERSION]
     p = t.ranks
     hw = t.intra.hw if t.nodes == 1 else "net"
     bw = t.intra.bandwidth_gb_s if t.nodes == 1 else min(
         t.intra.bandwidth_gb_s, t.nics_per_node * t.nic.bandwidth_gb_s / t.per_node)
-    lat = BASE_LAT_US["ring"][2] + (p - 1) * HOP_LAT_US[hw]["ring"][2]
-    return lat + nbytes * (p - 1) / p / (1000.0 * bw)
-
-
-def choose(k: Kind, t: Topology, nbytes: float, algorithm: str = "auto"
-           ) -> tuple[float, str, str]:
-    """(time_us, algorithm, protocol) of least time, as NCCL picks them (0 for one rank)."""
-    if t.ranks <= 1 or nbytes <= 0:
-        return 0.0, "none", "none"
-    if k.name == "alltoall":
-        return _alltoall_us(t, nbytes), "p2p", "Simple"
-    best = min((time_us(k, t, nbytes, a, p), a, p) for a, p in candidates(k, t, algorithm))
-    return best
+    hop = v.hw_lat["pci" if hw == "pci" else hw]["ring"][2]
+    return v.base_lat["ring"][2] + (p - 1) * hop + n * (p - 1) / p / (1000.0 * bw)
 
 
 def check_cluster(workers: int, gpus_per_node: int, nics_per_node: int) -> int:
@@ -326,18 +327,35 @@ def check_cluster(workers: int, gpus_per_node: int, nics_per_node: int) -> int:
     return -(-workers // gpus_per_node)
 
 
+def topology(workers: int, gpus_per_node: int, intra: str, inter: str,
+             nics_per_node: int | None) -> Topology:
+    """The :class:`Topology` of a cluster by preset names (None NICs: the NIC preset's count,
+    else one)."""
+    nodes = check_cluster(workers, gpus_per_node, 1 if nics_per_node is None else nics_per_node)
+    n = nic(inter, nodes)
+    nics = nics_per_node if nics_per_node is not None else (n.nics or 1)
+    return Topology(workers, nodes, fabric(intra, "intra"), n, nics)
+
+
+@lru_cache(maxsize=1 << 16)
+def _allreduce_one_ms(t: Topology, nbytes: float, forced: str, m: Model) -> float:
+    """One all-reduce's time (ms); kept per size (the DAG asks the same sizes again)."""
+    return choose(KINDS["allreduce"], t, nbytes, forced, m)[0] / 1000.0
+
+
 @dataclass(frozen=True)
 class NcclCost(CommCost):
-    """A gradient all-reduce costed per message size by NCCL's tuning model (``auto``,
-    ``nccl-ring``, ``nccl-tree``) for :func:`dgtraces.predict.dag.simulate`: the phase named
-    ``nccl`` stands for NCCL's choice (no affine terms); further phases (staging) add theirs."""
+    """A gradient all-reduce costed per message size by NCCL's model (``auto``, ``nccl-*``)
+    for :func:`dgtraces.predict.dag.simulate`: the phase named ``nccl`` stands for NCCL's
+    choice (no affine terms); further phases (staging) add theirs."""
 
     topology: Topology | None = None
     forced: str = "auto"
+    model: Model = field(default_factory=Model)
 
     def _nccl_ms(self, nbytes: float) -> float:
         assert self.topology is not None
-        return choose(KINDS["allreduce"], self.topology, nbytes, self.forced)[0] / 1000.0
+        return _allreduce_one_ms(self.topology, float(nbytes), self.forced, self.model)
 
     def time_ms(self, nbytes: float) -> float:
         if nbytes <= 0 or not self.phases:
@@ -350,10 +368,14 @@ class NcclCost(CommCost):
 
 
 def nccl_allreduce_cost(algorithm: str, workers: int, gpus_per_node: int, intra: str,
-                        inter: str, nics_per_node: int) -> NcclCost:
+                        inter: str, nics_per_node: int | None, m: Model | None = None
+                        ) -> NcclCost:
     """The DAG's cost of one gradient all-reduce under NCCL's model (presets by name)."""
-    nodes = check_cluster(workers, gpus_per_node, nics_per_node)
-    t = Topology(workers, nodes, fabric(intra, "intra"), nic(inter, nodes), nics_per_node)
-    link = t.intra.name if nodes == 1 else f"{t.intra.name}+{nics_per_node}x{t.nic.name}"
+    t = topology(workers, gpus_per_node, intra, inter, nics_per_node)
+    m = m or Model()
+    if workers > 1:
+        _check(m, KINDS["allreduce"], t, MODEL_NAMES[algorithm])
+    link = (t.intra.name if t.nodes == 1
+            else f"{t.intra.name}+{t.nics_per_node}x{t.nic.name}")
     phases = (Phase("nccl", link, 0.0, 0.0),) if workers > 1 else ()
-    return NcclCost(algorithm, phases, t, MODEL_NAMES[algorithm])
+    return NcclCost(algorithm, phases, t, MODEL_NAMES[algorithm], m)

@@ -1,49 +1,35 @@
-"""``validate-comm``: predict every row of nccl-tests logs, per-size error and per-log MAPE.
+"""``validate-comm``: predict every row of nccl-tests logs; per-size error, per-log MAPE for
+sizes >= 1 MiB and below, and the targets of issue #34 item 4.
 
-Evaluation code (not a runtime path of the predictor). The evaluation rule is pre-registered
-in ``docs/collectives.md``: measured = the out-of-place time; error ``|pred - meas| / meas``;
-per log MAPE over all sizes and over sizes >= 1 MiB; headline = median over logs.
-
-Reference logs: the shipped CC BY 3.0 sweeps (``dgtraces/reference/nccl-tests``) and, when a
-``../shared/reference/nccl-tests`` folder lies beside the clone, its unlicensed ones too (read
-there, never shipped). The cluster of each reference log is declared once in
-:data:`REFERENCE_CLUSTERS`, from what its ``logs.csv`` row states or infers.
+Evaluation code (not a runtime path of the predictor). The rule is pre-registered in
+``docs/collectives.md``: measured = the out-of-place time; error ``|pred - meas| / meas``; per
+log the MAPE over sizes >= 1 MiB and over sizes < 1 MiB; the targets hold over the scored
+reference logs (:data:`.comm_logs.REFERENCE_LOGS`): median >= 1 MiB MAPE <= 10%, none above
+25%, median < 1 MiB MAPE <= 30%. Logs that are not scored are reported with the reason.
 """
 
 from __future__ import annotations
 
-import csv
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from dgtraces.errors import Code, DgtracesError
+from dgtraces.evaluation.comm_logs import (
+    MIB,
+    REFERENCE_LOGS,
+    SHARED,
+    SHIPPED,
+    LogCluster,
+    reference_points,
+)
 
-MIB = 1 << 20
-SHIPPED = Path(__file__).resolve().parents[1] / "reference" / "nccl-tests"
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "reference" / "nccl-tests"
+__all__ = ["LogCluster", "REFERENCE_LOGS", "SHARED", "SHIPPED", "validate", "write_plot"]
 
-
-@dataclass(frozen=True)
-class LogCluster:
-    """The cluster a log ran on (``None``: from the log's rank lines)."""
-
-    workers: int | None
-    gpus_per_node: int | None
-    intra: str
-    inter: str = "ib-hdr"
-    nics_per_node: int = 1
-    collective: str | None = None
-
-
-# log_id -> cluster (logs.csv: ranks, gpus_per_node, intra_link); one node each
-REFERENCE_CLUSTERS: dict[str, LogCluster] = {
-    "konnase_dgx1like_v100x8": LogCluster(8, 8, "nvlink2", collective="allreduce"),
-    **{f"sheffield_bessemer_v100pcie_x4_{v}": LogCluster(4, 4, "pcie3",
-                                                          collective="allreduce")
-       for v in ("nccl283_cu111", "nccl283_cu110", "nccl242_cu101")},
-    "sheffield_stanage_a100sxm4_x4": LogCluster(4, 4, "nvlink3", collective="allreduce"),
-}
+# (name, statistic over the scored logs, limit): issue #34 item 4
+TARGETS = (("median MAPE >= 1 MiB", "median_large", 0.10),
+           ("max MAPE >= 1 MiB", "max_large", 0.25),
+           ("median MAPE < 1 MiB", "median_small", 0.30))
 
 
 @dataclass(frozen=True)
@@ -66,74 +52,92 @@ class LogResult:
     collective: str
     workers: int
     intra: str
+    inter: str
+    nccl: str | None
     points: list[PointError]
+    nodes: int = 1
+    scored: bool = True
+    why: str = ""
 
-    def _mape(self, least: int) -> float | None:
-        errs = [abs(p.error) for p in self.points if p.message_bytes >= least]
+    def _mape(self, lo: int, hi: float) -> float | None:
+        errs = [abs(p.error) for p in self.points if lo <= p.message_bytes < hi]
         return sum(errs) / len(errs) if errs else None
 
     @property
     def mape_all(self) -> float:
-        return self._mape(0) or 0.0
+        return self._mape(0, float("inf")) or 0.0
 
     @property
-    def mape_1mib(self) -> float | None:
-        return self._mape(MIB)
+    def mape_large(self) -> float | None:
+        return self._mape(MIB, float("inf"))
 
     @property
-    def n_all(self) -> int:
-        return len(self.points)
+    def mape_small(self) -> float | None:
+        return self._mape(0, MIB)
 
     @property
-    def n_1mib(self) -> int:
+    def n_large(self) -> int:
         return sum(p.message_bytes >= MIB for p in self.points)
+
+    @property
+    def n_small(self) -> int:
+        return len(self.points) - self.n_large
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    value: float | None
+    limit: float
+
+    @property
+    def met(self) -> bool:
+        return self.value is not None and self.value <= self.limit
 
 
 @dataclass
 class CommReport:
     algorithm: str
+    nccl_time: str
     logs: list[LogResult]
+    unscored: list[tuple[str, str]] = field(default_factory=list)  # (log_id, why)
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def median_all(self) -> float | None:
-        return statistics.median(x.mape_all for x in self.logs) if self.logs else None
+    def _scored(self, attr: str) -> list[float]:
+        return [v for x in self.logs if x.scored and (v := getattr(x, attr)) is not None]
 
     @property
-    def median_1mib(self) -> float | None:
-        vals = [x.mape_1mib for x in self.logs if x.mape_1mib is not None]
+    def median_large(self) -> float | None:
+        vals = self._scored("mape_large")
         return statistics.median(vals) if vals else None
 
+    @property
+    def max_large(self) -> float | None:
+        vals = self._scored("mape_large")
+        return max(vals) if vals else None
+
+    @property
+    def median_small(self) -> float | None:
+        vals = self._scored("mape_small")
+        return statistics.median(vals) if vals else None
+
+    def targets(self) -> list[Target]:
+        return [Target(name, getattr(self, attr), limit) for name, attr, limit in TARGETS]
+
     def to_dict(self) -> dict:
-        return {"algorithm": self.algorithm, "median_mape_all": self.median_all,
-                "median_mape_1mib": self.median_1mib, "notes": self.notes,
+        return {"algorithm": self.algorithm, "nccl_time": self.nccl_time,
+                "median_mape_large": self.median_large, "max_mape_large": self.max_large,
+                "median_mape_small": self.median_small,
+                "targets": [dict(asdict(t), met=t.met) for t in self.targets()],
+                "unscored": [{"log_id": k, "why": w} for k, w in self.unscored],
+                "notes": self.notes,
                 "logs": [dict(log_id=x.log_id, source=x.source, collective=x.collective,
-                              workers=x.workers, intra=x.intra, mape_all=x.mape_all,
-                              mape_1mib=x.mape_1mib,
+                              workers=x.workers, nodes=x.nodes, intra=x.intra, inter=x.inter,
+                              nccl=x.nccl,
+                              scored=x.scored, why=x.why, mape_all=x.mape_all,
+                              mape_large=x.mape_large, mape_small=x.mape_small,
                               points=[dict(asdict(p), error=p.error) for p in x.points])
                          for x in self.logs]}
-
-
-def _reference_points(folder: Path) -> dict[str, list[tuple[int, float]]]:
-    out: dict[str, list[tuple[int, float]]] = {}
-    with open(folder / "allreduce_points.csv", encoding="utf-8", newline="") as fh:
-        for r in csv.DictReader(fh):
-            out.setdefault(r["log_id"], []).append((int(r["size_B"]),
-                                                    float(r["oop_time_us"])))
-    return out
-
-
-def reference_logs() -> tuple[dict[str, tuple[str, list[tuple[int, float]]]], list[str]]:
-    """log_id -> (source, [(bytes, measured us)]) of the shipped logs plus the shared ones."""
-    logs = {k: (f"shipped {SHIPPED.name}/allreduce_points.csv", v)
-            for k, v in _reference_points(SHIPPED).items()}
-    notes = []
-    if (SHARED / "allreduce_points.csv").is_file():
-        for k, v in _reference_points(SHARED).items():
-            logs.setdefault(k, (f"{SHARED}/allreduce_points.csv (not shipped)", v))
-    else:
-        notes.append(f"{SHARED} absent: the unlicensed konnase log is not evaluated")
-    return logs, notes
 
 
 def user_log(path: str, given: LogCluster
@@ -154,8 +158,9 @@ def user_log(path: str, given: LogCluster
         if not workers:
             raise DgtracesError(f"{path}: no rank lines; give --workers", code=Code.BAD_FILE)
         hosts = max(1, len({h for _, h, _ in block.ranks}))
-        cluster = LogCluster(workers, given.gpus_per_node or max(1, workers // hosts),
-                             given.intra, given.inter, given.nics_per_node, coll)
+        cluster = replace(given, workers=workers,
+                          gpus_per_node=given.gpus_per_node or max(1, workers // hosts),
+                          collective=coll)
         several = len(blocks) > 1
         out.append((Path(path).name + (f"#{k}" if several else ""), cluster,
                     list(zip(block.sizes, block.times_us[0], strict=True)),
@@ -163,33 +168,59 @@ def user_log(path: str, given: LogCluster
     return out
 
 
-def _evaluate(log_id: str, source: str, c: LogCluster, pts, algorithm: str) -> LogResult:
+def _evaluate(log_id: str, source: str, c: LogCluster, pts, algorithm: str,
+              nccl: str | None, nccl_time: str, sharp: bool = True) -> LogResult:
     from dgtraces.comm.collective_time import predict_collective
+    from dgtraces.comm.nccl import MODEL_NAMES
+    from dgtraces.comm.nccl_versions import version
 
+    algo = c.algorithm if algorithm == "auto" else algorithm
+    if nccl is not None and not version(nccl).has(MODEL_NAMES.get(algo, "ring")):
+        algo = "auto"  # an override release without the log's forced algorithm: its choice
+    if not sharp:
+        c = replace(c, inter=c.inter.replace(",sharp", ""))
     res = predict_collective(c.collective or "allreduce", [n for n, _ in pts],
                              workers=int(c.workers or 1), gpus_per_node=int(c.gpus_per_node or 1),
                              intra=c.intra, inter=c.inter, nics_per_node=c.nics_per_node,
-                             algorithm=algorithm, release=None)
+                             algorithm=algo, release=None, nccl=nccl or c.nccl,
+                             nccl_time=nccl_time, gpus_per_process=c.gpus_per_process)
     errs = [PointError(n, meas, r.time_us, r.algorithm, r.protocol)
             for (n, meas), r in zip(pts, res.rows, strict=True)]
-    return LogResult(log_id, source, res.collective, res.workers, c.intra, errs)
+    return LogResult(log_id, source, res.collective, res.workers, c.intra, c.inter, res.nccl,
+                     errs, res.nodes)
 
 
-def validate(paths=(), given: LogCluster | None = None, *, algorithm: str = "auto"
+def validate(paths=(), given: LogCluster | None = None, *, algorithm: str = "auto",
+             nccl: str | None = None, nccl_time: str = "run", sharp: bool = True
              ) -> CommReport:
-    """Predict every row of the given logs (or of the reference logs) with ``algorithm``."""
+    """Predict every row of the given logs (or of the reference logs) with ``algorithm``;
+    ``nccl`` overrides each log's declared release (None: as declared; a forced algorithm
+    the override lacks becomes ``auto``); ``sharp=False`` ignores the logs' SHARP (issue
+    #25's model had no CollNet)."""
     results: list[LogResult] = []
+    unscored: list[tuple[str, str]] = []
     notes: list[str] = []
     if paths:
         assert given is not None
         for path in paths:
             for log_id, cluster, pts, src in user_log(path, given):
-                results.append(_evaluate(log_id, src, cluster, pts, algorithm))
+                results.append(_evaluate(log_id, src, cluster, pts, algorithm, nccl,
+                                         nccl_time, sharp))
     else:
-        logs, notes = reference_logs()
-        for log_id, (src, pts) in logs.items():
-            results.append(_evaluate(log_id, src, REFERENCE_CLUSTERS[log_id], pts, algorithm))
-    return CommReport(algorithm, results, notes)
+        logs, notes = reference_points()
+        for log_id, ref in REFERENCE_LOGS.items():
+            if log_id not in logs:
+                continue
+            src, pts = logs[log_id]
+            if ref.cluster is None:
+                unscored.append((log_id, ref.why))
+                continue
+            res = _evaluate(log_id, src, ref.cluster, pts, algorithm, nccl, nccl_time, sharp)
+            res.scored, res.why = ref.scored, ref.why
+            results.append(res)
+            if not ref.scored:
+                unscored.append((log_id, ref.why))
+    return CommReport(algorithm, nccl_time, results, unscored, notes)
 
 
 def write_plot(report: CommReport, path: str) -> None:
@@ -200,25 +231,31 @@ def write_plot(report: CommReport, path: str) -> None:
     import matplotlib.pyplot as plt
 
     n = max(1, len(report.logs))
-    cols = min(3, n)
+    cols = min(4, n)
     rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3.6 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.6 * rows), squeeze=False)
     for ax, log in zip(axes.flat, report.logs, strict=False):
         x = [p.message_bytes for p in log.points]
         ax.loglog(x, [p.measured_us for p in log.points], "o", ms=3, label="measured")
-        ax.loglog(x, [p.predicted_us for p in log.points], "-", label=f"{report.algorithm}")
-        ax.set_title(f"{log.log_id}\nMAPE {log.mape_all:.0%} all, "
-                     + ("n/a" if log.mape_1mib is None else f"{log.mape_1mib:.0%}")
-                     + " >= 1 MiB", fontsize=8)
-        ax.set_xlabel("message bytes")
-        ax.set_ylabel("time (us)")
-        ax.legend(fontsize=7)
+        ax.loglog(x, [p.predicted_us for p in log.points], "-",
+                  label=f"NCCL {log.nccl or '-'} {report.nccl_time}")
+        ax.axvline(MIB, color="grey", lw=0.5, ls=":")
+        mark = "" if log.scored else " (not scored)"
+        ax.set_title(f"{log.log_id}{mark}\nMAPE {_pct(log.mape_large)} >= 1 MiB, "
+                     f"{_pct(log.mape_small)} < 1 MiB", fontsize=7)
+        ax.set_xlabel("message bytes", fontsize=7)
+        ax.set_ylabel("time (us)", fontsize=7)
+        ax.legend(fontsize=6)
     for ax in list(axes.flat)[len(report.logs):]:
         ax.axis("off")
-    fig.suptitle("nccl-tests: measured vs modelled collective time", fontsize=10)
+    fig.suptitle("nccl-tests all-reduce: measured vs modelled time", fontsize=10)
     fig.tight_layout()
     from dgtraces.io.files import atomic_file
 
     with atomic_file(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
+        fig.savefig(tmp, format="png", dpi=100)
     plt.close(fig)
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.0%}"

@@ -196,6 +196,31 @@ def astra_workload(trace: Trace, *, workers: int = 1, parallelism: str = "DATA",
     return AstraWorkload(parallelism, tuple(layers), meta)
 
 
+def nccl_reference(workload: AstraWorkload, *, workers: int, gpus_per_node: int, intra: str,
+                   inter: str, nics_per_node: int | None = None, nccl: str | None = None,
+                   nccl_time: str = "run") -> AstraWorkload:
+    """The workload with NCCL's modelled all-reduce of each layer's gradient in its sidecar
+    (``nccl_reference``: release, links, time per layer): a figure to compare ASTRA-sim's own
+    network model against; the workload file does not change."""
+    from dgtraces.comm.nccl import KINDS, collective_us, fabric_view, model, topology
+
+    m = model(nccl, nccl_time)
+    t = topology(workers, gpus_per_node, intra, inter, nics_per_node)
+    sizes = [x.wg_bytes for x in workload.layers]
+    times, algos, protos = collective_us(KINDS["allreduce"], t, sizes, "auto", m)
+    ref = {"model": m.label, "nccl": m.version.key, "time": m.time, "workers": workers,
+           "gpus_per_node": gpus_per_node, "nics_per_node": t.nics_per_node,
+           "links": fabric_view(m, t), "provenance": "modelled",
+           "note": "each layer's gradient all-reduced alone under NCCL's model (no overlap, "
+                   "no bucketing); not read by ASTRA-sim",
+           "layers": [{"name": x.name, "grad_bytes": x.wg_bytes, "allreduce_us": float(us),
+                       "algorithm": a, "protocol": p}
+                      for x, us, a, p in zip(workload.layers, times.tolist(), algos, protos,
+                                             strict=True)]}
+    return AstraWorkload(workload.parallelism, workload.layers,
+                         dict(workload.meta, nccl_reference=ref))
+
+
 def meta_path(out: str | Path) -> Path:
     return Path(f"{out}.meta.json")
 

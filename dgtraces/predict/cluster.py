@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 from dgtraces.errors import Code
 
 from ..comm.collectives import ALGORITHMS, CommCost, Phase, collective
+from ..comm.fabrics import link_or_spec
 from ..comm.links import Link, get_link, link_dict
-from ..comm.nccl import MODEL_NAMES
+from ..comm.nccl import MODEL_NAMES, model
 from ..values import bad_value as bad
 from ..values import whole_number
 from .policy_registry import POLICY_NAMES
@@ -52,6 +53,8 @@ class Cluster:
     shared_cpu: bool = False
     nics_per_node: int = 1
     algorithm_why: str = field(default="", compare=False)  # why this algorithm (defaults)
+    nccl: str | None = None  # NCCL release of auto/nccl-* (None: the newest modelled)
+    nccl_time: str = "run"  # run | tuning (comm.nccl.Model)
 
     def __post_init__(self) -> None:
         for name in ("workers", "gpus_per_node", "servers", "staging_passes", "nics_per_node"):
@@ -72,6 +75,7 @@ class Cluster:
             raise bad("algorithm", "NCCL's model (auto) takes intra/inter presets by name, "
                       "without link overrides or link fits", "ring | tree | ...",
                       self.algorithm)
+        self.nccl_model()  # UNKNOWN_NCCL / BAD_INPUT now, not at the first message
 
     @property
     def nodes(self) -> int:
@@ -79,8 +83,8 @@ class Cluster:
 
     def links(self) -> tuple[Link, Link]:
         kw: dict[str, Any] = dict(alpha_us=self.alpha_us, gbps=self.gbps, release=self.release)
-        return (get_link(self.intra, field="intra", **kw),
-                get_link(self.inter, field="inter", **kw))
+        return (link_or_spec(self.intra, "intra", **kw),
+                link_or_spec(self.inter, "inter", **kw))
 
     def staging_link(self) -> Link | None:
         if self.staging is None:
@@ -94,7 +98,7 @@ class Cluster:
             assert isinstance(self.intra, str) and isinstance(self.inter, str)
             cost: CommCost = nccl_allreduce_cost(self.algorithm, self.workers,
                                                  self.gpus_per_node, self.intra, self.inter,
-                                                 self.nics_per_node)
+                                                 self.nics_per_node, self.nccl_model())
         else:
             intra, inter = self.links()
             cost = collective(self.algorithm, self.workers, self.gpus_per_node, intra, inter,
@@ -122,15 +126,19 @@ class Cluster:
                 "shared_cpu": self.shared_cpu, "nics_per_node": self.nics_per_node,
                 **({"nccl": self._nccl_describe()} if self.algorithm in NCCL_NAMES else {})}
 
+    def nccl_model(self):
+        """The NCCL release and time of ``auto``/``nccl-*`` (:class:`comm.nccl.Model`)."""
+        return model(self.nccl, self.nccl_time)
+
     def _nccl_describe(self) -> dict:
         """The fabrics NCCL's model used (they differ from the alpha-beta presets)."""
-        from ..comm.nccl import NCCL_VERSION, fabric, nic
+        from ..comm.nccl import fabric_view, topology
 
-        return {"model": f"NCCL {NCCL_VERSION} tuning model (docs/collectives.md)",
-                **{side: {"link": f.name, "class": f.hw, "bandwidth_gb_s": f.bandwidth_gb_s,
-                          "source": f.source}
-                   for side, f in (("intra", fabric(str(self.intra), "intra")),
-                                   ("inter", nic(str(self.inter), self.nodes)))}}
+        m = self.nccl_model()
+        t = topology(self.workers, self.gpus_per_node, str(self.intra), str(self.inter),
+                     self.nics_per_node)
+        return {"model": f"{m.label} (docs/collectives.md)", "version": m.version.key,
+                "time": m.time, **fabric_view(m, t)}
 
 
 @dataclass(frozen=True)

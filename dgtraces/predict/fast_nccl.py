@@ -1,4 +1,4 @@
-"""Sweep rows whose collective follows NCCL's model (``auto``, ``nccl-ring``, ``nccl-tree``).
+"""Sweep rows whose collective follows NCCL's model (``auto``, ``nccl-*``).
 
 NCCL's cost is not affine in the message size (algorithm and protocol change with it), so
 these rows cannot take :mod:`.fast`'s ``A + B n`` path. For a fixed cluster the cost is a
@@ -24,9 +24,8 @@ from collections.abc import Callable
 import numpy as np
 
 from dgtraces.comm.collective_time import NCCL_ALGORITHMS
-from dgtraces.comm.nccl import check_cluster
 
-from ..comm.nccl import Topology, allreduce_ms, fabric, nic
+from ..comm.nccl import allreduce_ms, model, topology
 from .cluster import Policy
 from .fast import Prepared, message_sizes
 from .policy_registry import Grouping, grouping
@@ -35,17 +34,19 @@ Cost = Callable[[np.ndarray], np.ndarray]  # message bytes -> ms
 
 
 def cost_function(workers: int, gpus_per_node: int, intra: str, inter: str, algorithm: str,
-                  nics_per_node: int = 1, staging: tuple[float, float] = (0.0, 0.0)) -> Cost:
-    """Message bytes -> ms of one all-reduce under NCCL's model (plus ``staging``'s affine
-    ``(a_ms, b_ms_per_byte)`` per message, as :class:`NcclCost` adds its staging phase)."""
-    nodes = check_cluster(workers, gpus_per_node, nics_per_node)
-    t = Topology(workers, nodes, fabric(intra, "intra"), nic(inter, nodes), nics_per_node)
+                  nics_per_node: int | None = 1, staging: tuple[float, float] = (0.0, 0.0),
+                  nccl: tuple[str | None, str] = (None, "run")) -> Cost:
+    """Message bytes -> ms of one all-reduce under NCCL's model (release and time ``nccl``;
+    plus ``staging``'s affine ``(a_ms, b_ms_per_byte)`` per message, as :class:`NcclCost`
+    adds its staging phase)."""
+    t = topology(workers, gpus_per_node, intra, inter, nics_per_node)
+    m = model(*nccl)
     forced = NCCL_ALGORITHMS[algorithm]
     a, b = staging if workers > 1 else (0.0, 0.0)
 
     def cost(nbytes: np.ndarray) -> np.ndarray:
         n = np.asarray(nbytes, float)
-        return np.where(n > 0, allreduce_ms(t, n, forced) + (a + b * n), 0.0)
+        return np.where(n > 0, allreduce_ms(t, n, forced, m) + (a + b * n), 0.0)
     return cost
 
 
@@ -81,7 +82,8 @@ def _optimal(ready: np.ndarray, nbytes: np.ndarray, cost: Cost) -> float:
 
 
 def comm_ends(prep: Prepared, policy: Policy, keys: list[tuple], shared: bool,
-              nics_per_node: int, staging: tuple[float, float]) -> np.ndarray:
+              nics_per_node: int | None, staging: tuple[float, float],
+              nccl: tuple[str | None, str] = (None, "run")) -> np.ndarray:
     """:func:`comm_end_one` of each configuration key ``(workers, gpus_per_node, intra,
     inter, algorithm)``, each distinct key computed once."""
     done: dict[tuple, float] = {}
@@ -90,7 +92,7 @@ def comm_ends(prep: Prepared, policy: Policy, keys: list[tuple], shared: bool,
         if key not in done:
             w, g, intra, inter, algo = key
             fn = cost_function(int(w), int(g), str(intra), str(inter), str(algo),
-                               nics_per_node, staging)
+                               nics_per_node, staging, nccl)
             done[key] = comm_end_one(prep, policy, fn, shared)
         out[j] = done[key]
     return out

@@ -2,7 +2,7 @@
 
 The comm grid (workers x gpus per node x intra x inter x algorithm) is costed as arrays once;
 then each (model, batch size) trace, policy and io-overlap choice is one vectorised pass.
-Rows of NCCL's model (``auto``, ``nccl-ring``, ``nccl-tree``: not affine in size) are costed
+Rows of NCCL's model (``auto``, ``nccl-*``: not affine in size, release ``nccl``) are costed
 by :mod:`.fast_nccl`, once per distinct configuration, vectorised over message sizes.
 Rows are modelled numbers: ``provenance`` is ``modelled`` and each row names its trace.
 """
@@ -21,6 +21,7 @@ from dgtraces.predict.cluster import DEFAULT_BUCKET_BYTES, NCCL_NAMES, POLICY_NA
 from dgtraces.values import bad_value as bad
 
 from ..comm.collectives import ALGORITHMS, collective_ab
+from ..comm.fabrics import default_nics, link_or_spec
 from ..comm.links import Link, get_link
 from ..values import whole_number
 from .fast import comm_end, finish, prepare
@@ -56,8 +57,10 @@ class Grid:
     staging_passes: int = 2
     shared_cpu: bool = False
     release: str | None = "latest"  # whose comm_fits give the measured links (loopback-gloo)
-    nics_per_node: int = 1  # NICs (rails) per node, for NCCL's model (auto, nccl-*)
+    nics_per_node: int | None = 1  # NICs (rails) per node (None: the NIC preset's count)
     traces: dict = field(default_factory=dict)
+    nccl: str | None = None  # NCCL release of auto/nccl-* rows (None: the newest modelled)
+    nccl_time: str = "run"  # run | tuning (comm.nccl.Model)
 
     def policy(self, name: str, io_overlap: bool = False) -> Policy:
         return Policy(name, io_overlap, self.bucket_bytes, self.first_bucket_bytes,
@@ -88,7 +91,8 @@ def _check(grid: Grid) -> None:
             raise bad("algorithm", "unknown collective algorithm", " | ".join(known), a)
         Cluster(1, intra=grid.intra[0], inter=grid.inter[0], algorithm=a,
                 alpha_us=grid.alpha_us, gbps=grid.gbps,
-                nics_per_node=grid.nics_per_node)  # NCCL's model refuses overrides and fits
+                nics_per_node=grid.nics_per_node or 1, nccl=grid.nccl,
+                nccl_time=grid.nccl_time)  # NCCL's model refuses overrides and fits
     for p in grid.policies:
         grid.policy(p)
     Cluster(1, servers=grid.servers, staging_passes=grid.staging_passes)
@@ -97,8 +101,8 @@ def _check(grid: Grid) -> None:
 def comm_grid(grid: Grid) -> dict[str, Any]:
     """Column arrays of the comm grid plus its collective cost (A ms, B ms/byte)."""
     kw: dict[str, Any] = dict(alpha_us=grid.alpha_us, gbps=grid.gbps, release=grid.release)
-    intra = {_name(n): get_link(n, field="intra", **kw) for n in grid.intra}
-    inter = {_name(n): get_link(n, field="inter", **kw) for n in grid.inter}
+    intra = {_name(n): link_or_spec(n, "intra", **kw) for n in grid.intra}
+    inter = {_name(n): link_or_spec(n, "inter", **kw) for n in grid.inter}
     combos = list(product(grid.workers, grid.gpus_per_node, intra, inter, grid.algorithms))
     w, g, li, le, al = (np.array(col) for col in zip(*combos, strict=True))
     nccl = np.isin(al, NCCL_NAMES)
@@ -125,7 +129,7 @@ def comm_grid(grid: Grid) -> dict[str, Any]:
     labels: dict[str, Any] = {"intra_source": _labels(li, intra),
                               "inter_source": _labels(le, inter)}
     if nccl.any():
-        _nccl_figures(figures, labels, nccl, w, g, li, le)
+        _nccl_figures(figures, labels, nccl, w, g, li, le, grid)
     return {"workers": w.astype(np.int64), "gpus_per_node": g.astype(np.int64), "intra": li,
             "inter": le, "algorithm": al, "a_ms": a, "b_ms_per_byte": b, **figures, **labels,
             "nccl": nccl, "staging_ab": stage_ab}
@@ -136,21 +140,28 @@ def _name(link: "str | Link") -> str:
     return link.name if isinstance(link, Link) else link
 
 
-def _nccl_figures(figures: dict, labels: dict, nccl, w, g, li, le) -> None:
-    """NCCL rows show what NCCL's model used: the fabric's bandwidth and source (latency is
-    per algorithm and protocol: NaN here)."""
+def _nccl_figures(figures: dict, labels: dict, nccl, w, g, li, le, grid: Grid) -> None:
+    """NCCL rows show what NCCL's model used: the fabric as the release sees it, with its
+    source (latency is per algorithm and protocol: NaN here)."""
     import pandas as pd
 
-    from ..comm.nccl import NCCL_VERSION, fabric, nic
+    from ..comm.fabrics import default_nics
+    from ..comm.nccl import fabric_view, model, topology
 
-    for side, names in (("intra", li), ("inter", le)):
-        used = [fabric(x, "intra") if side == "intra" else
-                nic(x, -(-int(p) // int(q))) for x, p, q in zip(names, w, g, strict=True)]
+    m = model(grid.nccl, grid.nccl_time)
+    views = {}
+    for p, q, a, b in set(zip(w.tolist(), g.tolist(), li.tolist(), le.tolist(), strict=True)):
+        t = topology(int(p), min(int(q), int(p)), a, b, default_nics(b, grid.nics_per_node))
+        views[p, q, a, b] = fabric_view(m, t)
+    for side in ("intra", "inter"):
+        used = [views[k][side] for k in zip(w.tolist(), g.tolist(), li.tolist(), le.tolist(),
+                                             strict=True)]
         figures[f"{side}_alpha_us"] = np.where(nccl, np.nan, figures[f"{side}_alpha_us"])
         figures[f"{side}_bandwidth_gb_s"] = np.where(
-            nccl, [f.bandwidth_gb_s for f in used], figures[f"{side}_bandwidth_gb_s"])
+            nccl, [f["bandwidth_gb_s"] for f in used], figures[f"{side}_bandwidth_gb_s"])
         text = np.asarray(labels[f"{side}_source"], dtype=object)
-        text = np.where(nccl, [f"NCCL {NCCL_VERSION} model: {f.source}" for f in used], text)
+        text = np.where(nccl, [f"NCCL {m.version.key} model: {f['source']}" for f in used],
+                        text)
         labels[f"{side}_source"] = pd.Categorical(text)
 
 
@@ -204,7 +215,7 @@ def _comm_ends(grid: Grid, cg: dict, prep, policy: Policy) -> np.ndarray:
         keys = list(zip(*(cg[k][nccl] for k in ("workers", "gpus_per_node", "intra", "inter",
                                                  "algorithm")), strict=True))
         out[nccl] = comm_ends(prep, policy, keys, grid.shared_cpu, grid.nics_per_node,
-                              cg["staging_ab"])
+                              cg["staging_ab"], (grid.nccl, grid.nccl_time))
     return out
 
 
@@ -245,7 +256,8 @@ def reference_row(trace: Trace, row: dict, grid: Grid) -> float:
                       given[row["inter"]], row["algorithm"], grid.servers, grid.alpha_us,
                       grid.gbps, grid.release, staging=grid.staging,
                       staging_passes=grid.staging_passes, shared_cpu=grid.shared_cpu,
-                      nics_per_node=grid.nics_per_node)
+                      nics_per_node=default_nics(row["inter"], grid.nics_per_node),
+                      nccl=grid.nccl, nccl_time=grid.nccl_time)
     policy = grid.policy(row["policy"], bool(row["io_overlap"]))
     return simulate(trace, cluster, policy).iter_ms
 

@@ -1,5 +1,5 @@
 """dgtraces validate-comm: the evaluation of the collective model on nccl-tests logs
-(evaluation/comm.py)."""
+(evaluation/comm.py, evaluation/comm_logs.py; issue #34 item 4)."""
 
 import json
 
@@ -8,37 +8,62 @@ from click.testing import CliRunner
 
 from dgtraces.cli import main
 from dgtraces.errors import DgtracesError
-from dgtraces.evaluation.comm import REFERENCE_CLUSTERS, LogCluster, reference_logs, validate
-from tests.paths import FIXTURES
+from dgtraces.evaluation.comm import REFERENCE_LOGS, SHARED, LogCluster, validate
+from dgtraces.evaluation.comm_logs import reference_points
+from tests.paths import FIXTURES, REPO
 
 AR = FIXTURES / "nccl_tests" / "all_reduce_perf_8xh100.log"
+SCORED = {k for k, r in REFERENCE_LOGS.items() if r.scored}
+needs_shared = pytest.mark.skipif(not (SHARED / "multinode_points.csv").is_file(),
+                                  reason="no ../shared/reference/nccl-tests beside the clone")
 
 
-def test_reference_logs_and_their_clusters():
-    logs, _ = reference_logs()
+def test_reference_logs_are_declared_once_with_their_sources():
+    assert len(SCORED) == 9 and len(REFERENCE_LOGS) == 14
+    logs, _ = reference_points()
     shipped = {k for k in logs if k.startswith("sheffield")}
-    assert len(shipped) == 4 and set(logs) <= set(REFERENCE_CLUSTERS)
-    assert all(len(logs[k][1]) == 25 for k in shipped)
+    assert len(shipped) == 4 and all(len(logs[k][1]) == 25 for k in shipped)
+    for r in REFERENCE_LOGS.values():  # every setting names the table it comes from
+        assert r.why.split(":")[0] in ("logs.csv", "multinode_logs.csv")
+    # the pre-registered table of docs/collectives.md carries every log and its reason
+    doc = (REPO / "docs" / "collectives.md").read_text()
+    assert all(f"| {k} | " in doc and r.why in doc for k, r in REFERENCE_LOGS.items())
 
 
-def test_validate_reference_logs_before_and_after():
-    # the numbers of docs/collectives.md (pre-registered rule; nothing fitted)
-    after = {x.log_id: x for x in validate(algorithm="auto").logs}
-    before = {x.log_id: x for x in validate(algorithm="ring").logs}
-    log = "sheffield_bessemer_v100pcie_x4_nccl242_cu101"
-    assert after[log].mape_1mib == pytest.approx(0.049, abs=0.001)
-    assert before[log].mape_1mib == pytest.approx(0.220, abs=0.001)
-    assert after[log].n_1mib == 8 and after[log].n_all == 25
+def test_issue25_numbers_stay_reachable():
+    # issue #25's shipped result: NCCL 2.7's tuning time, 4.9% on the NCCL 2.4.2 sweep
+    rep = validate(nccl="2.7", nccl_time="tuning", sharp=False)
+    log = next(x for x in rep.logs if x.log_id == "sheffield_bessemer_v100pcie_x4_nccl242_cu101")
+    assert log.mape_large == pytest.approx(0.049, abs=0.001)
+    assert log.n_large == 8 and log.n_small == 17 and log.nccl == "2.7"
+
+
+@needs_shared
+def test_the_preregistered_headline():
+    # run B of docs/collectives.md (each log's declared release, run time); nothing fitted
+    rep = validate()
+    by = {x.log_id: x for x in rep.logs}
+    assert {k for k, x in by.items() if x.scored} == SCORED
+    assert by["coreweave_h100_64rank_ib_sharp"].nccl == "2.18"
+    assert {p.algorithm for p in by["coreweave_h100_64rank_ib_sharp"].points} == {
+        "collnet-chain"}
+    assert by["unknown_h100_2node_x16_8hca"].mape_large == pytest.approx(0.029, abs=0.001)
+    assert rep.median_large == pytest.approx(0.161, abs=0.001)
+    assert rep.max_large == pytest.approx(0.454, abs=0.001)
+    assert rep.median_small == pytest.approx(0.262, abs=0.001)
+    assert [t.met for t in rep.targets()] == [False, False, True]
+    assert {k for k, _ in rep.unscored} == set(REFERENCE_LOGS) - SCORED
 
 
 def test_validate_a_users_log_and_plot(tmp_path):
     plot = tmp_path / "comm.png"
     res = CliRunner().invoke(main, ["validate-comm", str(AR), "--intra", "nvlink4",
-                                    "--plot", str(plot), "--json"])
+                                    "--nccl", "2.18", "--plot", str(plot), "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     (log,) = out["logs"]
     assert (log["collective"], log["workers"], len(log["points"])) == ("allreduce", 8, 28)
+    assert log["nccl"] == "2.18" and len(out["targets"]) == 3
     assert plot.stat().st_size > 1000
 
 
@@ -64,7 +89,7 @@ def test_validate_refuses_empty_or_truncated_logs(tmp_path):
 def test_shipped_points_are_the_shared_rows():
     import csv
 
-    from dgtraces.evaluation.comm import SHARED, SHIPPED
+    from dgtraces.evaluation.comm import SHIPPED
 
     if not SHARED.is_dir():
         pytest.skip("no ../shared/reference/nccl-tests beside the clone")
@@ -79,5 +104,6 @@ def test_validate_comm_cli_text():
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
     heads = [x for x in lines if x.startswith("sheffield_stanage")]
-    assert len(heads) == 1 and "nvlink3" in heads[0]
+    assert len(heads) == 1 and "nvlink3" in heads[0] and " 2.12 " in heads[0]
     assert sum(1 for x in lines if x.startswith("  ") and " B  measured " in x) >= 100
+    assert sum(1 for x in lines if x.startswith("target ")) == 3

@@ -262,3 +262,23 @@ def test_the_export_runs_what_predict_predicts_input_copy_included(shipped, tmp_
     comm = {m.layers[0]: round(ends[m.task_id] * 1e6) for m in sched.messages}
     assert pred.iter_ms == pytest.approx(predicted_ms(*extra), abs=1e-9)
     assert replay_data_parallel(rows, comm) / 1e6 == pytest.approx(pred.iter_ms, abs=0.01)
+
+def test_sidecar_holds_nccls_time_per_gradient_when_a_cluster_is_given(shipped, tmp_path):
+    # issue #34: --intra/--inter/--nics-per-node/--nccl give the sidecar NCCL's modelled
+    # all-reduce of each layer's gradient; the workload file itself does not change
+    plain, ref = tmp_path / "plain.txt", tmp_path / "ref.txt"
+    base = ["export-astra-sim", "--run-id", MEASURED, "--release", RELEASE, "--workers", "16"]
+    assert CliRunner().invoke(main, base + ["--out", str(plain)]).exit_code == 0
+    res = CliRunner().invoke(main, base + ["--gpus-per-node", "8", "--intra", "nvlink4",
+                                           "--inter", "ib-ndr", "--nics-per-node", "8",
+                                           "--nccl", "2.18", "--out", str(ref)])
+    assert res.exit_code == 0, res.output
+    assert plain.read_text() == ref.read_text()
+    meta = json.loads(meta_path(ref).read_text())
+    assert "nccl_reference" not in json.loads(meta_path(plain).read_text())
+    nr = meta["nccl_reference"]
+    assert (nr["nccl"], nr["time"], nr["nics_per_node"]) == ("2.18", "run", 8)
+    grads = [r for r in nr["layers"] if r["grad_bytes"]]
+    assert grads and all(r["allreduce_us"] > 0 for r in grads)
+    assert all(r["allreduce_us"] == 0 for r in nr["layers"] if not r["grad_bytes"])
+    assert "nccl_reference: NCCL 2.18 (run)" in res.output

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from dgtraces.cli import main
 from dgtraces.comm import nccl
 from dgtraces.comm.links import get_link
+from dgtraces.comm.nccl_versions import DEFAULT_VERSION
 from dgtraces.errors import DgtracesError
 from dgtraces.models import layers_frame
 from dgtraces.predict import Cluster, Policy
@@ -73,7 +74,7 @@ def test_sweep_auto_rows_name_nccl_fabrics():
     out = run_sweep(grid).set_index("algorithm")
     assert out.loc["auto", "intra_bandwidth_gb_s"] == pytest.approx(120.0)  # 6 x 20
     assert np.isnan(out.loc["auto", "intra_alpha_us"])
-    assert out.loc["auto", "inter_source"].startswith("NCCL 2.7.5 model")
+    assert out.loc["auto", "inter_source"].startswith(f"NCCL {DEFAULT_VERSION} model")
     assert not np.isnan(out.loc["ring", "intra_alpha_us"])
 
 
