@@ -60,6 +60,14 @@ FRAMEWORKS: tuple[FrameworkProfile, ...] = (
        "torch.nn.parallel.DistributedDataParallel bucket_cap_mb=25; "
        "dist._DEFAULT_FIRST_BUCKET_BYTES = 1 MiB (pytorch/pytorch "
        "torch/nn/parallel/distributed.py)"),
+    _P("apex-ddp", "delay-allreduce", "bucketed", ALL_GRADIENTS, None, 0.0, False, None,
+       "apex.parallel.DistributedDataParallel with delay_allreduce=True (shared_param=True before "
+       "NVIDIA/apex fa183ee, 2018-09-28): every gradient all-reduced in one flat call per dtype "
+       "after the backward pass (apex/parallel/distributed.py allreduce_params)"),
+    _P("apex-ddp", "message-size-1e7", "bucketed", 10_000_000 * 4, None, 0.0, False, None,
+       "apex.parallel.DistributedDataParallel defaults message_size=10000000 (elements; 4 bytes "
+       "each in fp32), delay_allreduce=False: buckets of at least 1e7 elements sent as they fill "
+       "during backward (NVIDIA/apex apex/parallel/distributed.py)"),
     _P("horovod", "0.16-0.20", "bucketed", 64 * MIB, None, 5.0, False, None,
        "Horovod docs tensor-fusion.rst: default fusion buffer 64 MB; cycle time 5 ms "
        "(horovod issue #1552, maintainer answer, 2019)"),
