@@ -5,8 +5,22 @@ from __future__ import annotations
 import click
 
 from . import OutPath
-from .options import io_overlap_option, release_option
-from .predict import POLICIES, algorithm_for, bucket_bytes_option, cluster_options, gbps_option
+from .options import (
+    explicit,
+    framework_option,
+    io_overlap_option,
+    overheads_options,
+    release_option,
+)
+from .predict import (
+    POLICIES,
+    algorithm_for,
+    bucket_bytes_option,
+    cluster_options,
+    framework_cluster,
+    framework_line,
+    gbps_option,
+)
 
 _raw = click.option("--raw-layer-times", is_flag=True,
                     help="Do not scale layer times to the run's whole-model medians.")
@@ -27,17 +41,34 @@ _raw = click.option("--raw-layer-times", is_flag=True,
                    "or shared by gradient bytes (most of it then hides under backward).")
 @release_option("Release to read the run from ('latest': the newest).")
 @_raw
+@framework_option()
+@overheads_options
 @click.option("--out", type=OutPath(dir_okay=False), required=True,
               help="Workload file; a <out>.meta.json sidecar is written beside it.")
 def export_astra_sim(run_id, workers, parallelism, clock_ghz, update, release,
-                     raw_layer_times, out) -> None:
+                     raw_layer_times, framework, overheads, iteration_cv, host_decode_img_s,
+                     out) -> None:
     """Write an ASTRA-sim 1.0 text workload (cycles, bytes) of a stored run."""
-    from ..export import load_run_trace
-    from ..export.astra import astra_workload, write_astra
+    from dgtraces.store.release import open_if_any
 
-    trace = load_run_trace(run_id, release, whole=not raw_layer_times)
+    from ..export import check_workers, load_run_trace
+    from ..export.astra import astra_workload, write_astra
+    from ..export.terms import ASTRA_PROFILE_NOTE, export_terms
+    from ..predict import Cluster, Policy
+    from ..predict.frameworks import choose_framework
+    from ..predict.overheads import Overheads
+    from ..predict.trace import run_row
+
+    choose_framework(framework, None)  # a bad name fails before any work
+    spec = Overheads.parse(overheads, iteration_cv=iteration_cv,
+                           host_decode_img_s=host_decode_img_s)
+    check_workers(workers)
+    rel = open_if_any(release)
+    trace = load_run_trace(run_id, rel, whole=not raw_layer_times)
+    chosen = choose_framework(framework, run_row(run_id, rel))
+    terms = export_terms(trace, Cluster(workers), Policy(), spec, chosen)
     wl = astra_workload(trace, workers=workers, parallelism=parallelism, clock_ghz=clock_ghz,
-                        update=update)
+                        update=update, extra={**terms, "framework_note": ASTRA_PROFILE_NOTE})
     path, side = write_astra(out, wl)
     t = wl.meta["totals_ms"]
     click.echo(f"wrote {path} ({len(wl.layers)} layers, {parallelism}, cycles at "
@@ -50,6 +81,14 @@ def export_astra_sim(run_id, workers, parallelism, clock_ghz, update, release,
     click.echo(inert(f"trace: {trace.provenance} ({trace.run_id}); {trace.source}"))  # #29 M7
     click.echo(f"update ({update}): " + wl.meta["update"])
     click.echo("note: " + wl.meta["backward_split"])
+    _echo_terms(terms)
+    click.echo("note: " + ASTRA_PROFILE_NOTE)
+
+
+def _echo_terms(terms: dict) -> None:
+    click.echo(framework_line(terms["framework"]))
+    click.echo(f"overheads {terms['overheads']}: sync {terms['sync_ms']:.3f} ms, input "
+               f"{terms['input_ms']:.3f} ms per iteration ({terms['overheads_note']})")
 
 
 @click.command("export-chakra")
@@ -63,22 +102,32 @@ def export_astra_sim(run_id, workers, parallelism, clock_ghz, update, release,
 @io_overlap_option()
 @_raw
 @cluster_options
+@framework_option()
+@overheads_options
 @click.option("--out", type=OutPath(dir_okay=False), required=True,
               help="Path prefix: writes <out>.0.et ... <out>.<workers-1>.et.")
 def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_times,
                   gpus_per_node, algorithm, nics_per_node, servers, bucket_mib, link_alpha_us,
                   link_bandwidth_gb_s, release, staging, staging_passes, shared_cpu, link_fit,
-                  out) -> None:
+                  framework, overheads, iteration_cv, host_decode_img_s, out) -> None:
     """Write Chakra execution traces (ASTRA-sim 2.0) of a stored run's predicted DAG."""
     from dgtraces.store.release import open_if_any
 
     from ..export import check_workers, load_run_trace
     from ..export.chakra import build_et, write_et
+    from ..export.terms import export_terms
     from ..predict import Cluster, Policy
+    from ..predict.frameworks import apply_framework, choose_framework
+    from ..predict.overheads import Overheads
+    from ..predict.trace import run_row
 
+    choose_framework(framework, None)  # a bad name fails before any work
+    spec = Overheads.parse(overheads, iteration_cv=iteration_cv,
+                           host_decode_img_s=host_decode_img_s)
     check_workers(workers)
     rel = open_if_any(release)  # opened once: the run and a --link-fit read it
     trace = load_run_trace(run_id, rel, whole=not raw_layer_times)
+    chosen = choose_framework(framework, run_row(run_id, rel))
     if link_fit is not None:
         from ..comm.linkfit import link_from_fit
 
@@ -88,11 +137,18 @@ def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_t
     cluster = Cluster(workers, gpus_per_node, intra, inter, choice.algorithm, servers,
                       link_alpha_us, gbps_option(link_bandwidth_gb_s), release or "latest", staging,
                       staging_passes, shared_cpu, nics_per_node, choice.why)
-    graph = build_et(trace, cluster, Policy(policy, io_overlap == "on",
-                                            bucket_bytes_option(bucket_mib)))
+    given = explicit(click.get_current_context(), {"policy": "policy",
+                                                   "bucket_mib": "bucket_bytes",
+                                                   "algorithm": "algorithm"})
+    _, pol = apply_framework(chosen.profile, cluster, Policy(
+        policy, io_overlap == "on", bucket_bytes_option(bucket_mib)), given)
+    cluster = framework_cluster(chosen.profile, cluster, pol, given)
+    terms = export_terms(trace, cluster, pol, spec, chosen)
+    graph = build_et(trace, cluster, pol, extra=terms)
     paths = write_et(out, graph, workers)
     comm = sum(1 for n in graph.nodes if n.name.startswith("comm/"))
     click.echo(f"wrote {len(paths)} Chakra ET file(s) {paths[0]} ... ({len(graph.nodes)} nodes "
                f"each: {len(graph.nodes) - comm} compute, {comm} COMM_COLL all-reduce)")
     click.echo(f"modelled iteration {graph.iter_ms:.3f} ms; trace: {trace.provenance} "
-               f"({trace.run_id}); algorithm {cluster.algorithm} ({choice.why})")
+               f"({trace.run_id}); algorithm {cluster.algorithm} ({cluster.algorithm_why})")
+    _echo_terms(terms)

@@ -28,9 +28,6 @@ NCCL = "nccl"  # predict's default algorithm for the GPU (NCCL's own choice)
 FROM_ROW = "from-row"  # the row's own model / device column
 GPU_PAIRS = "gpu-pairs"  # ceil(P / 2) parameter servers: one host uplink per two GPUs
 ONE_NODE = "none"  # no inter-node link: the intra link stands in
-# Input pipelines a setup may name (the input term's loaders: docs/predictor-overheads.md).
-LOADERS = ("synthetic", "dali-gpu", "dali-cpu", "dali", "pytorch-dataloader", "tf-data",
-           "mxnet-recordio", "unknown")
 FIELDS = ("id", "file", "match", "rows", "status", "reason", "model", "device", "precision",
           "profile", "policy", "bucket_mib", "algorithm", "servers", "intra", "inter",
           "nics_per_node", "nccl_version", "loader", "evidence")
@@ -124,6 +121,7 @@ def _check_options(s: Setup) -> None:
     from dgtraces.comm.nccl import NCCL_VERSION
     from dgtraces.models.registry import REGISTRY
     from dgtraces.predict.frameworks import KEYS
+    from dgtraces.predict.overheads import LOADERS
     from dgtraces.predict.policy_registry import POLICY_NAMES
     from dgtraces.reference import gpu_devices
     from dgtraces.tables.schema import PRECISIONS
@@ -136,7 +134,7 @@ def _check_options(s: Setup) -> None:
         ("algorithm", s.algorithm, (NCCL,) + tuple(ALGORITHMS), Code.BAD_INPUT),
         ("intra", s.intra, tuple(known_links(use_store=False)), Code.UNKNOWN_LINK),
         ("inter", s.inter, (ONE_NODE,) + tuple(known_links(use_store=False)), Code.UNKNOWN_LINK),
-        ("loader", s.loader, LOADERS, Code.BAD_INPUT),
+        ("loader", s.loader, tuple(LOADERS), Code.BAD_INPUT),
     )
     for what, value, known, code in checks:
         if value not in known:

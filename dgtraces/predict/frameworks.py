@@ -95,8 +95,66 @@ FRAMEWORKS: tuple[FrameworkProfile, ...] = (
        "MPI between nodes (Shi, Wang, Chu, Li 2018)"),
 )
 NONE = "none"
+AUTO = "auto"  # the default: the profile the trace's run implies (validate-predictor: each
+# published setup's declared profile)
 NAMES: tuple[str, ...] = (NONE,) + tuple(dict.fromkeys(p.name for p in FRAMEWORKS))
 KEYS: tuple[str, ...] = tuple(p.key for p in FRAMEWORKS)
+# A run's framework (the first word of runs.framework, lower case) -> the one profile it
+# implies: that framework's own data-parallel wrapper with its defaults. A word not listed
+# implies none (not inferable). A run whose params_json has METADATA_KEY says otherwise.
+SOURCE_PROFILES: dict[str, str] = {
+    "pytorch": "pytorch-ddp",  # torch.nn.parallel.DistributedDataParallel
+}
+METADATA_KEY = "framework_profile"
+
+
+@dataclass(frozen=True)
+class FrameworkChoice:
+    """The profile a command uses and how it was chosen: ``given`` (--framework), inferred
+    from the run's source or metadata, or ``not inferable`` (then no profile)."""
+
+    profile: FrameworkProfile | None
+    how: str
+
+    def describe(self) -> dict:
+        base = {"framework": NONE} if self.profile is None else self.profile.describe()
+        return {**base, "how": self.how}
+
+    @property
+    def label(self) -> str:
+        return f"{NONE if self.profile is None else self.profile.key} ({self.how})"
+
+
+def choose_framework(spec: str | None, run: dict | None) -> FrameworkChoice:
+    """``--framework spec`` for a trace whose stored ``runs`` row is ``run`` (None: the
+    trace has no stored run): a name is given, ``auto`` infers (:func:`infer_framework`)."""
+    text = (spec or AUTO).strip()
+    if text != AUTO:
+        return FrameworkChoice(get_framework(text, extra=(AUTO,)), "given")
+    return infer_framework(run)
+
+
+def infer_framework(run: dict | None) -> FrameworkChoice:
+    """The one profile a run's source implies: its metadata's METADATA_KEY, else
+    SOURCE_PROFILES of the first word of its ``framework`` column; else none."""
+    import json
+
+    if run is None:
+        return FrameworkChoice(None, "not inferable: the trace has no stored run")
+    try:
+        meta = json.loads(run.get("params_json") or "{}")
+    except (TypeError, ValueError):
+        meta = {}
+    if isinstance(meta, dict) and meta.get(METADATA_KEY):
+        return FrameworkChoice(get_framework(str(meta[METADATA_KEY])),
+                               f"inferred from the run's metadata ({METADATA_KEY})")
+    text = str(run.get("framework") or "")
+    word = text.split(" ")[0].split("(")[0].strip().lower()
+    if word in SOURCE_PROFILES:
+        return FrameworkChoice(get_framework(SOURCE_PROFILES[word]),
+                               f"inferred from the run's source: framework {text!r}")
+    return FrameworkChoice(None, f"not inferable: the run's framework {text!r} names no "
+                                 "profile")
 
 
 def get_framework(spec: str | None, extra: tuple[str, ...] = ()) -> FrameworkProfile | None:
