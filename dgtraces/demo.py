@@ -48,8 +48,9 @@ FROM layer_timings t JOIN runs r USING (run_id)
 WHERE t.comm_ms IS NOT NULL AND t.bwd_ms IS NOT NULL
 GROUP BY ALL ORDER BY r.run_id"""
 
-# The prediction: ResNet-50, batch 64 per GPU, 2 nodes x 4 V100 (PCIe) over 10 GbE; the
-# algorithm is predict's default for the device (GPU: auto, NCCL's choice; algorithm_default).
+# The prediction: ResNet-50, batch 64 per GPU, 2 nodes x 4 V100 (PCIe) over 10 GbE, with
+# predict's defaults: the algorithm for the device (GPU: auto, NCCL's choice;
+# algorithm_default), the framework profile the trace implies, the adopted overhead terms.
 @dataclass(frozen=True)
 class PredictSetup:
     model: str = "resnet50"
@@ -60,6 +61,8 @@ class PredictSetup:
     intra: str = "pcie3"
     inter: str = "10gbe"
     algorithm: str | None = None  # None: predict's default for the device
+    framework: str | None = None  # None: predict's default (the profile the run implies)
+    overheads: str | None = None  # None: predict's default (the adopted overhead terms)
 
 
 PREDICT = PredictSetup()
@@ -135,8 +138,9 @@ def run_demo(out_dir: str | Path = "dgtraces-demo", release: str | None = None,
 
     step("validate")
     from dgtraces.evaluation.validation import parity_plot, validate
+    from dgtraces.predict.overheads import DEFAULT, Overheads
 
-    val = validate(rel)
+    val = validate(rel, Overheads.parse(DEFAULT))  # with predict's default terms
     parity_plot(val, out / "validation_parity.png")
     files["validation_parity"] = out / "validation_parity.png"
     return DemoResult(version, out, tables, by_prov, grads, ratio, preds, val.headline(),
@@ -149,7 +153,10 @@ def _predict(out: Path, rel: Release, files: dict[str, Path]) -> pd.DataFrame:
     import pandas as pd
 
     from .predict import Cluster, Policy, predict_trace, resolve
+    from .predict.overheads import DEFAULT, Overheads, apply_overheads
     from .predict.timeline import write_gantt
+    from .predict.trace import run_row
+    from .reference.frameworks import apply_framework, choose_framework
 
     p = PREDICT
     from .comm.algorithm_default import default_algorithm
@@ -159,15 +166,23 @@ def _predict(out: Path, rel: Release, files: dict[str, Path]) -> pd.DataFrame:
                                [(p.workers, p.gpus_per_node)], given=p.algorithm)
     cluster = Cluster(p.workers, p.gpus_per_node, p.intra, p.inter, choice.algorithm,
                       release=rel, algorithm_why=choice.why)  # its digest: no re-read
+    # predict's defaults: the profile the trace's run implies, the adopted overhead terms
+    chosen = choose_framework(p.framework, run_row(trace.run_id, rel))
+    spec = Overheads.parse(p.overheads or DEFAULT)
     rows = []
-    for name in POLICIES:
-        pred, sched = predict_trace(trace, cluster, Policy(name))
+    for name in POLICIES:  # each policy given explicitly: it wins over a profile's
+        cl, pol = apply_framework(chosen.profile, cluster, Policy(name),
+                                  frozenset({"policy", "algorithm"}))
+        dag, sched = predict_trace(trace, cl, pol)
+        pred = apply_overheads(dag, trace, spec)
         gantt = out / f"gantt_resnet50_8xv100_{name}.png"
-        files[f"gantt_{name}"] = write_gantt(gantt, sched, pred)
-        rows.append({"policy": name, "algorithm": cluster.algorithm, "iter_ms": pred.iter_ms,
+        files[f"gantt_{name}"] = write_gantt(gantt, sched, dag)
+        rows.append({"policy": name, "algorithm": cl.algorithm, "iter_ms": pred.iter_ms,
                      "throughput_img_s": pred.throughput_img_s,
                      "efficiency": pred.efficiency,
                      "comm_exposed_ms": pred.breakdown["comm_exposed"],
+                     "sync_ms": pred.breakdown.get("sync_ms", 0.0), "overheads": spec.label,
+                     "framework": chosen.label, "dag_iter_ms": dag.iter_ms,
                      "provenance": pred.provenance, "trace_provenance": pred.trace_provenance,
                      "trace_run_id": pred.trace_run_id})
     return pd.DataFrame(rows)

@@ -70,7 +70,11 @@ def _print(res) -> None:
          f"{p.device.upper()}s ({p.workers // p.gpus_per_node} nodes x "
          f"{p.gpus_per_node}, {p.intra} inside a node, {p.inter} between, "
          f"{_algorithm(res.predictions)} all-reduce):")
-    echo(_indent(_table(res.predictions.drop(columns=["provenance"]))))
+    preds = res.predictions
+    echo(_indent(_table(preds.drop(columns=["provenance", "framework", "overheads"]))))
+    if len(preds):  # predict's defaults, as predict prints them
+        echo(f"   framework: {preds['framework'].iloc[0]}; overheads "
+             f"{preds['overheads'].iloc[0]} added after the DAG (dag_iter_ms: without them)")
     echo("\n4. Predictor validation (modelled vs measured/published iterations rows):")
     for prov, h in res.validation.items():
         echo(f"   {prov}: MAPE {h['mape_pct']:.2f}% over {h['rows']} rows "

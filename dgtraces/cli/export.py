@@ -7,11 +7,14 @@ import click
 from ..comm.fabrics import default_nics
 from . import OutPath
 from .options import (
+    explicit,
+    framework_option,
     inter_help,
     intra_help,
     io_overlap_option,
     nccl_options,
     nics_option,
+    overheads_options,
     release_option,
 )
 from .predict import (
@@ -19,6 +22,8 @@ from .predict import (
     algorithm_for,
     bucket_bytes_option,
     cluster_options,
+    framework_cluster,
+    framework_line,
     gbps_option,
     h2d_link_option,
     h2d_ms_option,
@@ -67,19 +72,37 @@ def _trace(run_id, release, raw_layer_times, io_ms, h2d_ms, h2d_link):
 @click.option("--inter", default="10gbe", show_default=True, help=inter_help())
 @nics_option
 @nccl_options
+@framework_option()
+@overheads_options
 @click.option("--out", type=OutPath(writes=("{}", "{}.meta.json"), dir_okay=False),
               required=True, help="Workload file; a <out>.meta.json sidecar is written beside it.")
 def export_astra_sim(run_id, workers, parallelism, clock_ghz, update, release,
                      raw_layer_times, io_ms, h2d_ms, h2d_link, gpus_per_node, intra, inter,
-                     nics_per_node, nccl, nccl_time, out) -> None:
+                     nics_per_node, nccl, nccl_time, framework, overheads, iteration_cv,
+                     host_decode_img_s, out) -> None:
     """Write an ASTRA-sim 1.0 text workload (cycles, bytes) of a stored run. The input read
     and copy (predict's modelled copy of a GPU trace by default) go on the first layer's
     forward compute, where predict runs them."""
-    from ..export.astra import astra_workload, nccl_reference, write_astra
+    from dgtraces.store.release import open_if_any
 
-    trace = _trace(run_id, release, raw_layer_times, io_ms, h2d_ms, h2d_link)
+    from ..export import check_workers
+    from ..export.astra import astra_workload, nccl_reference, write_astra
+    from ..export.terms import ASTRA_PROFILE_NOTE, export_terms
+    from ..predict import Cluster, Policy
+    from ..predict.overheads import Overheads
+    from ..predict.trace import run_row
+    from ..reference.frameworks import choose_framework
+
+    choose_framework(framework, None)  # a bad name fails before any work
+    spec = Overheads.parse(overheads, iteration_cv=iteration_cv,
+                           host_decode_img_s=host_decode_img_s)
+    check_workers(workers)
+    rel = open_if_any(release)
+    trace = _trace(run_id, rel, raw_layer_times, io_ms, h2d_ms, h2d_link)
+    chosen = choose_framework(framework, run_row(run_id, rel))
+    terms = export_terms(trace, Cluster(workers), Policy(), spec, chosen)
     wl = astra_workload(trace, workers=workers, parallelism=parallelism, clock_ghz=clock_ghz,
-                        update=update)
+                        update=update, extra={**terms, "framework_note": ASTRA_PROFILE_NOTE})
     if intra is not None:
         wl = nccl_reference(wl, workers=workers, gpus_per_node=gpus_per_node, intra=intra,
                             inter=inter, nics_per_node=nics_per_node, nccl=nccl,
@@ -95,7 +118,7 @@ def export_astra_sim(run_id, workers, parallelism, clock_ghz, update, release,
 
     click.echo(inert(f"trace: {trace.provenance} ({trace.run_id}); {trace.source}"))  # #29 M7
     click.echo(f"update ({update}): " + wl.meta["update"])
-    inp = wl.meta["input_ms"]
+    inp = wl.meta["input_phases_ms"]
     click.echo(f"input: read {inp['io']:.3f} ms + copy {inp['h2d']:.3f} ms on the first "
                "layer's forward compute (as predict runs them)")
     click.echo("note: " + wl.meta["backward_split"])
@@ -104,6 +127,14 @@ def export_astra_sim(run_id, workers, parallelism, clock_ghz, update, release,
         total = sum(x["allreduce_us"] for x in ref["layers"]) / 1000.0
         click.echo(f"nccl_reference: NCCL {ref['nccl']} ({ref['time']}) all-reduce of every "
                    f"gradient alone: {total:.3f} ms in all")
+    _echo_terms(terms)
+    click.echo("note: " + ASTRA_PROFILE_NOTE)
+
+
+def _echo_terms(terms: dict) -> None:
+    click.echo(framework_line(terms["framework"]))
+    click.echo(f"overheads {terms['overheads']}: sync {terms['sync_ms']:.3f} ms, input "
+               f"{terms['input_ms']:.3f} ms per iteration ({terms['overheads_note']})")
 
 
 @click.command("export-chakra")
@@ -118,23 +149,34 @@ def export_astra_sim(run_id, workers, parallelism, clock_ghz, update, release,
 @_raw
 @_phases
 @cluster_options
+@framework_option()
+@overheads_options
 @click.option("--out", type=OutPath(writes=("{}.*.et",), dir_okay=False), required=True,
               help="Path prefix: writes <out>.0.et ... <out>.<workers-1>.et.")
 def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_times, io_ms,
                   h2d_ms, h2d_link, gpus_per_node, algorithm, nics_per_node, nccl, nccl_time,
                   servers, bucket_mib, link_alpha_us, link_bandwidth_gb_s, release, staging,
-                  staging_passes, shared_cpu, link_fit, out) -> None:
+                  staging_passes, shared_cpu, link_fit, framework, overheads, iteration_cv,
+                  host_decode_img_s, out) -> None:
     """Write Chakra execution traces (ASTRA-sim 2.0) of a stored run's predicted DAG (the
     DAG of predict --run-id with the same options, the modelled input copy included)."""
     from dgtraces.store.release import open_if_any
 
     from ..export import check_workers
     from ..export.chakra import build_et, write_et
+    from ..export.terms import export_terms
     from ..predict import Cluster, Policy
+    from ..predict.overheads import Overheads
+    from ..predict.trace import run_row
+    from ..reference.frameworks import apply_framework, choose_framework
 
+    choose_framework(framework, None)  # a bad name fails before any work
+    spec = Overheads.parse(overheads, iteration_cv=iteration_cv,
+                           host_decode_img_s=host_decode_img_s)
     check_workers(workers)
     rel = open_if_any(release)  # opened once: the run and a --link-fit read it
     trace = _trace(run_id, rel, raw_layer_times, io_ms, h2d_ms, h2d_link)
+    chosen = choose_framework(framework, run_row(run_id, rel))
     fit, presets = None, (intra, inter)
     if link_fit is not None:
         from ..comm.linkfit import fit_link
@@ -147,15 +189,22 @@ def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_t
                       link_alpha_us, gbps_option(link_bandwidth_gb_s), release or "latest", staging,
                       staging_passes, shared_cpu, default_nics(inter, nics_per_node), choice.why,
                       nccl, nccl_time)
-    graph = build_et(trace, cluster, Policy(policy, io_overlap == "on",
-                                            bucket_bytes_option(bucket_mib)))
+    given = explicit(click.get_current_context(), {"policy": "policy",
+                                                   "bucket_mib": "bucket_bytes",
+                                                   "algorithm": "algorithm"})
+    _, pol = apply_framework(chosen.profile, cluster, Policy(
+        policy, io_overlap == "on", bucket_bytes_option(bucket_mib)), given)
+    cluster = framework_cluster(chosen.profile, cluster, pol, given)
+    terms = export_terms(trace, cluster, pol, spec, chosen)
+    graph = build_et(trace, cluster, pol, extra=terms)
     paths = write_et(out, graph, workers)
     comm = sum(1 for n in graph.nodes if n.name.startswith("comm/"))
     click.echo(f"wrote {len(paths)} Chakra ET file(s) {paths[0]} ... ({len(graph.nodes)} nodes "
                f"each: {len(graph.nodes) - comm} compute, {comm} COMM_COLL all-reduce)")
     click.echo(f"modelled iteration {graph.iter_ms:.3f} ms; trace: {trace.provenance} "
-               f"({trace.run_id}); algorithm {cluster.algorithm} ({choice.why})")
+               f"({trace.run_id}); algorithm {cluster.algorithm} ({cluster.algorithm_why})")
     if fit is not None:
         from dgtraces.io.terminal_text import inert
 
         click.echo(inert(f"note: {fit.note(*presets)}"))  # the file name is the user's text
+    _echo_terms(terms)

@@ -114,23 +114,26 @@ def gbit_to_gbyte(gbit_s: float) -> float:
     return gbit_s / 8.0
 
 
-def framework_option(extra: tuple[str, ...] = ()) -> Callable:
-    """``--framework NAME[@VERSION]`` (the profiles of ``reference.frameworks``; ``none`` =
-    today's behaviour). Unknown names are UNKNOWN_FRAMEWORK with a did-you-mean."""
-    from ..reference.frameworks import NAMES
+def framework_option(auto_help: str = "the profile the trace's run implies (its source or "
+                     "metadata); none when not inferable") -> Callable:
+    """``--framework auto|NAME[@VERSION]|none`` (the profiles of ``reference.frameworks``;
+    ``auto`` is the default, ``none`` the predictor without a profile). Unknown names are
+    UNKNOWN_FRAMEWORK with a did-you-mean."""
+    from ..reference.frameworks import AUTO, NAMES
 
-    choices = " | ".join(NAMES + extra)
-    return click.option("--framework", default="none", show_default=True,
-                        help=f"Framework profile: {choices} (NAME@VERSION for an older "
-                             "row; explicit --policy/--bucket-mib/--algorithm win).")
+    choices = " | ".join((AUTO,) + NAMES)
+    return click.option("--framework", default=AUTO, show_default=True,
+                        help=f"Framework profile: {choices}; auto = {auto_help} "
+                             "(NAME@VERSION for an older row; explicit --policy/--bucket-mib/"
+                             "--algorithm win).")
 
 
 def overheads_options(f: Callable) -> Callable:
     """``--overheads``, ``--iteration-cv``, ``--host-decode-img-s`` (``predict.overheads``)."""
-    from ..predict.overheads import ADOPTED, CHOICES
+    from ..predict.overheads import ADOPTED, CHOICES, DEFAULT
 
     for opt in reversed([
-        click.option("--overheads", default="none", show_default=True,
+        click.option("--overheads", default=DEFAULT, show_default=True,
                      help="Terms added after the DAG: " + " | ".join(CHOICES)
                           + " (comma list; measured = the adopted terms: "
                           + ",".join(ADOPTED) + ")."),

@@ -145,9 +145,10 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
 
     from ..predict import Cluster, Policy, calibrate, predict_trace, resolve
     from ..predict.overheads import Overheads, apply_overheads
-    from ..reference.frameworks import apply_framework, get_framework
+    from ..predict.trace import run_row
+    from ..reference.frameworks import apply_framework, choose_framework
 
-    profile = get_framework(framework)  # bad names fail before any work
+    choose_framework(framework, None)  # a bad name fails before any work
     spec = Overheads.parse(overheads, iteration_cv=iteration_cv,
                            host_decode_img_s=host_decode_img_s)
 
@@ -175,6 +176,8 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
                     h2d_link=h2d_link if h2d_ms is None else None,
                     shape_only=calibrate_img_s is not None)
     trace = with_phases(trace, io_ms, h2d_ms)
+    chosen = choose_framework(framework, run_row(trace.run_id, rel))  # given or inferred
+    profile = chosen.profile
     pol = Policy(policy, io_overlap == "on", bucket_bytes_option(bucket_mib))
     given = explicit(click.get_current_context(), {"policy": "policy",
                                                    "bucket_mib": "bucket_bytes",
@@ -199,9 +202,7 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
     if fit is not None:  # the fit and what it replaced, and a message beyond its range
         pred = replace(pred, notes=pred.notes + fit.notes(
             *presets, max((m.nbytes for m in sched.messages), default=0)))
-    pred = apply_overheads(pred, trace, spec)
-    if profile is not None:
-        pred = replace(pred, framework=profile.describe())
+    pred = replace(apply_overheads(pred, trace, spec), framework=chosen.describe())
     if timeline:
         from ..predict.timeline import write_chrome_trace
 
@@ -220,7 +221,9 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
     used = {"bucket_mib": bucket_mib, "link_bandwidth_gb_s": link_bandwidth_gb_s,
             "release": pred.dataset_release,  # deprecated spellings applied, release pinned
             "device": device if device is None else pred.trace_device,  # V100 -> v100
-            "algorithm": cluster.algorithm}  # the device's default, resolved
+            "algorithm": cluster.algorithm,  # the device's default, resolved
+            "framework": "none" if profile is None else profile.key,  # as given or inferred
+            "overheads": spec.label}
     pred = replace(pred, inputs=inputs(ctx, used))
     if as_json:
         fitted = {} if fit is None else {"link_fit": fit.to_dict(*presets)}
@@ -294,11 +297,7 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None, command: str = "")
         click.echo(inert(f"{side}: {link['link']} alpha {link['alpha_us']:.4g} us, "  # #36 M6
                          f"{link['bandwidth_gb_s']:.4g} GB/s ({link['provenance']}: "
                          f"{link['source']})"))
-    if pred.framework:
-        f = pred.framework
-        click.echo(f"framework: {f['framework']} (policy {f['policy']}, bucket "
-                   f"{f['bucket_bytes']}, first bucket {f['first_bucket_bytes']}, cycle "
-                   f"{f['cycle_ms']} ms, blocking {f['blocking']}; {f['citation']})")
+    click.echo(framework_line(pred.framework))
     for term, d in pred.overheads.items():
         if isinstance(d, dict):
             click.echo(f"overhead {term}: {d['ms']:.3f} ms = {d['formula']} "
@@ -309,6 +308,15 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None, command: str = "")
                        ("kineto traces (one per worker) to", kineto_dir)):
         if path:
             click.echo(f"wrote {what} {path}")
+
+
+def framework_line(f: dict | None) -> str:
+    """``framework: KEY (how; the profile's settings and citation)``, or ``none (how)``."""
+    if not f or f.get("framework") == "none":
+        return f"framework: none ({(f or {}).get('how', 'given')})"
+    return (f"framework: {f['framework']} ({f['how']}; policy {f['policy']}, bucket "
+            f"{f['bucket_bytes']}, first bucket {f['first_bucket_bytes']}, cycle "
+            f"{f['cycle_ms']} ms, blocking {f['blocking']}; {f['citation']})")
 
 
 split_option = split_list

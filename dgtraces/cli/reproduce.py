@@ -10,6 +10,8 @@ from typing import Any
 import click
 
 OUTPUT_ONLY = frozenset({"timeline", "gantt", "kineto_dir", "as_json"})  # shape no number
+# always written, as resolved: a later default (release, profile, terms) must not change it
+PINNED = frozenset({"release", "framework", "overheads"})
 
 
 def _options(ctx: click.Context) -> list[click.Option]:
@@ -26,7 +28,8 @@ def inputs(ctx: click.Context, values: dict[str, Any]) -> dict[str, Any]:
 
 def command_line(ctx: click.Context, values: dict[str, Any]) -> str:
     """``dgtraces <command> --opt value ...``: every option whose value is not its default
-    (``--release`` always, pinned to the release read)."""
+    (the :data:`PINNED` ones always: the release read, the framework profile and the
+    overhead terms as resolved)."""
     words = ["dgtraces", ctx.info_name or ctx.command.name or ""]
     for p in _options(ctx):
         value = values.get(p.name, ctx.params.get(p.name)) if p.name else None
@@ -35,7 +38,7 @@ def command_line(ctx: click.Context, values: dict[str, Any]) -> str:
             if value and value != p.default:
                 words.append(flag)
             continue
-        if value is None or (value == p.default and p.name != "release"):
+        if value is None or (value == p.default and p.name not in PINNED):
             continue
         words += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
     return shlex.join(words)

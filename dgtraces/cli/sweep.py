@@ -4,6 +4,7 @@ of configurations; every measured or published iterations row)."""
 from __future__ import annotations
 
 import json
+import math
 
 import click
 
@@ -113,10 +114,10 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
     from rich.progress import Progress
 
     from ..predict.overheads import Overheads, apply_overheads_frame, check_sweep_measurements
-    from ..predict.sweep import Grid, run_sweep
-    from ..reference.frameworks import get_framework
+    from ..predict.sweep import PER_ROW, Grid, run_sweep
+    from ..reference.frameworks import choose_framework
 
-    profile = get_framework(framework)
+    choose_framework(framework, None)  # a bad name fails before any work
     spec = Overheads.parse(overheads, iteration_cv=iteration_cv,
                            host_decode_img_s=host_decode_img_s)
     check_sweep_measurements(spec)  # before any work
@@ -124,6 +125,17 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
                                                    "bucket_mib": "bucket_bytes",
                                                    "algorithms": "algorithm",
                                                    "shared_cpu": "blocking"})
+    batches = _ints(batch_sizes, "--batch-sizes")
+    workers_list, gpn_list = _ints(workers_, "--workers"), _ints(gpn, "--gpus-per-node")
+    if out:
+        check_suffix(out, "--out", (".parquet", ".csv"))
+    lists = (models, batches, workers_list, gpn_list, split_option(intra), inter_list(inter),
+             split_option(algorithms or PER_ROW), split_option(policies),
+             range(2 if io_overlap == "both" else 1))
+    _check_size(math.prod(len(x) for x in lists))  # before any trace is read
+    traces, chosen = _sweep_traces(device, release, h2d_link, calibrate_img_s, models, batches,
+                                   framework)
+    profile = chosen.profile
     first, cycle = None, 0.0
     bucket_bytes = bucket_bytes_option(bucket_mib)
     if profile is not None:  # the profile's defaults; explicit options win
@@ -136,47 +148,26 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
             shared_cpu = True
         if "algorithm" not in given and profile.ps_placement == "host-cpu":
             algorithms = "ps"
-    workers_list, gpn_list = _ints(workers_, "--workers"), _ints(gpn, "--gpus-per-node")
     intras, inters = split_option(intra), inter_list(inter)
     fit = None
     if link_fit is not None:  # one fitted link in place of both presets (docs/collectives.md)
         intras, inters, fit = _fitted(link_fit, release, intras, inters)
-    why = None
-    if algorithms is None:  # the device's default (comm.algorithm_default)
-        from itertools import product
-
-        from ..comm.algorithm_default import default_algorithm
-
-        choice = default_algorithm(device, intras, inters,
-                                   list(product(workers_list, gpn_list)),
-                                   overridden=(link_alpha_us, link_bandwidth_gb_s,
-                                               link_fit) != (None, None, None))
-        algorithms, why = choice.algorithm, choice.why
-
-    grid = Grid(models=models, batch_sizes=_ints(batch_sizes, "--batch-sizes"),
+    grid = Grid(models=models, batch_sizes=batches,
                 workers=workers_list, gpus_per_node=gpn_list, intra=intras,
                 inter=inters, nics_per_node=nics_per_node, nccl=nccl,
                 nccl_time=nccl_time,
-                algorithms=split_option(algorithms), policies=split_option(policies),
+                algorithms=split_option(algorithms or PER_ROW),
+                policies=split_option(policies),
                 io_overlap={"off": (False,), "on": (True,), "both": (False, True)}[io_overlap],
                 bucket_bytes=bucket_bytes, first_bucket_bytes=first,
                 cycle_ms=cycle, servers=servers,
                 alpha_us=link_alpha_us, gbps=gbps_option(link_bandwidth_gb_s), staging=staging,
                 staging_passes=staging_passes, shared_cpu=shared_cpu,
-                release=release or "latest")
-    if out:
-        check_suffix(out, "--out", (".parquet", ".csv"))
+                release=release or "latest", device=next(iter(traces.values())).device,
+                traces=traces)
     console = Console(stderr=True)
-    if grid.size() > max_sweep():
-        from dgtraces.values import bad_value as bad
-
-        raise bad("sweep", f"{grid.size():,} configurations; the limit is {max_sweep():,} "
-                  f"(about {SWEEP_MEMORY_MIB} MiB at the measured {SWEEP_BYTES_PER_CONFIG} "
-                  "bytes per configuration): split the sweep", f"<= {max_sweep():,}",
-                  grid.size())
+    _check_size(grid.size())
     console.print(f"{grid.size():,} configurations")
-    if why is not None:
-        console.print(f"algorithm: {algorithms} ({why})")
     if fit is not None:
         from dgtraces.io.terminal_text import inert
 
@@ -184,10 +175,13 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
                       markup=False, highlight=False)
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("sweep", total=grid.size())
-        df = run_sweep(grid, _sweep_loader(device, release, h2d_link, calibrate_img_s, grid),
-                       progress=lambda n: bar.advance(task, n))
+        df = run_sweep(grid, progress=lambda n: bar.advance(task, n))
     df = apply_overheads_frame(df, spec)
     df["framework"] = "none" if profile is None else profile.key
+    console.print(f"framework: {chosen.label}")
+    counts = df.groupby(["algorithm", "algorithm_why"], sort=False).size()
+    for r in counts.reset_index(name="rows").itertuples():  # per row (issue #35)
+        console.print(f"algorithm: {r.algorithm} for {r.rows:,} rows ({r.algorithm_why})")
     if io_overlap == "both" and (df["trace_io_ms"] == 0).any():
         console.print("[yellow]warning:[/yellow] --io-overlap both with traces whose io time "
                       "is 0: their on and off rows are identical (give --io-ms or traces "
@@ -234,26 +228,46 @@ def max_sweep() -> int:
     return SWEEP_MEMORY_MIB * 2**20 // SWEEP_BYTES_PER_CONFIG
 
 
-def _sweep_loader(device, release, h2d_link, calibrate_img_s, grid):
-    """Trace loader of ``sweep``: ``resolve`` as ``predict`` does, calibrated when asked."""
+def _check_size(size: int) -> None:
+    """BAD_INPUT when a sweep of ``size`` configurations would pass the memory limit."""
+    from dgtraces.values import bad_value as bad
+
+    if size > max_sweep():
+        raise bad("sweep", f"{size:,} configurations; the limit is {max_sweep():,} "
+                  f"(about {SWEEP_MEMORY_MIB} MiB at the measured {SWEEP_BYTES_PER_CONFIG} "
+                  "bytes per configuration): split the sweep", f"<= {max_sweep():,}", size)
+
+
+def _sweep_traces(device, release, h2d_link, calibrate_img_s, models, batches, framework):
+    """Every trace of ``sweep`` by (model, batch), resolved as ``predict`` does (calibrated
+    when asked), and the framework profile: given, or the one all traces' runs imply (none when
+    they imply different ones or none)."""
+    from dgtraces.store.release import open_if_any
     from dgtraces.values import bad_value as bad
 
     from ..predict import Policy, calibrate, resolve
+    from ..predict.trace import run_row
+    from ..reference.frameworks import FrameworkChoice, choose_framework
 
-    if calibrate_img_s is not None and (len(grid.models) > 1 or len(grid.batch_sizes) > 1):
+    if calibrate_img_s is not None and (len(models) > 1 or len(batches) > 1):
         raise bad("calibrate_img_s", "one 1-worker throughput fits one model and one batch "
                   "size", "a single --models and --batch-sizes value", calibrate_img_s)
-
-    from dgtraces.store.release import open_if_any
-
     rel = open_if_any(release)  # opened once: every (model, batch) trace reads it
-
-    def load(model: str, batch: int):
-        trace = resolve(model, device, batch, release=rel, h2d_link=h2d_link,
-                        shape_only=calibrate_img_s is not None)
-        return trace if calibrate_img_s is None else calibrate(trace, calibrate_img_s,
-                                                               Policy())
-    return load
+    traces = {}
+    for model in models:
+        for batch in batches:
+            trace = resolve(model, device, int(batch), release=rel, h2d_link=h2d_link,
+                            shape_only=calibrate_img_s is not None)
+            traces[(model, int(batch))] = (trace if calibrate_img_s is None
+                                           else calibrate(trace, calibrate_img_s, Policy()))
+    by_key: dict = {}
+    for t in traces.values():
+        c = choose_framework(framework, run_row(t.run_id, rel))
+        by_key.setdefault(None if c.profile is None else c.profile.key, c)
+    if len(by_key) == 1:
+        return traces, next(iter(by_key.values()))
+    return traces, FrameworkChoice(None, "not inferable: the traces imply different "
+                                         f"profiles ({', '.join(map(str, by_key))})")
 
 
 def _write_frame(df, out: str) -> None:
@@ -272,8 +286,10 @@ def _write_frame(df, out: str) -> None:
 @click.command("validate-predictor")
 @release_option("Release to validate against ('latest': the newest).")
 @click.option("--published", is_flag=True,
-              help="Also predict every published multi-GPU row (shipped "
-                   "reference/scaling_published.csv): per-row and per-source error and MAPE.")
+              help="Also predict every published multi-GPU row the predictor can represent "
+                   "(shipped reference/scaling/published_scaling.csv and "
+                   "scaling_published.csv, mapped by evaluation/scaling_mapping.yaml): per "
+                   "source and per framework, item 4's targets, the rest with the reason.")
 @click.option("--plot", type=OutPath(writes=("{}",), dir_okay=False), default=None,
               help="Write a parity plot PNG to this path (default: no plot).")
 @click.option("--out", type=OutPath(writes=("{}",), dir_okay=False), default=None,
@@ -281,39 +297,42 @@ def _write_frame(df, out: str) -> None:
 @click.option("--json", "as_json", is_flag=True,
               help="Print the headline, per-model, per-policy and per-row results as JSON "
                    "(with --published: {measured, published}).")
-@framework_option(("auto",))
+@framework_option("each published setup's declared profile (evaluation/scaling_mapping.yaml)")
 @overheads_options
 @click.option("--markdown", is_flag=True,
-              help="Print the docs' tables of every framework/overheads variant against the "
-                   "pre-registered rule (docs/predictor-overheads.md) and stop.")
+              help="Print the docs' generated tables (the published evaluation at the "
+                   "defaults and before them, the terms against the pre-registered rule; "
+                   "docs/predictor-published.md, docs/predictor-overheads.md) and stop.")
 def validate_predictor(release, published, plot, out, as_json, framework, overheads,
                        iteration_cv, host_decode_img_s, markdown) -> None:
     """Predict every measured/published iterations row; print MAPE; optional parity plot.
     With --published, the published multi-GPU results too (--out then writes those rows);
-    --framework auto gives each published row its declared profile."""
+    --framework auto (the default) gives each published row its declared profile."""
+    from rich.console import Console
+    from rich.progress import Progress
+
     from dgtraces.evaluation.validation import parity_plot, validate
     from dgtraces.predict.overheads import Overheads
 
-    if framework != "auto":
-        from ..reference.frameworks import get_framework
+    from ..reference.frameworks import AUTO, get_framework
 
-        get_framework(framework, extra=("auto",))
+    if framework != AUTO:
+        get_framework(framework, extra=(AUTO,))
     spec = Overheads.parse(overheads, iteration_cv=iteration_cv,
                            host_decode_img_s=host_decode_img_s)
+    console = Console(stderr=True)
     if markdown:
-        from rich.console import Console
-        from rich.progress import Progress
-
         from dgtraces.evaluation.overheads import (
             FRAMEWORK_CHOICES,
             OVERHEAD_CHOICES,
-            evaluate_terms,
+            docs_tables,
         )
 
-        with Progress(console=Console(stderr=True), transient=True) as bar:
+        with Progress(console=console, transient=True) as bar:
             task = bar.add_task("variants", total=len(FRAMEWORK_CHOICES) * len(OVERHEAD_CHOICES))
-            ev = evaluate_terms(release, on_step=lambda n: bar.advance(task, n))
-        click.echo(ev.to_markdown())
+            blocks = docs_tables(release, on_step=lambda n: bar.advance(task, n))
+        click.echo("### Published rows (docs/predictor-published.md)\n\n" + blocks["results"]
+                   + "\n\n### Terms (docs/predictor-overheads.md)\n\n" + blocks["terms"])
         return
     if out:
         check_suffix(out, "--out", (".parquet", ".csv"))
@@ -323,8 +342,12 @@ def validate_predictor(release, published, plot, out, as_json, framework, overhe
     pub = None
     if published:
         from dgtraces.evaluation.published import validate_published
+        from dgtraces.evaluation.published_mapping import mapped_rows
 
-        pub = validate_published(release, framework, spec)
+        with Progress(console=console, transient=True) as bar:
+            task = bar.add_task("published rows", total=len(mapped_rows()))
+            pub = validate_published(release, framework, spec,
+                                     on_step=lambda n: bar.advance(task, n))
     if plot:
         if pub is None:
             parity_plot(res, plot)

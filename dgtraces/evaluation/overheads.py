@@ -8,7 +8,7 @@ print the tables of the docs from here (never typed).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from dgtraces.predict.overheads import Overheads
@@ -16,6 +16,7 @@ from dgtraces.predict.overheads import Overheads
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from dgtraces.evaluation.published_report import PublishedValidation
     from dgtraces.store.release import Release
 
 FRAMEWORK_CHOICES = ("none", "auto")
@@ -34,6 +35,7 @@ class Variant:
     cpu_mape_pct: float
     by_source: dict[str, float]  # source -> predictor MAPE
     linear_by_source: dict[str, float | None]
+    validation: PublishedValidation | None = field(default=None, repr=False, compare=False)
 
     @property
     def label(self) -> str:
@@ -117,7 +119,8 @@ def _variant(framework: str, overheads: str, release: Release | str | None,
            for s, m in zip(src["source"], src["linear_mape_pct"], strict=True)}
     return Variant(framework, overheads, h["mape_pct"], h["predictor_mape_on_linear_rows_pct"],
                    h["linear_mape_pct"], cpu[overheads],
-                   dict(zip(src["source"], src["mape_pct"].astype(float), strict=True)), lin)
+                   dict(zip(src["source"], src["mape_pct"].astype(float), strict=True)), lin,
+                   pub)
 
 
 def evaluate_terms(release: Release | str | None = None, on_step=None) -> TermsEvaluation:
@@ -135,6 +138,40 @@ def evaluate_terms(release: Release | str | None = None, on_step=None) -> TermsE
             if on_step:
                 on_step(1)
     return TermsEvaluation(tuple(out))
+
+
+DEFAULTS = ("auto", "sync")  # the commands' defaults: --framework auto --overheads measured
+BEFORE = ("none", "none")  # the predictor before issue #35's defaults
+
+
+def docs_tables(release: Release | str | None, on_step=None,
+                ev: TermsEvaluation | None = None) -> dict[str, str]:
+    """The docs' generated blocks, from one run of :func:`evaluate_terms` (or ``ev``):
+    ``results`` (the published evaluation at the defaults and before them;
+    docs/predictor-published.md) and ``terms`` (docs/predictor-overheads.md)."""
+    ev = evaluate_terms(release, on_step) if ev is None else ev
+    pubs = {(v.framework, v.overheads): v.validation for v in ev.variants}
+    parts = []
+    for title, key in (("The defaults (`--framework auto --overheads measured`)", DEFAULTS),
+                       ("Before issue #35 (`--framework none --overheads none`)", BEFORE)):
+        pv = pubs[key]
+        assert pv is not None
+        parts += [f"#### {title}", "", pv.to_markdown(), ""]
+    return {"results": "\n".join(parts).rstrip(),
+            "terms": ev.to_markdown() + "\n\n" + input_verdict(pubs)}
+
+
+def input_verdict(pubs: dict) -> str:
+    """Revision I2's pre-registered rule (docs/predictor-overheads.md), clause (a) first: how
+    many scored rows the input term changes at the defaults."""
+    base, with_input = pubs[DEFAULTS], pubs[("auto", "sync,input")]
+    a, b = base.scored(), with_input.scored()
+    changed = int((a["predicted"] - b["predicted"]).abs().gt(1e-9 * a["predicted"]).sum())
+    verdict = ("not adopted: clause (a) fails, it changes no scored row (every scored loader "
+               "either puts no decode work on the host or has no sourced decode rate)"
+               if changed == 0 else "judge by clauses (b) and (c) against `auto`/`sync`")
+    return (f"Revision I2 of the input term: it changes {changed} of {len(a)} scored rows "
+            f"against `auto`/`sync`; {verdict}.")
 
 
 def frame(ev: TermsEvaluation) -> pd.DataFrame:

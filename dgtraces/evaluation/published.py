@@ -1,323 +1,260 @@
 """``validate-predictor --published``: the predictor against published multi-GPU results.
 
-Reads the shipped byte-exact copy ``dgtraces/reference/scaling_published.csv`` (tensorpack
-benchmarks, Caffe-MPI READMEs; each row keeps its ``source``) and predicts every row.
+Reads the shipped byte-exact copies ``dgtraces/reference/scaling/published_scaling.csv``
+(DeepLearningExamples, DLPerf, keras-multi-gpu, Paddle's 2016 benchmark) and
+``dgtraces/reference/scaling_published.csv`` (tensorpack, Caffe-MPI: the *older set*, one
+source) and predicts every row the predictor can represent. How a row becomes options is the
+reviewed mapping ``scaling_mapping.yaml`` (:mod:`.published_mapping`, docs/predictor-published.md),
+written before the first score; rows it calls not representable are listed with the reason.
 
-How a row becomes a configuration (declared here, never fitted to the rows):
+Per row, declared in the mapping and never fitted to the rows:
 
-* aggregation (``update`` column) -> algorithm and policy by :data:`UPDATE_RULES`; an NCCL
-  aggregation (algorithm :data:`NCCL_DEFAULT`) takes ``predict``'s default for the device
-  (``comm.algorithm_default``: ``auto``, NCCL's own choice, for GPUs; issue #25);
-* ``intra`` / ``inter`` columns: their first word when it is a links preset; an unstated
-  intra link is the device's board link (:data:`BOARD_LINK`), InfiniBand of unstated rate is
-  ``ib-fdr`` (:data:`UNSTATED_IB`: the 56 Gb/s generation of 2016-2017 clusters);
-* calibration, in order: the 1-GPU ``img_s`` figure of the same source, framework and
-  aggregation via ``--calibrate-img-s`` (that row is then the calibration row and not scored;
-  multi-GPU figures are never used); else a device with calibration rows is reconstructed
-  from ``calibration.csv`` (other publications' 1-GPU figures); else the uncalibrated
-  shape-only roofline (:func:`.devices.shape_trace`), used only for speedup rows;
-* rows with ``img_s`` are compared as throughput, rows with only ``speedup`` as speedup;
-* "synthetic data" rows (and their "same" followers) have no input copy (h2d 0).
+* the setup's model, device, links, NCCL model and algorithm (``nccl``: ``predict``'s default
+  for the GPU, ``comm.algorithm_default``: NCCL's own choice);
+* ``--framework auto`` applies the setup's profile, ``none`` none, a name that profile for every
+  row; the setup's explicit policy / bucket win over a profile, as on the command line;
+* calibration: the table's own 1-GPU figure via ``--calibrate-img-s`` (that 1-GPU row is then
+  the calibration, not scored); without one, a device with calibration rows is reconstructed
+  from ``calibration.csv`` (other publications' 1-GPU figures), else the uncalibrated
+  shape-only roofline, used only for speedup rows;
+* the overhead terms of ``--overheads``; the input term uses the setup's loader
+  (``overheads.LOADERS``) and is left off, with the reason, where no decode rate exists.
 
-Beside the predictor, every scored row gets the **linear-scaling baseline**: N x the source's
-own 1-GPU ``img_s`` figure for throughput rows (none when the source gives no 1-GPU figure),
-N for speedup rows; its error and per-source MAPE are reported next to the predictor's. Rows
-whose predicted speedup is within :data:`NEAR_LINEAR` of N (communication almost or fully
-hidden behind backward compute) do not exercise the communication model; they are counted
-(``pred_linear``; ``pred_exact_linear`` for speedup equal to N within 1e-6).
+Beside the predictor every scored row gets the **linear-scaling baseline** (N x the table's
+1-GPU figure; N for speedup rows). The report is :mod:`.published_report`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dgtraces.errors import Code, DgtracesError
-from dgtraces.predict.cluster import Cluster, Policy
+from dgtraces.predict.cluster import DEFAULT_BUCKET_BYTES, Cluster, Policy
 from dgtraces.predict.dag import predict_trace
 from dgtraces.predict.trace import resolve
+
+from .published_mapping import (
+    FROM_ROW,
+    GPU_PAIRS,
+    NCCL,
+    NEW_FILE,
+    OLD_FILE,
+    ONE_NODE,
+    Setup,
+    load_mapping,
+    mapped_rows,
+)
+from .published_report import OLDER_SOURCE, PublishedValidation
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from dgtraces.store.release import Release
 
-
-def _distinct(values: pd.Series) -> str:
-    """The distinct values of a column, sorted and comma-joined (a source's profiles)."""
-    return ", ".join(sorted({str(v) for v in values}))
+AUTO = "auto"  # --framework auto: each setup's declared profile
+MIB = 1024 * 1024
 
 
-FILE = "scaling_published.csv"
-HOROVOD_FUSION_BYTES = 64 * 1024 * 1024  # Horovod docs: HOROVOD_FUSION_THRESHOLD default 64 MB
-NCCL_DEFAULT = None  # an NCCL all-reduce: predict's default for the device (auto on GPUs)
-# (substring of the update column, algorithm, policy, bucket bytes, why)
-UPDATE_RULES = (
-    ("parameter server on the host CPU", "ps", "wfbp", None,
-     ("push/pull over each GPU's PCIe link to host memory; host ingress = one x16 uplink "
-      "per two GPUs (PCIe switch per GPU pair, NVIDIA DGX-1 system architecture "
-      "whitepaper)")),
-    ("horovod", NCCL_DEFAULT, "bucketed", HOROVOD_FUSION_BYTES,
-     "NCCL all-reduce with Horovod tensor fusion (64 MiB default threshold)"),
-    ("hierarchical", "hierarchical", "wfbp", None,
-     ("NCCL reduce-scatter/all-gather inside nodes, MPI ring between nodes "
-      "(Caffe-MPI 2.0)")),
-    ("nccl all-reduce", NCCL_DEFAULT, "wfbp", None,
-     "NCCL all-reduce of each gradient when ready (TF graph dataflow)"),
-)
-BOARD_LINK = {"p100": "nvlink1", "v100": "nvlink2", "a100": "nvlink3", "h100": "nvlink4"}
-UNSTATED_IB = "ib-fdr"
-HOST_LINK = "pcie3"
-NEAR_LINEAR = 0.01  # predicted speedup >= (1 - this) x N counts as linear scaling
-
-
-@dataclass(frozen=True)
-class PublishedValidation:
-    rows: pd.DataFrame  # one row per published row: scored, calibration or skipped
-    framework: str = "none"  # --framework choice (none, auto, or one profile)
-    overheads: str = "none"  # --overheads terms added after the DAG
-
-    def scored(self) -> pd.DataFrame:
-        return self.rows[self.rows["role"] == "scored"]
-
-    def by_source(self) -> pd.DataFrame:
-        s = self.scored()
-        g = s.groupby("source", sort=False)
-        return g.agg(rows=("ape_pct", "size"), metric=("metric", "first"),
-                     framework_profiles=("framework_profile", _distinct),
-                     mape_pct=("ape_pct", "mean"), median_ape_pct=("ape_pct", "median"),
-                     max_ape_pct=("ape_pct", "max"),
-                     mean_signed_pct=("error_pct", "mean"),
-                     linear_rows=("linear_ape_pct", "count"),
-                     linear_mape_pct=("linear_ape_pct", "mean"),
-                     pred_linear_rows=("pred_linear", "sum"),
-                     mean_sync_ms=("sync_ms", "mean"),
-                     mean_input_ms=("input_ms", "mean")).reset_index()
-
-    def headline(self) -> dict:
-        sc = self.scored()
-        s, lin = sc["ape_pct"], sc["linear_ape_pct"].dropna()
-        return {"framework": self.framework, "overheads": self.overheads,
-                "rows": len(s), "mape_pct": float(s.mean()) if len(s) else None,
-                "median_ape_pct": float(s.median()) if len(s) else None,
-                "linear_rows": len(lin),
-                "linear_mape_pct": float(lin.mean()) if len(lin) else None,
-                "predictor_mape_on_linear_rows_pct": float(sc.loc[lin.index, "ape_pct"].mean())
-                if len(lin) else None,
-                "pred_linear_rows": int(sc["pred_linear"].sum()),
-                "pred_exact_linear_rows": int(sc["pred_exact_linear"].sum())}
-
-    def to_dict(self) -> dict:
-        from dgtraces.evaluation.validation import no_nan
-
-        return no_nan({"file": f"dgtraces/reference/{FILE}", "headline": self.headline(),
-                        "by_source": self.by_source().to_dict("records"),
-                        "rows": self.rows.to_dict("records")})
-
-    def report(self) -> str:
-        h = self.headline()
-        lines = [(f"predictor vs published multi-GPU results (dgtraces/reference/{FILE}; "
-                 f"predictions are modelled; --framework {self.framework}, --overheads "
-                 f"{self.overheads})"),
-                 (f"  all sources: MAPE {h['mape_pct']:.2f}%, median error "
-                 f"{h['median_ape_pct']:.2f}% over {h['rows']} scored rows"),
-                 self._baseline_line(h)]
-        fmt = {k: "{:.2f}".format for k in ("mape_pct", "median_ape_pct", "max_ape_pct",
-                                             "mean_signed_pct", "linear_mape_pct")}
-        lines += ["per source:", self.by_source().to_string(index=False, formatters=fmt),
-                  "per row:"]
-        cols = ["model", "device", "gpus", "algorithm", "framework_profile", "metric",
-                "published",
-                "predicted", "error_pct", "linear", "linear_error_pct", "dag_iter_ms",
-                "sync_ms", "input_ms", "input_term", "calibration"]
-        part = self.rows[self.rows["role"] == "scored"][cols]
-        lines.append(part.to_string(index=False, float_format=lambda v: f"{v:.4g}",
-                                    max_colwidth=48))
-        for r in self.rows[self.rows["role"] != "scored"].itertuples():
-            lines.append(f"  {r.role}: {r.model}/{r.device} x{r.gpus} ({r.update}): "
-                         f"{r.reason}")
-        return "\n".join(lines)
-
-
-    @staticmethod
-    def _baseline_line(h: dict) -> str:
-        lin = (f"MAPE {h['linear_mape_pct']:.2f}% over the {h['linear_rows']} rows that have "
-               f"one (predictor on those rows: {h['predictor_mape_on_linear_rows_pct']:.2f}%)"
-               if h["linear_rows"] else "no row has one")
-        return (f"  linear-scaling baseline (N x the source's own 1-GPU figure; N for "
-                f"speedup rows): {lin}\n  the predictor predicts linear scaling (speedup "
-                f"within {NEAR_LINEAR:.0%} of N: communication hidden) for "
-                f"{h['pred_linear_rows']} of {h['rows']} rows ({h['pred_exact_linear_rows']} "
-                "exactly); those rows do not exercise its communication model")
-
-
-def _rule(update: str) -> tuple:
-    low = update.lower()
-    for rule in UPDATE_RULES:
-        if rule[0].lower() in low:
-            return rule
-    raise DgtracesError(f"aggregation {update!r} has no model", code=Code.BAD_INPUT)
-
-
-def _link(text: str, fallback: str) -> str:
-    from dgtraces.comm.links import known_links
-
-    word = (text or "").split(" ")[0].strip()
-    if word in known_links(use_store=False):
-        return word
-    if "infiniband" in (text or "").lower():
-        return UNSTATED_IB
-    return fallback
-
-
-def _num(text: str) -> float | None:
+def _num(text: str | None) -> float | None:
     return float(text) if text not in (None, "") else None
 
 
-def _configure(row: dict, calib: dict, framework: str | None = None) -> dict:
-    from .published_frameworks import row_framework
+def _old_notes(rows: list[dict]) -> dict[int, str]:
+    """The older set's notes, where "same" repeats the previous row's (by row position)."""
+    out, notes = {}, ""
+    for i, r in enumerate(rows):
+        text = r.get("notes") or ""
+        notes = notes + "; " + text if text.startswith("same") else text
+        out[i] = notes
+    return out
 
-    _, algo, policy, bucket, why = _rule(row["update"])
-    profile, profile_why = row_framework(row, framework)
-    device, gpus = row["device"], int(row["gpus"])
-    gpn = min(int(row["gpus_per_node"]), gpus)
-    intra = _link(row["intra"], BOARD_LINK.get(device, HOST_LINK))
-    inter = _link(row["inter"], intra)
-    servers = 1
-    if algo == "ps":
-        intra = inter = HOST_LINK
-        servers = max(1, math.ceil(gpus / 2))
-    img_1 = calib.get((row["source"], row["framework"], row["update"]))
-    algo_why = "the row's aggregation"
-    if algo is NCCL_DEFAULT:
+
+def _normalise(file: str, row: dict, setup: Setup, notes: str, one_gpu: dict) -> dict:
+    """One reference row in the evaluation's columns (both files)."""
+    if file == NEW_FILE:
+        base = {"source": row["source_repo"], "table": f"{row['commit'][:7]} {row['table']}",
+                "framework": row["framework"], "update": row["comm_library"],
+                "gpus": int(row["gpus"]), "gpus_per_node": int(row["gpus_per_node"]),
+                "batch_per_gpu": _batch(row["batch_per_gpu"]),
+                "published_img_s": _num(row["img_s"]), "published_speedup": None,
+                "source_1gpu_img_s": _num(row["img_s_1gpu_same_table"]),
+                "synthetic": setup.loader == "synthetic", "row_model": row["model"],
+                "row_device": row["gpu"]}
+    else:
+        key = (row["source"], row["framework"], row["update"])
+        base = {"source": OLDER_SOURCE, "table": row["source"], "framework": row["framework"],
+                "update": row["update"], "gpus": int(row["gpus"]),
+                "gpus_per_node": int(row["gpus_per_node"]),
+                "batch_per_gpu": _batch(row["batch_per_gpu"]),
+                "published_img_s": _num(row["img_s"]), "published_speedup": _num(row["speedup"]),
+                "source_1gpu_img_s": one_gpu.get(key), "synthetic": "synthetic data" in notes,
+                "row_model": row["model"], "row_device": row["device"]}
+    metric = "img_s" if base["published_img_s"] is not None else "speedup"
+    base.update(file=file, setup=setup.id, setup_profile=setup.profile or "none",
+                loader=setup.loader, nccl_version=setup.nccl_version, metric=metric,
+                published=base[f"published_{metric}"],
+                model=base["row_model"] if setup.model in (None, FROM_ROW) else setup.model,
+                device=base["row_device"] if setup.device in (None, FROM_ROW) else setup.device)
+    return base
+
+
+def _batch(text: str) -> int | None:
+    return int(text) if str(text).strip().isdigit() else None
+
+
+def _configure(s: Setup, r: dict, framework: str | None) -> dict:
+    """The setup's options for row ``r`` under ``--framework framework``."""
+    from dgtraces.reference.frameworks import get_framework
+
+    gpus = r["gpus"]
+    gpn = min(r["gpus_per_node"], gpus)
+    intra = s.intra or ""
+    inter = intra if s.inter in (None, ONE_NODE) else s.inter
+    servers = math.ceil(gpus / 2) if s.servers == GPU_PAIRS else int(s.servers)
+    choice = (framework or "none").strip()
+    if choice == "none":
+        profile, why = None, "--framework none: the setup's options alone"
+    elif choice == AUTO:
+        profile = get_framework(s.profile)
+        why = f"declared for setup {s.id} (scaling_mapping.yaml)"
+    else:
+        profile, why = get_framework(choice), f"--framework {choice} (forced for every row)"
+    algo, algo_why = s.algorithm, "the setup's aggregation (scaling_mapping.yaml)"
+    if algo == NCCL:
         from dgtraces.comm.algorithm_default import default_algorithm
 
-        choice = default_algorithm(device, [intra], [inter], [(gpus, gpn)])
-        algo, algo_why = choice.algorithm, choice.why
-    return {"algorithm": algo, "algorithm_why": algo_why, "policy": policy,
-            "bucket_bytes": bucket, "intra": intra,
-            "inter": inter, "servers": servers, "gpus_per_node": gpn, "rule": why,
-            "calibrate_img_s": img_1, "profile": profile,
+        c = default_algorithm(r["device"], [intra], [inter], [(gpus, gpn)])
+        algo, algo_why = c.algorithm, c.why
+    explicit = {"algorithm"} | ({"policy"} if s.policy else set()) | (
+        {"bucket_bytes"} if s.bucket_mib is not None else set())
+    return {"algorithm": algo, "algorithm_why": algo_why, "intra": intra, "inter": inter,
+            "servers": servers, "gpus_per_node": gpn, "nics_per_node": s.nics_per_node,
+            "policy_given": s.policy or "wfbp",
+            "bucket_given": int(s.bucket_mib * MIB) if s.bucket_mib is not None
+            else DEFAULT_BUCKET_BYTES,
+            "profile": profile, "explicit": frozenset(explicit),
             "framework_profile": "none" if profile is None else profile.key,
-            "framework_why": profile_why}
+            "framework_why": why}
 
 
-def _predict(row: dict, cfg: dict, rel: Release | str | None, overheads=None) -> dict:
+def _predict(r: dict, cfg: dict, rel: Release | str | None, overheads) -> dict:
     """One row predicted; ``rel``: the release opened once for every row (or the version as
     given when no such release exists: the traces are reconstructed then)."""
     from dgtraces.predict import calibrate
-    from dgtraces.predict.cluster import DEFAULT_BUCKET_BYTES
     from dgtraces.predict.overheads import Overheads, apply_overheads, validation_spec
     from dgtraces.reference.frameworks import apply_framework
 
-    synthetic = "synthetic data" in row["_notes"]
-    trace = resolve(row["model"], row["device"], int(row["batch_per_gpu"]), release=rel,
-                    h2d_link=None if synthetic else "pcie3", shape_only=True)
-    policy = Policy(cfg["policy"], False, cfg["bucket_bytes"] or DEFAULT_BUCKET_BYTES)
-    cluster = Cluster(int(row["gpus"]), cfg["gpus_per_node"], cfg["intra"], cfg["inter"],
+    if r["batch_per_gpu"] is None:
+        raise DgtracesError("the row states no batch per GPU", code=Code.BAD_INPUT)
+    trace = resolve(r["model"], r["device"], r["batch_per_gpu"], release=rel,
+                    h2d_link=None if r["synthetic"] else "pcie3", shape_only=True)
+    policy = Policy(cfg["policy_given"], False, cfg["bucket_given"])
+    cluster = Cluster(r["gpus"], cfg["gpus_per_node"], cfg["intra"], cfg["inter"],
                       cfg["algorithm"], cfg["servers"], release=rel or "latest",
-                      algorithm_why=cfg["algorithm_why"])
-    # the row's aggregation fixes the algorithm (ps, hierarchical, NCCL's default)
-    cluster, policy = apply_framework(cfg["profile"], cluster, policy,
-                                      explicit=frozenset({"algorithm"}))
-    if cfg["calibrate_img_s"] is not None:
-        trace = calibrate(trace, cfg["calibrate_img_s"], policy)
-        how = f"--calibrate-img-s {cfg['calibrate_img_s']:g} (the source's 1-GPU figure)"
+                      nics_per_node=cfg["nics_per_node"], algorithm_why=cfg["algorithm_why"])
+    cluster, policy = apply_framework(cfg["profile"], cluster, policy, cfg["explicit"])
+    img_1 = r["source_1gpu_img_s"]
+    if img_1 is not None:
+        trace = calibrate(trace, img_1, policy)
+        how = f"--calibrate-img-s {img_1:g} (the table's 1-GPU figure)"
     elif trace.run_id and trace.run_id.startswith("shape-"):
         how = "uncalibrated shape-only roofline (no 1-GPU figure, no calibration rows)"
     else:
         how = "reconstruction fitted to calibration.csv (other sources' 1-GPU figures)"
     dag, _ = predict_trace(trace, cluster, policy)
-    usable, input_how = validation_spec(overheads or Overheads(), trace, synthetic)
-    pred = apply_overheads(dag, trace, usable, synthetic=synthetic)
+    loader = "synthetic" if r["synthetic"] else r["loader"]
+    usable, input_how = validation_spec(overheads or Overheads(), trace, loader)
+    pred = apply_overheads(dag, trace, usable, loader=loader)
     b = pred.breakdown
     return {"pred_img_s": pred.throughput_img_s, "pred_speedup": pred.speedup_vs_1,
-            "calibration": how, "trace_run_id": trace.run_id,
-            "h2d_ms": trace.h2d_ms, "iter_ms": pred.iter_ms, "dag_iter_ms": dag.iter_ms,
+            "calibration": how, "trace_run_id": trace.run_id, "h2d_ms": trace.h2d_ms,
+            "iter_ms": pred.iter_ms, "dag_iter_ms": dag.iter_ms,
             "messages": dag.breakdown["messages"], "policy": policy.name,  # as applied
             "bucket_bytes": dag.bucket_bytes, "cycle_ms": policy.cycle_ms,
-            "blocking": cluster.shared_cpu,
-            "comm_exposed_ms": dag.breakdown["comm_exposed"],
+            "blocking": cluster.shared_cpu, "comm_exposed_ms": dag.breakdown["comm_exposed"],
             "sync_ms": b.get("sync_ms", 0.0), "input_ms": b.get("input_ms", 0.0),
             "input_term": input_how or None}
 
 
-def validate_published(release: Release | str | None = None, framework: str | None = None,
-                       overheads=None) -> PublishedValidation:
-    """Predict every row of the shipped published scaling table (see module doc) with the
-    traces of ``release`` (an open Release, or a version, default latest), the
-    ``framework`` profile choice (None/``none``, ``auto`` = the declared per-row profile,
-    or one profile for every row) and the ``overheads`` terms (an ``Overheads``)."""
+def validate_published(release: Release | str | None = None, framework: str | None = AUTO,
+                       overheads=None, *, setups: tuple[Setup, ...] | None = None,
+                       on_step: Callable[[int], None] | None = None) -> PublishedValidation:
+    """Predict every row of both shipped scaling tables (see module doc) with the traces of
+    ``release`` (an open Release, or a version, default latest), the ``framework`` choice
+    (``auto`` = each setup's declared profile, ``none``, or one profile for every row), the
+    ``overheads`` terms (an ``Overheads``; None = none) and the mapping ``setups`` (default
+    the shipped one). ``on_step(1)`` after each row (progress)."""
     import pandas as pd
 
     from dgtraces.reference import rows as ref_rows
     from dgtraces.store.release import open_if_any
 
+    if framework not in (None, "none", AUTO):
+        from dgtraces.reference.frameworks import get_framework
+
+        get_framework(framework, extra=(AUTO,))  # a bad name fails before any work
     rel = open_if_any(release)
-    table = ref_rows(FILE)
-    notes = ""
-    for r in table:  # "same" repeats the previous row's notes
-        text = r["notes"] or ""
-        notes = notes + "; " + text if text.startswith("same") else text
-        r["_notes"] = notes
-    calib = {(r["source"], r["framework"], r["update"]): float(r["img_s"])
-             for r in table if r["gpus"] == "1" and r["img_s"]}
-    out = []
-    for r in table:
-        base: dict[str, Any] = {k: r[k] for k in ("source", "model", "device", "framework",
-                                                  "update")}
-        base.update(gpus=int(r["gpus"]), batch_per_gpu=int(r["batch_per_gpu"]),
-                    published_img_s=_num(r["img_s"]), published_speedup=_num(r["speedup"]))
-        metric = "img_s" if base["published_img_s"] is not None else "speedup"
-        base["metric"] = metric
-        base["published"] = base[f"published_{metric}"]
+    old = ref_rows(OLD_FILE)
+    notes = _old_notes(old)
+    one_gpu = {(r["source"], r["framework"], r["update"]): float(r["img_s"])
+               for r in old if r["gpus"] == "1" and r["img_s"]}
+    out, old_i = [], 0
+    for file, row, setup in mapped_rows(load_mapping() if setups is None else setups):
+        note = ""
+        if file == OLD_FILE:
+            note, old_i = notes[old_i], old_i + 1
+        base: dict[str, Any] = _normalise(file, row, setup, note, one_gpu)
+        out.append(base)
+        if on_step:
+            on_step(1)
+        if not setup.scored:
+            base.update(role="not representable", reason=setup.reason)
+            continue
         try:
-            cfg = _configure(r, calib, framework)
-            base.update({k: v for k, v in cfg.items() if k not in ("calibrate_img_s",
-                                                                   "profile")})
-            base["source_1gpu_img_s"] = cfg["calibrate_img_s"]
-            base.update(_predict(r, cfg, rel, overheads))
+            cfg = _configure(setup, base, framework)
+            base.update({k: v for k, v in cfg.items() if k not in ("profile", "explicit")})
+            base.update(_predict(base, cfg, rel, overheads))
         except DgtracesError as exc:
             base.update(role="skipped", reason=f"[{exc.code}] {exc.message}")
-            out.append(base)
             continue
-        base["predicted"] = base[f"pred_{metric}"]
-        if base["gpus"] == 1 and cfg["calibrate_img_s"] is not None:
+        base["predicted"] = base[f"pred_{base['metric']}"]
+        if base["gpus"] == 1 and base["source_1gpu_img_s"] is not None:
             base.update(role="calibration", reason="1-GPU figure used by --calibrate-img-s "
-                        "for this source's multi-GPU rows (not scored)")
+                        "for its table's multi-GPU rows (not scored)")
         else:
             base.update(role="scored", reason=None)
-        out.append(base)
     df = pd.DataFrame(out)
-    df["error_pct"] = (df["predicted"] / df["published"] - 1) * 100
+    for col in ("predicted", "pred_speedup"):  # absent when no row was predicted
+        df[col] = pd.to_numeric(df[col], errors="coerce") if col in df else float("nan")
+    df["error_pct"] = (df["predicted"] / pd.to_numeric(df["published"], errors="coerce")
+                       - 1) * 100
     df["ape_pct"] = df["error_pct"].abs()
     return PublishedValidation(_with_linear_baseline(df), framework or "none",
                                "none" if overheads is None else overheads.label)
 
 
 def _with_linear_baseline(df: pd.DataFrame) -> pd.DataFrame:
-    """Add the linear-scaling baseline (module doc) and whether the predictor predicted
-    linear scaling."""
+    """Add the linear-scaling baseline (module doc), whether the predictor predicted linear
+    scaling, and whether the row counts for item 4's targets (multi-GPU, a 1-GPU figure)."""
     import numpy as np
+    import pandas as pd
 
-    one = df["source_1gpu_img_s"] if "source_1gpu_img_s" in df else np.nan
+    from .published_report import NEAR_LINEAR
+
+    one = pd.to_numeric(df["source_1gpu_img_s"], errors="coerce")
     gpus = df["gpus"].astype(float)
-    df["linear"] = np.where(df["metric"] == "speedup", gpus, gpus * _as_float(one))
-    df["linear_error_pct"] = (df["linear"] / df["published"] - 1) * 100
+    df["linear"] = np.where(df["metric"] == "speedup", gpus, gpus * one)
+    df["linear_error_pct"] = (df["linear"] / pd.to_numeric(df["published"],
+                                                           errors="coerce") - 1) * 100
     df["linear_ape_pct"] = df["linear_error_pct"].abs()
-    ratio = _as_float(df.get("pred_speedup", np.nan)) / gpus
+    ratio = df["pred_speedup"] / gpus
     multi = (df["gpus"] > 1) & ratio.notna()
     df["pred_linear"] = multi & (ratio >= 1 - NEAR_LINEAR)
     df["pred_exact_linear"] = multi & ((ratio - 1).abs() < 1e-6)
+    df["target_row"] = (df["role"] == "scored") & (df["gpus"] > 1) & df["linear"].notna()
     return df
-
-
-def _as_float(values: Any) -> Any:
-    """``values`` as float (None -> NaN), a Series kept a Series."""
-    import pandas as pd
-
-    return pd.to_numeric(values, errors="coerce") if isinstance(values, pd.Series) else values
 
 
 def published_plot(measured, pub: PublishedValidation, path) -> None:
@@ -340,8 +277,7 @@ def published_plot(measured, pub: PublishedValidation, path) -> None:
     for (key, part), marker in zip(scored.groupby("source", sort=False), "s^Dvp<>*", strict=False):
         src = str(key)
         right.scatter(part["published"], part["predicted"], marker=marker, s=40,
-                      label=f"{src.split('/')[0]} {src[src.rfind('('):]} "
-                            f"({part['metric'].iloc[0]})")
+                      label=f"{src[:40]} ({part['metric'].iloc[0]})")
     if len(scored):
         right.scatter(scored["published"], scored["linear"], marker="x", s=24, color="grey",
                       label="linear-scaling baseline (N x 1-GPU figure)")

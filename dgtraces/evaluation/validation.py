@@ -138,9 +138,9 @@ def _predict_row(row, rel: Release, runs, overheads=None) -> dict:
     if overheads is not None and overheads.terms:  # issue #26 terms (overheads.py)
         from dgtraces.predict.overheads import apply_overheads, validation_spec
 
-        synthetic = "synthetic" in str(_val(row.get("notes")) or "")
-        spec, _ = validation_spec(overheads, trace, synthetic)
-        pred = apply_overheads(pred, trace, spec, synthetic=synthetic)
+        loader = "synthetic" if "synthetic" in str(_val(row.get("notes")) or "") else None
+        spec, _ = validation_spec(overheads, trace, loader)
+        pred = apply_overheads(pred, trace, spec, loader=loader)
     circular = (row["provenance"] == "published" and trace.provenance == "reconstructed")
     b = pred.breakdown
     return {"predicted_ms": pred.iter_ms, "trace_provenance": trace.provenance,

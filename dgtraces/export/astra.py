@@ -134,11 +134,13 @@ def _placement(update: str | UpdatePlacement) -> UpdatePlacement:
 
 def astra_workload(trace: Trace, *, workers: int = 1, parallelism: str = "DATA",
                    clock_ghz: float = 1.0,
-                   update: str | UpdatePlacement = UpdatePlacement.FIRST_LAYER) -> AstraWorkload:
+                   update: str | UpdatePlacement = UpdatePlacement.FIRST_LAYER,
+                   extra: dict | None = None) -> AstraWorkload:
     """The ASTRA-sim 1.0 workload of ``trace``: forward, input-gradient and weight-gradient
     compute per layer (cycles at ``clock_ghz``), the weight gradient all-reduced (its bytes
     from the ``layers`` table), and the trace's update time placed by ``update`` (see
-    :class:`UpdatePlacement`; default on the first layer with a gradient)."""
+    :class:`UpdatePlacement`; default on the first layer with a gradient). ``extra`` (e.g.
+    :func:`dgtraces.export.terms.export_terms`) joins the sidecar's metadata."""
     check_workers(workers)
     placement = _placement(update)
     if parallelism not in PARALLELISMS:
@@ -184,7 +186,7 @@ def astra_workload(trace: Trace, *, workers: int = 1, parallelism: str = "DATA",
                            "when its collective ends, and its analytical event queue aborts "
                            "on an event at the current time (EventQueue.cc:20); layers given "
                            "no update get 1 cycle, at most one cycle per layer in all",
-        "input_ms": {"io": float(trace.io_ms), "h2d": float(trace.h2d_ms)},
+        "input_phases_ms": {"io": float(trace.io_ms), "h2d": float(trace.h2d_ms)},
         "input": "the input read and host-to-device copy (h2d: predict's modelled copy of a "
                  "GPU trace unless stored or given) are added to the first layer's forward "
                  "compute: the format has no column for them, and predict runs them right "
@@ -192,6 +194,7 @@ def astra_workload(trace: Trace, *, workers: int = 1, parallelism: str = "DATA",
         "totals_ms": {"fwd": float(sum(trace.fwd_ms)), "input_grad": float(sum(split.ig_ms)),
                       "weight_grad": float(sum(split.wg_ms)), "update": trace.update_ms,
                       "grad_bytes": int(total_grad)},
+        **(extra or {}),
     }
     return AstraWorkload(parallelism, tuple(layers), meta)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ..comm.collectives import CommCost
+from .captions import kind_of, validation_note
 from .cluster import Cluster, Policy
 from .policies import Message, messages
 from .policy_registry import Grouping, grouping
@@ -104,9 +105,11 @@ def simulate(trace: Trace, cluster: Cluster, policy: Policy) -> Schedule:
         if shared and not after:
             continue
         ready_dep = bwd_last if after else task_of[m.layers[-1]]
+        # a fusion cycle sends at the cycle's end; one worker sends nothing, so it never
+        # waits for a cycle (Horovod skips the all-reduce when size() == 1)
         last_msg = g.add(m.task_id, "comm", "comm", cost.time_ms(m.nbytes),
-                         (ready_dep, last_msg), not_before=m.ready_ms if policy.cycle_ms
-                         else 0.0)  # a fusion cycle sends at the cycle's end
+                         (ready_dep, last_msg), not_before=m.ready_ms
+                         if policy.cycle_ms and cluster.workers > 1 else 0.0)
         if shared:
             bwd_last = last_msg
     update = g.add("update", "update", "compute", trace.update_ms, (bwd_last, last_msg))
@@ -179,8 +182,9 @@ def predict_trace(trace: Trace, cluster: Cluster, policy: Policy,
         if sched.iter_ms > 0 else float("inf")
     if trace.provenance == "reconstructed" and "on the fly" in trace.source:
         notes = notes + ("no stored trace matched; the trace was reconstructed on the fly",)
-    if cluster.workers > 1:
-        notes = notes + (OPTIMISTIC,)
+    described = cluster.describe()
+    if cluster.workers > 1:  # the measured signed error of the matching validation
+        notes = notes + (validation_note(kind_of(trace.device), "none", described),)
     spare = cluster.workers % cluster.gpus_per_node
     if spare and cluster.workers > cluster.gpus_per_node:
         notes = notes + (f"{cluster.workers} workers do not fill nodes of "
@@ -189,32 +193,9 @@ def predict_trace(trace: Trace, cluster: Cluster, policy: Policy,
     pred = Prediction(trace.model, trace.batch_size, cluster.workers, policy.name,
                       policy.io_overlap, sched.iter_ms, throughput, speedup,
                       speedup / cluster.workers, dict(sched.breakdown), sched.critical_path,
-                      cluster.describe(), trace.provenance, trace.source, trace.run_id,
+                      described, trace.provenance, trace.source, trace.run_id,
                       trace.device, notes=tuple(notes), **reproducibility(cluster, policy))
     return pred, sched
-
-
-# Signed error of the predicted throughput on the published multi-GPU rows scored by
-# ``validate-predictor --published`` (--framework none), without and with the sync term;
-# tests/predict/test_frameworks_overheads.py recomputes these figures from the evaluation.
-PUBLISHED_ERROR = {"none": {"rows": 21, "min_pct": 4, "max_pct": 23, "mape_pct": 9.7},
-                   "sync": {"rows": 21, "min_pct": -1, "max_pct": 16, "mape_pct": 5.5}}
-
-
-def published_note(terms: str) -> str:
-    """The caveat a multi-worker prediction carries: how far the predictor (with the
-    overhead terms ``terms``: ``none`` or ``sync``) was off on the published rows."""
-    e = PUBLISHED_ERROR[terms]
-    span = f"{e['min_pct']:+d}% to {e['max_pct']:+d}%, MAPE {e['mape_pct']}%"
-    if terms == "none":
-        return ("an upper bound: the DAG alone over-predicted every published multi-GPU row "
-                f"scored ({e['rows']} rows: {span}; docs/predictor-overheads.md); "
-                "--overheads measured adds the synchronisation of P workers")
-    return (f"with the sync term, the {e['rows']} published multi-GPU rows scored were "
-            f"off by {span} (docs/predictor-overheads.md)")
-
-
-OPTIMISTIC = published_note("none")
 
 
 def reproducibility(cluster: Cluster, policy: Policy) -> dict:

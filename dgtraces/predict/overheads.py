@@ -7,7 +7,9 @@ after the DAG, pre-registered in docs/predictor-overheads.md:
   ProfilerStep durations of the shipped Kineto trace, :func:`kineto_step_cv`);
 * ``input``: a node's decode pipeline shared by its GPUs,
   ``input_ms = max(0, g x b x 1000 / R - T_dag)`` with ``R`` the node's measured decode rate
-  (``--host-decode-img-s``), or ``g x io_ms`` of a measured trace in place of the first term.
+  (``--host-decode-img-s``), or ``g x io_ms`` of a measured trace in place of the first term;
+  a loader that decodes nowhere on the host (:data:`LOADERS`: synthetic input, DALI on the
+  GPU) gives 0 (revision I2, issue #35 item 3).
 
 A term asked for without its measurement is MISSING_MEASUREMENT naming what to supply.
 """
@@ -20,7 +22,8 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ..errors import Code, DgtracesError, Failure
-from .dag import OPTIMISTIC, Prediction, published_note
+from .captions import is_validation_note, kind_of, validation_note
+from .dag import Prediction
 from .trace import Trace
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,6 +36,44 @@ TERMS = ("sync", "input")
 ADOPTED = ("sync",)
 CHOICES = ("none", "measured") + TERMS  # measured = the adopted terms
 KINETO_FILE = "gpu/kineto/resnet50_v100_b32_num_workers_0.pt.trace.json.gz"
+DEFAULT = "measured"  # the commands' --overheads default (issue #35 item 1)
+
+
+@dataclass(frozen=True)
+class Loader:
+    """An input pipeline: where it decodes (``none``: synthetic input, ``gpu``, ``cpu``,
+    ``unknown``) and, for a host decoder, a decode rate per core with its named source
+    (None: no published or measured rate exists; docs/predictor-overheads.md, I2)."""
+
+    name: str
+    decodes_on: str
+    img_s_per_core: float | None
+    source: str
+
+
+_NO_RATE = "no published or measured decode rate for this loader (I2)"
+LOADERS: dict[str, Loader] = {x.name: x for x in (
+    Loader("synthetic", "none", None, "synthetic input: no input pipeline"),
+    Loader("dali-gpu", "gpu", None, "DALI's mixed decoder: nvJPEG on the GPU, inside each "
+           "GPU's own (calibrated) work; nothing shared on the host"),
+    Loader("dali-cpu", "cpu", None, _NO_RATE),
+    Loader("dali", "unknown", None, "DALI, CPU or GPU decoding not stated; " + _NO_RATE),
+    Loader("pytorch-dataloader", "cpu", None, _NO_RATE),
+    Loader("tf-data", "cpu", None, _NO_RATE),
+    Loader("mxnet-recordio", "cpu", None, _NO_RATE),
+    Loader("unknown", "unknown", None, "loader not known; " + _NO_RATE),
+)}
+
+
+def host_free(loader: str | None) -> Loader | None:
+    """The loader when it puts no decode work on the host (synthetic, GPU decode), else
+    None; an unknown name is BAD_INPUT listing the loaders."""
+    if loader is None:
+        return None
+    if loader not in LOADERS:
+        raise _bad("loader", "unknown input loader", " | ".join(LOADERS), loader)
+    x = LOADERS[loader]
+    return x if x.decodes_on in ("none", "gpu") else None
 
 
 @dataclass(frozen=True)
@@ -129,10 +170,13 @@ def sync_term(spec: Overheads, workers: int, t1_ms: float) -> dict:
             "formula": "cv x T1 x E[max of P standard normals]", "source": source}
 
 
-def input_ms_needed(spec: Overheads, trace: Trace, per_node: int, synthetic: bool) -> tuple:
-    """(ms the node's pipeline needs per iteration, how); None ms when synthetic."""
-    if synthetic:
-        return None, "synthetic data: no input pipeline"
+def input_ms_needed(spec: Overheads, trace: Trace, per_node: int,
+                    loader: str | None = None) -> tuple:
+    """(ms the node's pipeline needs per iteration, how); None ms when the loader puts no
+    decode work on the host (synthetic input, GPU decoding)."""
+    free = host_free(loader)
+    if free is not None:
+        return None, f"{free.name}: {free.source}"
     if spec.host_decode_img_s is not None:
         return (per_node * trace.batch_size * 1000.0 / spec.host_decode_img_s,
                 f"{per_node} GPUs x {trace.batch_size} img / {spec.host_decode_img_s:g} img/s "
@@ -148,14 +192,16 @@ def _no_decode_rate() -> DgtracesError:
                 "--host-decode-img-s R", None, code=Code.MISSING_MEASUREMENT)
 
 
-def validation_spec(spec: Overheads, trace: Trace, synthetic: bool) -> tuple[Overheads, str]:
+def validation_spec(spec: Overheads, trace: Trace,
+                    loader: str | None = None) -> tuple[Overheads, str]:
     """For validation rows: ``spec`` without the input term where the row has no input
-    measurement (no decode rate, no measured io, real data), and how the term was treated;
-    ``predict`` instead raises MISSING_MEASUREMENT."""
+    measurement (no decode rate, no measured io, a host decoder), and how the term was
+    treated; ``predict`` instead raises MISSING_MEASUREMENT."""
     if "input" not in spec.terms:
         return spec, ""
-    if synthetic:
-        return spec, "synthetic data: 0"
+    free = host_free(loader)
+    if free is not None:
+        return spec, f"{free.name}: 0"
     if spec.host_decode_img_s is not None or (trace.io_ms > 0 and trace.provenance ==
                                               "measured"):
         return spec, "applied"
@@ -163,7 +209,7 @@ def validation_spec(spec: Overheads, trace: Trace, synthetic: bool) -> tuple[Ove
 
 
 def apply_overheads(pred: Prediction, trace: Trace, spec: Overheads,
-                    synthetic: bool = False) -> Prediction:
+                    loader: str | None = None) -> Prediction:
     """``pred`` with the terms of ``spec`` added to its iteration (breakdown ``sync_ms``,
     ``input_ms``; ``overheads`` in the JSON); speedup against one worker with the same
     terms. An empty spec returns ``pred`` unchanged."""
@@ -178,7 +224,7 @@ def apply_overheads(pred: Prediction, trace: Trace, spec: Overheads,
         sync, detail["sync"] = d["ms"], d
     if "input" in spec.terms:
         per_node = int(pred.cluster.get("gpus_per_node", 1))
-        need, how = input_ms_needed(spec, trace, min(per_node, p), synthetic)
+        need, how = input_ms_needed(spec, trace, min(per_node, p), loader)
         if need is not None:
             inp = max(0.0, need - pred.iter_ms)
             need1 = need / min(per_node, p)
@@ -190,8 +236,9 @@ def apply_overheads(pred: Prediction, trace: Trace, spec: Overheads,
     speedup = p * single / it if it > 0 else 1.0
     breakdown = dict(pred.breakdown, sync_ms=sync, input_ms=inp)
     notes = pred.notes
-    if "sync" in spec.terms and OPTIMISTIC in notes:
-        notes = tuple(published_note("sync") if n == OPTIMISTIC else n for n in notes)
+    if "sync" in spec.terms:  # quote the validation of the same terms
+        note = validation_note(kind_of(trace.device), "sync", pred.cluster)
+        notes = tuple(note if is_validation_note(n) else n for n in notes)
     notes = notes + (f"overheads {spec.label} added after the DAG (pre-registered, "
                      "docs/predictor-overheads.md)",)
     return replace(pred, iter_ms=it, throughput_img_s=p * pred.batch_size * 1000.0 / it,

@@ -10,7 +10,7 @@ Rows are modelled numbers: ``provenance`` is ``modelled`` and each row names its
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import product
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,8 @@ from .trace import Trace
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
+
+PER_ROW = "default"  # algorithm: the device's default, chosen per row (comm.algorithm_default)
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class Grid:
     traces: dict = field(default_factory=dict)
     nccl: str | None = None  # NCCL release of auto/nccl-* rows (None: the newest modelled)
     nccl_time: str = "run"  # run | tuning (comm.nccl.Model)
+    device: str | None = None  # whose default algorithm PER_ROW resolves to, row by row
 
     def policy(self, name: str, io_overlap: bool = False) -> Policy:
         return Policy(name, io_overlap, self.bucket_bytes, self.first_bucket_bytes,
@@ -85,8 +88,10 @@ def _check(grid: Grid) -> None:
         Cluster(w, g)  # raises BAD_INPUT naming workers / gpus_per_node
     for b in grid.batch_sizes:
         whole_number("batch_size", b)
-    known = ALGORITHMS + NCCL_NAMES
+    known = ALGORITHMS + NCCL_NAMES + (PER_ROW,)
     for a in grid.algorithms:
+        if a == PER_ROW:
+            continue
         if a not in known:
             raise bad("algorithm", "unknown collective algorithm", " | ".join(known), a)
         Cluster(1, intra=grid.intra[0], inter=grid.inter[0], algorithm=a,
@@ -104,6 +109,7 @@ def comm_grid(grid: Grid) -> dict[str, Any]:
     intra = {_name(n): link_or_spec(n, "intra", **kw) for n in grid.intra}
     inter = {_name(n): link_or_spec(n, "inter", **kw) for n in grid.inter}
     combos = list(product(grid.workers, grid.gpus_per_node, intra, inter, grid.algorithms))
+    whys = _per_row_defaults(grid, combos)
     w, g, li, le, al = (np.array(col) for col in zip(*combos, strict=True))
     nccl = np.isin(al, NCCL_NAMES)
     a, b = np.full(len(w), np.nan), np.full(len(w), np.nan)  # NaN: NCCL rows (fast_nccl)
@@ -132,7 +138,30 @@ def comm_grid(grid: Grid) -> dict[str, Any]:
         _nccl_figures(figures, labels, nccl, w, g, li, le, grid)
     return {"workers": w.astype(np.int64), "gpus_per_node": g.astype(np.int64), "intra": li,
             "inter": le, "algorithm": al, "a_ms": a, "b_ms_per_byte": b, **figures, **labels,
-            "nccl": nccl, "staging_ab": stage_ab}
+            "nccl": nccl, "staging_ab": stage_ab, "algorithm_why": np.array(whys, dtype=object)}
+
+
+def _per_row_defaults(grid: Grid, combos: list) -> list[str]:
+    """Resolve :data:`PER_ROW` in ``combos`` (in place) to the device's default for each row's
+    own workers, GPUs per node and links (a row NCCL's model cannot cost gets ring, the others
+    keep auto); returns each row's reason ("given" for a named algorithm)."""
+    from ..comm.algorithm_default import default_algorithm
+
+    overridden = ((grid.alpha_us, grid.gbps) != (None, None)  # a fitted Link too
+                  or any(isinstance(x, Link) for x in (*grid.intra, *grid.inter)))
+    memo: dict = {}
+    whys = []
+    for i, (w, g, li, le, a) in enumerate(combos):
+        if a != PER_ROW:
+            whys.append("given (--algorithms)")
+            continue
+        if (w, g, li, le) not in memo:
+            memo[(w, g, li, le)] = default_algorithm(grid.device, [li], [le], [(w, g)],
+                                                     overridden=overridden)
+        choice = memo[(w, g, li, le)]
+        combos[i] = (w, g, li, le, choice.algorithm)
+        whys.append(choice.why)
+    return whys
 
 
 def _name(link: "str | Link") -> str:
@@ -194,7 +223,9 @@ def run_sweep(grid: Grid, trace_loader: Callable[[str, int], Trace] | None = Non
         for pname in grid.policies:
             policy = grid.policy(pname)
             rel_end = _comm_ends(grid, cg, prep, policy)
-            rel_single = comm_end(prep, policy, np.zeros(1), np.zeros(1), grid.shared_cpu)
+            # one worker sends nothing: no fusion cycle to wait for (as dag.simulate)
+            rel_single = comm_end(prep, replace(policy, cycle_ms=0.0), np.zeros(1),
+                                  np.zeros(1), grid.shared_cpu)
             frames.extend(_rows(grid, cg, trace, prep, pname, rel_end, rel_single))
             if progress:
                 progress(n * len(grid.io_overlap))
@@ -206,11 +237,16 @@ def _comm_ends(grid: Grid, cg: dict, prep, policy: Policy) -> np.ndarray:
     by :func:`.fast_nccl.comm_ends`."""
     from .fast_nccl import comm_ends
 
-    nccl = cg["nccl"]
-    out = np.empty(len(nccl))
-    if (~nccl).any():
-        out[~nccl] = comm_end(prep, policy, cg["a_ms"][~nccl], cg["b_ms_per_byte"][~nccl],
-                              grid.shared_cpu)
+    one = cg["workers"] == 1  # sends nothing, waits for no fusion cycle (as dag.simulate)
+    nccl = cg["nccl"] & ~one
+    affine = ~cg["nccl"] & ~one
+    out = np.empty(len(one))
+    if one.any():
+        out[one] = comm_end(prep, replace(policy, cycle_ms=0.0), np.zeros(1), np.zeros(1),
+                            grid.shared_cpu)[0]
+    if affine.any():
+        out[affine] = comm_end(prep, policy, cg["a_ms"][affine], cg["b_ms_per_byte"][affine],
+                               grid.shared_cpu)
     if nccl.any():
         keys = list(zip(*(cg[k][nccl] for k in ("workers", "gpus_per_node", "intra", "inter",
                                                  "algorithm")), strict=True))
@@ -233,7 +269,8 @@ def _rows(grid, cg, trace, prep, pname, rel_end, rel_single):
         speedup = cg["workers"] * single[0] / iter_ms
         yield pd.DataFrame({
             "model": trace.model, "batch_size": trace.batch_size,
-            **{k: cg[k] for k in ("workers", "gpus_per_node", "intra", "inter", "algorithm")},
+            **{k: cg[k] for k in ("workers", "gpus_per_node", "intra", "inter", "algorithm",
+                                  "algorithm_why")},
             "policy": pname, "io_overlap": bool(overlap), "iter_ms": iter_ms,
             "throughput_img_s": cg["workers"] * trace.batch_size * 1000.0 / iter_ms,
             "speedup_vs_1": speedup, "efficiency": speedup / cg["workers"],

@@ -82,6 +82,7 @@ def chrome_trace(sched: Schedule, pred: Prediction) -> dict:
                 continue
             events.append({"ph": "X", "name": t.id, "cat": t.kind, "pid": w,
                            "tid": 0 if t.stream == "compute" else 1, **times})
+        events += _overhead_slices(sched, pred, w)
     links = sorted({s[0] for s in link_slices(sched)})
     for k, link in enumerate(links):
         pid = shown + k
@@ -97,6 +98,21 @@ def chrome_trace(sched: Schedule, pred: Prediction) -> dict:
     if shown < pred.workers:
         meta["note"] = f"{pred.workers} workers have identical schedules; {shown} shown"
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": meta}
+
+
+def _overhead_slices(sched: Schedule, pred: Prediction, pid: int) -> list[dict]:
+    """The ``--overheads`` terms after the DAG's iteration, on the compute track (what
+    ``predict`` adds: the wait for the slowest worker, the exposed input pipeline)."""
+    out, t = [], sched.iter_ms
+    for key, label in (("sync_ms", "sync: wait for the slowest of P workers"),
+                       ("input_ms", "input: node pipeline not hidden")):
+        ms = float(pred.breakdown.get(key, 0.0))
+        times = _slice(t, t + ms)
+        if times is not None:
+            out.append({"ph": "X", "name": label, "cat": "overhead", "pid": pid, "tid": 0,
+                        **times})
+        t += ms
+    return out
 
 
 def write_chrome_trace(path: str | Path, sched: Schedule, pred: Prediction) -> Path:

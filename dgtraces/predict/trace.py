@@ -221,6 +221,17 @@ def _runs_or_none(rel: Release | None) -> "pd.DataFrame | None":
         return None
 
 
+def run_row(run_id: str | None, release: "Release | str | None") -> dict | None:
+    """The ``runs`` row of a stored run (None: no run id, no release, or not stored there:
+    e.g. a trace reconstructed on the fly)."""
+    rel = _opened(release)
+    runs = _runs_or_none(rel)
+    if run_id is None or runs is None:
+        return None
+    hit = runs.loc[runs["run_id"] == run_id]
+    return None if hit.empty else hit.iloc[0].to_dict()
+
+
 def _spelled(model: str, device: str, rel: Release | None) -> tuple[str, str]:
     """``AlexNet``/``V100`` as the registry's and the store's spelling where unambiguous."""
     from dgtraces.models.registry import REGISTRY

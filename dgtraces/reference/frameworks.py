@@ -68,6 +68,14 @@ FRAMEWORKS: tuple[FrameworkProfile, ...] = (
        "torch.nn.parallel.DistributedDataParallel bucket_cap_mb=25; "
        "dist._DEFAULT_FIRST_BUCKET_BYTES = 1 MiB (pytorch/pytorch "
        "torch/nn/parallel/distributed.py)", "pytorch"),
+    _P("apex-ddp", "delay-allreduce", "bucketed", ALL_GRADIENTS, None, 0.0, False, None,
+       "apex.parallel.DistributedDataParallel with delay_allreduce=True (shared_param=True before "
+       "NVIDIA/apex fa183ee, 2018-09-28): every gradient all-reduced in one flat call per dtype "
+       "after the backward pass (apex/parallel/distributed.py allreduce_params)", "pytorch"),
+    _P("apex-ddp", "message-size-1e7", "bucketed", 10_000_000 * 4, None, 0.0, False, None,
+       "apex.parallel.DistributedDataParallel defaults message_size=10000000 (elements; 4 bytes "
+       "each in fp32), delay_allreduce=False: buckets of at least 1e7 elements sent as they fill "
+       "during backward (NVIDIA/apex apex/parallel/distributed.py)", "pytorch"),
     _P("horovod", "0.16-0.20", "bucketed", 64 * MIB, None, 5.0, False, None,
        "Horovod docs tensor-fusion.rst: default fusion buffer 64 MB; cycle time 5 ms "
        "(horovod issue #1552, maintainer answer, 2019)"),
@@ -95,8 +103,66 @@ FRAMEWORKS: tuple[FrameworkProfile, ...] = (
        "MPI between nodes (Shi, Wang, Chu, Li 2018)", "caffe"),
 )
 NONE = "none"
+AUTO = "auto"  # the default: the profile the trace's run implies (validate-predictor: each
+# published setup's declared profile)
 NAMES: tuple[str, ...] = (NONE,) + tuple(dict.fromkeys(p.name for p in FRAMEWORKS))
 KEYS: tuple[str, ...] = tuple(p.key for p in FRAMEWORKS)
+# A run's framework (the first word of runs.framework, lower case) -> the one profile it
+# implies: that framework's own data-parallel wrapper with its defaults. A word not listed
+# implies none (not inferable). A run whose params_json has METADATA_KEY says otherwise.
+SOURCE_PROFILES: dict[str, str] = {
+    "pytorch": "pytorch-ddp",  # torch.nn.parallel.DistributedDataParallel
+}
+METADATA_KEY = "framework_profile"
+
+
+@dataclass(frozen=True)
+class FrameworkChoice:
+    """The profile a command uses and how it was chosen: ``given`` (--framework), inferred
+    from the run's source or metadata, or ``not inferable`` (then no profile)."""
+
+    profile: FrameworkProfile | None
+    how: str
+
+    def describe(self) -> dict:
+        base = {"framework": NONE} if self.profile is None else self.profile.describe()
+        return {**base, "how": self.how}
+
+    @property
+    def label(self) -> str:
+        return f"{NONE if self.profile is None else self.profile.key} ({self.how})"
+
+
+def choose_framework(spec: str | None, run: dict | None) -> FrameworkChoice:
+    """``--framework spec`` for a trace whose stored ``runs`` row is ``run`` (None: the
+    trace has no stored run): a name is given, ``auto`` infers (:func:`infer_framework`)."""
+    text = (spec or AUTO).strip()
+    if text != AUTO:
+        return FrameworkChoice(get_framework(text, extra=(AUTO,)), "given")
+    return infer_framework(run)
+
+
+def infer_framework(run: dict | None) -> FrameworkChoice:
+    """The one profile a run's source implies: its metadata's METADATA_KEY, else
+    SOURCE_PROFILES of the first word of its ``framework`` column; else none."""
+    import json
+
+    if run is None:
+        return FrameworkChoice(None, "not inferable: the trace has no stored run")
+    try:
+        meta = json.loads(run.get("params_json") or "{}")
+    except (TypeError, ValueError):
+        meta = {}
+    if isinstance(meta, dict) and meta.get(METADATA_KEY):
+        return FrameworkChoice(get_framework(str(meta[METADATA_KEY])),
+                               f"inferred from the run's metadata ({METADATA_KEY})")
+    text = str(run.get("framework") or "")
+    word = text.split(" ")[0].split("(")[0].strip().lower()
+    if word in SOURCE_PROFILES:
+        return FrameworkChoice(get_framework(SOURCE_PROFILES[word]),
+                               f"inferred from the run's source: framework {text!r}")
+    return FrameworkChoice(None, f"not inferable: the run's framework {text!r} names no "
+                                 "profile")
 
 
 def get_framework(spec: str | None, extra: tuple[str, ...] = ()) -> FrameworkProfile | None:

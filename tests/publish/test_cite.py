@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from dgtraces.cli import main
 from dgtraces.predict import Cluster, Policy, predict, resolve
-from dgtraces.predict.dag import OPTIMISTIC
+from dgtraces.predict.captions import is_validation_note, validation_note
 from dgtraces.publish.citation import cite
 from dgtraces.store import manifest as store
 
@@ -50,11 +50,12 @@ def test_predict_json_carries_digest_inputs_and_a_command_that_reruns_it():
     assert out["reproduce"] in text and out["dataset_digest"] in text
 
 
-def test_multi_worker_predictions_carry_the_optimism_caveat():
+def test_multi_worker_predictions_carry_the_validation_caveat():
     trace = resolve("resnet50", "v100", 64, release="0.3.0")
     many = predict(trace, Cluster(8, 4, release="0.3.0"), Policy("wfbp"))
     one = predict(trace, Cluster(1, release="0.3.0"), Policy("wfbp"))
-    assert OPTIMISTIC in many.notes and OPTIMISTIC not in one.notes
+    assert validation_note("gpu", "none") in many.notes
+    assert not any(is_validation_note(n) for n in one.notes)
     assert predict(trace, Cluster(1, release="0.3.0"), Policy("wfbp"),
                    calibrate_img_s=250.0).inputs["calibrate_img_s"] == 250.0
 

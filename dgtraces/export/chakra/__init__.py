@@ -88,8 +88,10 @@ def _io(pb, node, tensors) -> None:
             types=json.dumps(["Tensor(float)"] * len(pairs))))
 
 
-def build_et(trace: Trace, cluster: Cluster, policy: Policy) -> EtGraph:
-    """Simulate one iteration of ``trace`` and turn its DAG into Chakra nodes."""
+def build_et(trace: Trace, cluster: Cluster, policy: Policy,
+             extra: dict | None = None) -> EtGraph:
+    """Simulate one iteration of ``trace`` and turn its DAG into Chakra nodes; ``extra``
+    (e.g. :func:`dgtraces.export.terms.export_terms`) joins the global metadata."""
     from dgtraces.export.work import task_tensors, task_work
 
     from ..._version import __version__
@@ -136,8 +138,19 @@ def build_et(trace: Trace, cluster: Cluster, policy: Policy) -> EtGraph:
         "trace_source": trace.source, "trace_run_id": trace.run_id or "",
         "trace_device": trace.device or "", "time_unit": "microseconds (duration_micros)",
         "comm_note": COMM_NOTE, "roofline_note": ROOFLINE_NOTE, "tensor_note": TENSOR_NOTE,
-        "chakra_schema_commit": SCHEMA_COMMIT}.items()])
+        "chakra_schema_commit": SCHEMA_COMMIT, **_flat(extra or {})}.items()])
     return EtGraph(meta, tuple(nodes), float(pred.iter_ms))
+
+
+def _flat(extra: dict) -> dict:
+    """Nested metadata as flat attributes (``framework.policy``); None as empty text."""
+    out: dict = {}
+    for k, v in extra.items():
+        if isinstance(v, dict):
+            out.update({f"{k}.{kk}": vv for kk, vv in _flat(v).items()})
+        else:
+            out[k] = "" if v is None else v
+    return out
 
 
 def _varint(n: int) -> bytes:
