@@ -94,14 +94,12 @@ def find_run(model: str, device: str, batch_size: int, precision: str = "fp32",
 
 
 def _opened(release: "Release | str | None") -> Release | None:
-    """``release`` opened (a Release as it is), or None when no such release opens (no
-    store at all, or an unknown version): nothing stored to find, traces reconstructed."""
-    from dgtraces.store.release import as_release
+    """``release`` opened (a Release as it is), or None when there is no such release (no
+    store at all, or an unknown version): nothing stored to find, traces reconstructed. A
+    damaged release (INTEGRITY) or a malformed version (VERSION) raises."""
+    from dgtraces.store.release import open_or_none
 
-    try:
-        return as_release(release)
-    except StoreError:
-        return None
+    return open_or_none(release)
 
 
 def _find_run(model, device, batch_size, precision, rel: Release | None) -> str | None:
@@ -217,7 +215,9 @@ def _runs_or_none(rel: Release | None) -> "pd.DataFrame | None":
         return None
     try:
         return rel.cached("runs")
-    except StoreError:
+    except StoreError as exc:
+        if exc.code != Code.NOT_FOUND:  # a damaged shard is INTEGRITY, never "no runs"
+            raise
         return None
 
 
