@@ -28,6 +28,16 @@ class OutPath(click.Path):
         return value
 
 
+def echo(text: object = "", err: bool = False) -> None:
+    """``click.echo`` for a line that holds external text (a log's GPU or layer names, a
+    trace's op names, a file name, a fit's or a release's ``source``): every control
+    character escaped by :func:`dgtraces.io.terminal_text.inert`, the one filter of printed
+    external strings (#29 M7, #36 item 6); newlines and tabs are kept."""
+    from dgtraces.io.terminal_text import inert
+
+    click.echo(inert(text, keep_newlines=True), err=err)
+
+
 def model_choice() -> click.Choice:  # case-insensitive, did-you-mean
     """The dataset models of the registry (plain data: no pandas is imported)."""
     from ..models.registry import MODELS

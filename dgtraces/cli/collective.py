@@ -7,7 +7,7 @@ import json
 
 import click
 
-from . import OutPath
+from . import OutPath, echo
 from .options import release_option
 
 COLLECTIVE_NAMES = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce",
@@ -116,20 +116,20 @@ def validate_comm(logs, workers, gpus_per_node, intra, inter, nics_per_node, col
         click.echo(json.dumps(report.to_dict(), indent=2))
         return
     for log in report.logs:
-        click.echo(f"{log.log_id}: {log.collective}, {log.workers} ranks, intra {log.intra}, "
-                   f"algorithm {report.algorithm}: MAPE {log.mape_all:.1%} (all {log.n_all} "
-                   f"sizes), {_pct(log.mape_1mib)} (>= 1 MiB, {log.n_1mib} sizes)")
+        echo(f"{log.log_id}: {log.collective}, {log.workers} ranks, intra {log.intra}, "
+             f"algorithm {report.algorithm}: MAPE {log.mape_all:.1%} (all {log.n_all} "
+             f"sizes), {_pct(log.mape_1mib)} (>= 1 MiB, {log.n_1mib} sizes)")
         if per_size:
             for p in log.points:
-                click.echo(f"  {p.message_bytes:>12} B  measured {p.measured_us:>10.2f} us  "
-                           f"predicted {p.predicted_us:>10.2f} us  error {p.error:+.1%}  "
-                           f"({p.algorithm}/{p.protocol})")
-    click.echo(f"median over logs: {_pct(report.median_all)} (all sizes), "
-               f"{_pct(report.median_1mib)} (>= 1 MiB)")
+                echo(f"  {p.message_bytes:>12} B  measured {p.measured_us:>10.2f} us  "
+                     f"predicted {p.predicted_us:>10.2f} us  error {p.error:+.1%}  "
+                     f"({p.algorithm}/{p.protocol})")
+    echo(f"median over logs: {_pct(report.median_all)} (all sizes), "
+         f"{_pct(report.median_1mib)} (>= 1 MiB)")
     for note in report.notes:
-        click.echo(f"note: {note}")
+        echo(f"note: {note}")
     if plot:
-        click.echo(f"wrote {plot}")
+        echo(f"wrote {plot}")
 
 
 def _pct(x: float | None) -> str:

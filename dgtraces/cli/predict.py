@@ -242,11 +242,10 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None, command: str = "")
                                               else f"{k} {v}" for k, v in b.items()))
     click.echo(f"critical path: {len(pred.critical_path)} tasks, ends "
                + " -> ".join(pred.critical_path[-3:]))
-    from dgtraces.io.terminal_text import inert
+    from . import echo
 
     # the trace's source is a contributor's text once released (#29 M7)
-    click.echo(inert(f"trace: {pred.trace_provenance} ({pred.trace_run_id}); "
-                     f"{pred.trace_source}"))
+    echo(f"trace: {pred.trace_provenance} ({pred.trace_run_id}); {pred.trace_source}")
     click.echo(f"cite: dgtraces {pred.package_version}, dataset release "
                f"{pred.dataset_release or 'none'} (manifest digest "
                f"{pred.dataset_digest or 'none'}); BibTeX: `dgtraces cite --release "
@@ -262,11 +261,12 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None, command: str = "")
             continue
         if nccl:  # NCCL's model uses its own view of the fabric (docs/collectives.md)
             f = nccl[side]
-            click.echo(f"{side}: {f['link']} ({f['class']}) {f['bandwidth_gb_s']:.4g} GB/s "
-                       f"in {nccl['model']} ({f['source']})")
+            echo(f"{side}: {f['link']} ({f['class']}) {f['bandwidth_gb_s']:.4g} GB/s "
+                 f"in {nccl['model']} ({f['source']})")
             continue
-        click.echo(f"{side}: {link['link']} alpha {link['alpha_us']:.4g} us, "
-                   f"{link['bandwidth_gb_s']:.4g} GB/s ({link['provenance']}: {link['source']})")
+        # a --link-fit link: its name and source are the fit file's text (#36 item 6)
+        echo(f"{side}: {link['link']} alpha {link['alpha_us']:.4g} us, "
+             f"{link['bandwidth_gb_s']:.4g} GB/s ({link['provenance']}: {link['source']})")
     if pred.framework:
         f = pred.framework
         click.echo(f"framework: {f['framework']} (policy {f['policy']}, bucket "
@@ -277,7 +277,7 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None, command: str = "")
             click.echo(f"overhead {term}: {d['ms']:.3f} ms = {d['formula']} "
                        f"({d.get('source') or d.get('how')})")
     for note in pred.notes:
-        click.echo(inert(f"note: {note}"))
+        echo(f"note: {note}")
     for what, path in (("timeline", timeline), ("gantt", gantt),
                        ("kineto traces (one per worker) to", kineto_dir)):
         if path:
