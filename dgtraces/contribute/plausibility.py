@@ -2,7 +2,9 @@
 
 Tolerances (documented in CONTRIBUTING.md):
 
-* every float must be finite; ``layer_timings.fwd_ms`` and ``bwd_ms`` must be present;
+* every float must be finite (the schema check, :func:`dgtraces.tables.strict.infinite_failures`,
+  which ``dgtraces validate`` runs too); ``layer_timings.fwd_ms`` and ``bwd_ms`` must be
+  present;
 * every run needs layer timings, and its layers' forward (backward) medians must sum to a
   positive total;
 * where a run gives its whole-model ``fwd_ms`` / ``bwd_ms``, the sum of its layers' medians
@@ -56,22 +58,21 @@ def _located(code: str, message: str, mask: "pd.Series", df: "pd.DataFrame", col
     return out
 
 
-def finite_failures(frames, files) -> list[Failure]:
+def missing_time_failures(frames, files) -> list[Failure]:
+    """A contribution's layer timings give both ``fwd_ms`` and ``bwd_ms`` (a release's
+    published rows may lack one; an infinite value is refused by the schema check)."""
     import numpy as np
     import pandas as pd
 
     out: list[Failure] = []
-    for name, df in frames.items():
-        for col in df.columns:
-            if df[col].dtype.kind != "f":
-                continue
-            values = df[col].to_numpy(dtype=float, na_value=np.nan)
-            bad = np.isinf(values)
-            if name == "layer_timings" and col in ("fwd_ms", "bwd_ms"):
-                bad |= np.isnan(values)
-            if bad.any():
-                out += _located("PLAUSIBILITY", "value must be a finite number",
-                                pd.Series(bad), df, col, files.get(name), "finite")
+    df = frames.get("layer_timings")
+    for col in ("fwd_ms", "bwd_ms"):
+        if df is None or col not in df.columns or df[col].dtype.kind != "f":
+            continue
+        bad = np.isnan(df[col].to_numpy(dtype=float, na_value=np.nan))
+        if bad.any():
+            out += _located("PLAUSIBILITY", "value must be a finite number",
+                            pd.Series(bad), df, col, files.get("layer_timings"), "finite")
     return out
 
 

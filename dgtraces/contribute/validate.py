@@ -203,7 +203,7 @@ def check(contrib: Contribution, known: Known,
     if not contrib.meta_failures:  # a bad field is reported once, not again as non-JSON
         later.extend(json_failures(contrib.meta))
     later.extend(placeholder_failures(runs, files))
-    later.extend(pl.finite_failures(frames, files))
+    later.extend(pl.missing_time_failures(frames, files))
     later.extend(pl.provenance_failures(frames, files))
     declared = device_keys(contrib.meta)  # the store's / staged kind wins (#29 M2)
     later.extend(pl.declared_device_failures(declared, known.devices))

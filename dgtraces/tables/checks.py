@@ -199,7 +199,7 @@ def typed_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
     import pandera.errors as pe
 
     from dgtraces.tables.schema import TABLES
-    from dgtraces.tables.strict import strict_cells
+    from dgtraces.tables.strict import infinite_failures, strict_cells
 
     if table not in TABLES:
         raise DgtracesError(f"unknown table {table!r}", code=Code.BAD_INPUT)
@@ -214,6 +214,8 @@ def typed_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
         failures += _schema_failures(table, errors, file, skip)
     if any(f.code == Code.SCHEMA for f in failures):
         out = None
+    else:  # typed: an infinite float, however written, is refused here for every caller
+        failures += infinite_failures(table, out, file)
     failures.sort(key=lambda f: (f.row is not None, f.row or 0))
     return out, failures
 
