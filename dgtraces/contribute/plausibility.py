@@ -185,6 +185,34 @@ def device_failures(frames, files, known: dict[str, str | None]) -> list[Failure
     return out
 
 
+def host_failures(frames, files, names: dict[str, str], kinds: dict[str, str | None]
+                  ) -> list[Failure]:
+    """A CPU run's device must be its host's CPU (#36 item 8): its ``host`` equals the
+    device's name, or the name is the host followed by `` (`` (the store's measured rows:
+    ``<cpu model> (2 of 2 cores)``). The store's ``cpu`` row is the machine that built the
+    release; a trace from another host filed under it would borrow that machine's name and
+    peaks (DEVICE_MISMATCH: declare the host's CPU as a device in contribution.yaml).
+    ``names``/``kinds``: device key -> name/kind (store, staging, contribution.yaml); a run
+    whose kind differs from its device's is DEVICE_MISMATCH already."""
+    runs = frames.get("runs")
+    if runs is None or "host" not in runs.columns:
+        return []
+    import pandas as pd
+
+    d = runs.reset_index(drop=True)
+    name = d["device"].astype(str).map(names)
+    host = d["host"].astype("string").fillna("").str.strip()
+    same = [h != "" and isinstance(n, str) and (n == h or n.startswith(h + " ("))
+            for n, h in zip(name, host, strict=True)]
+    cpu = (d["device_kind"] == "cpu") & (d["device"].astype(str).map(kinds) == "cpu")
+    bad = cpu & name.notna() & ~pd.Series(same, dtype=bool)
+    return _located("DEVICE_MISMATCH", "a CPU run's host is not the CPU its device names (the "
+                    "device key names another machine); declare this host's CPU as a device "
+                    "in contribution.yaml and use its key", bad, d, "host", files.get("runs"),
+                    "the device's name", lambda i: f"host {d['host'][i]!r}, device "
+                    f"{d['device'][i]!r} is {name[i]!r}")
+
+
 def declared_device_failures(declared: dict[str, str | None], known: dict[str, str | None]
                              ) -> list[Failure]:
     """A device of contribution.yaml that the store or a staged contribution knows already
