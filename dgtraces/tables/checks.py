@@ -244,7 +244,7 @@ def typed_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
         failures += _schema_failures(table, errors, file, skip)
     if any(f.code == Code.SCHEMA for f in failures):
         out = None
-    else:  # typed: an infinite float, however written, is refused here for every caller
+    elif out is not None:  # typed: an infinite float, however written, refused for all
         failures += infinite_failures(table, out, file)
     failures.sort(key=lambda f: (f.row is not None, f.row or 0))
     return out, failures

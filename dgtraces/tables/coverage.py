@@ -172,8 +172,9 @@ def device_peaks(devices: "pd.DataFrame | None") -> dict[str, dict[str, float]]:
     return out
 
 
-def reference_peaks() -> dict[str, float]:
-    """device -> peak FLOP/s of the shipped datasheet figures (``dgtraces/reference``)."""
+def reference_peaks() -> dict[str, dict[str, float]]:
+    """device -> precision -> peak FLOP/s of the shipped datasheet figures
+    (``dgtraces/reference``)."""
     import pandas as pd
 
     from dgtraces import reference
