@@ -114,7 +114,9 @@ class LazyGroup(click.Group):
             return None
         target, _ = COMMANDS[name]
         module, attr = target.split(":")
-        return getattr(importlib.import_module(module), attr)
+        from .options import ascii_numbers
+
+        return ascii_numbers(getattr(importlib.import_module(module), attr))
 
     def invoke(self, ctx):
         from ..errors import DgtracesError

@@ -42,7 +42,7 @@ def algorithms() -> tuple[str, ...]:
 
 def parse_size(text: str) -> int:
     """``8``, ``64KiB``, ``1M``, ``2GiB`` -> bytes (binary units, as nccl-tests' -b/-e)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text), re.ASCII)
     unit = m[2].lower() if m else None
     if m is None or unit not in UNITS:
         raise bad("sizes", "not a size (bytes, or with K/KiB/M/MiB/G/GiB)",

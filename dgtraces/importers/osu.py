@@ -26,8 +26,8 @@ from dgtraces.importers.base import IMPORTER_VERSION, CommImport, frame, read_te
 from dgtraces.importers.shipped import citation
 
 INTERCONNECT = "unknown (B-Caffe cluster)"
-HEADER = re.compile(r"#\s*OSU MPI Allreduce Latency Test v?([0-9.]+)")
-POINT = re.compile(r"^(?:(\d+)\s*,\s*)?(\d+)\s+([0-9.]+(?:[eE][-+]?\d+)?)$")
+HEADER = re.compile(r"#\s*OSU MPI Allreduce Latency Test v?([0-9.]+)", re.ASCII)
+POINT = re.compile(r"^(?:(\d+)\s*,\s*)?(\d+)\s+([0-9.]+(?:[eE][-+]?\d+)?)$", re.ASCII)  # #36
 
 
 @dataclass
@@ -82,7 +82,7 @@ def parse(text: str, file: str, workers: int | None = None):
                                 code=Code.BAD_INPUT)
         workers = found
     elif workers is None:
-        m = re.search(r"(\d+)\D*$", Path(file).name)
+        m = re.search(r"(\d+)\D*$", Path(file).name, re.ASCII)
         if not m:
             raise DgtracesError(f"{file}: no process-count column; give --workers",
                                 code=Code.BAD_INPUT)
