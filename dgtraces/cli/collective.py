@@ -48,7 +48,7 @@ def collective(coll, workers, gpus_per_node, intra, inter, nics_per_node, algori
       dgtraces collective --workers 16 --gpus-per-node 8 --intra nvlink3 \\
           --inter ib-hdr --nics-per-node 8 --sizes 1MiB,64MiB,1GiB
     """
-    from ..comm.collective_time import parse_sizes, predict_collective
+    from ..comm.collective_time import FLOAT_BYTES, parse_sizes, predict_collective
 
     res = predict_collective(coll, parse_sizes(sizes), workers=workers,
                              gpus_per_node=gpus_per_node, intra=intra, inter=inter,
@@ -65,7 +65,8 @@ def collective(coll, workers, gpus_per_node, intra, inter, nics_per_node, algori
     click.echo(f"#{'(B)':>11}  {'(elements)':>12}  {'':>8}  {'(us)':>9}  {'(GB/s)':>7}  "
                f"{'(GB/s)':>7}")
     for r in res.rows:
-        click.echo(f"{r.message_bytes:>12}  {r.message_bytes // 4:>12}  {'float':>8}  "
+        count = r.message_bytes // FLOAT_BYTES
+        click.echo(f"{r.message_bytes:>12}  {count:>12}  {'float':>8}  "
                    f"{r.time_us:>9.2f}  {r.algbw_gb_s:>7.2f}  {r.busbw_gb_s:>7.2f}  "
                    f"{r.algorithm:>5}  {r.protocol}")
     for side, link in res.links.items():
