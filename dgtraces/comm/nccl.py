@@ -47,6 +47,7 @@ PCI_GB_S = 12.0  # topo.h PCI_BW, gen3 x16
 NET_GB_S_PER_GBIT = 12.0 / 100.0  # topo.h NET_BW 12 for 100 Gbit
 TCP_EFFICIENCY = 0.60  # NVIDIA/nccl issue #209 (as links.csv)
 MAX_NICS_PER_NODE = 32  # topo.h: "up to 32 NICs per node on GB200-NVL72"
+MAX_RANKS = 2 ** 31 - 1  # NCCL's nranks is a C int (ncclCommInitRank); as predict's MAX_COUNT
 
 
 @dataclass(frozen=True)
@@ -314,8 +315,8 @@ def choose(k: Kind, t: Topology, nbytes: float, algorithm: str = "auto"
 
 def check_cluster(workers: int, gpus_per_node: int, nics_per_node: int) -> int:
     """Nodes of a cluster; BAD_INPUT for counts that cannot be."""
-    workers = whole_number("workers", workers, least=1)
-    gpus_per_node = whole_number("gpus_per_node", gpus_per_node, least=1)
+    workers = whole_number("workers", workers, least=1, most=MAX_RANKS)
+    gpus_per_node = whole_number("gpus_per_node", gpus_per_node, least=1, most=MAX_RANKS)
     nics = whole_number("nics_per_node", nics_per_node, least=1)
     if workers % gpus_per_node and workers > gpus_per_node:
         raise bad_value("workers", f"not a multiple of --gpus-per-node {gpus_per_node}",
