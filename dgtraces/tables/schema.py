@@ -22,6 +22,9 @@ PROVENANCE = ("measured", "reconstructed", "published")
 PRECISIONS = ("fp32", "amp", "fp16", "bf16")
 POLICIES = POLICY_NAMES + (FRAMEWORK_DEFAULT,)  # declared in tables.vocab
 KERNEL_OPS = ("conv", "gemm")
+KERNEL_CONV_FIELDS = ("batch_size", "in_c", "in_h", "in_w", "out_c", "out_h", "out_w",
+                      "kernel_h", "kernel_w", "pad_h", "pad_w", "stride_h", "stride_w")
+KERNEL_GEMM_FIELDS = ("gemm_m", "gemm_n", "gemm_k", "trans_a", "trans_b")
 COLLECTIVES = ("allreduce", "broadcast", "allgather", "reduce_scatter", "reduce")
 # \Z, not $ ($ matches before a final newline), and [0-9], not \d (any Unicode digit):
 # identifiers and timestamps match exactly (#29 M3); strict.py parses timestamps too
@@ -296,6 +299,30 @@ class Kernels(_Base):
     commit: Series[str] = F("commit of the file", str_matches=r"^[0-9a-f]{40}\Z")  # \Z: #29 M3
     source: Series[str] = F("citation (repository, path, commit, sheet)",
                             str_length={"min_value": 3})
+
+    # cross-field checks (#36 low): a row is one op's problem, with that op's fields only
+    @pa.dataframe_check(error="conv rows give every conv field and no gemm field; gemm rows "
+                              "give gemm_m/n/k and trans_a/b, no conv field and no dgrad/wgrad")
+    def _fields_of_the_op(cls, df: pd.DataFrame) -> pd.Series:
+        conv, gemm = df[list(KERNEL_CONV_FIELDS)], df[list(KERNEL_GEMM_FIELDS)]
+        is_conv = df["op"] == "conv"
+        conv_ok = conv.notna().all(axis=1) & gemm.isna().all(axis=1)
+        gemm_ok = (gemm.notna().all(axis=1) & conv.isna().all(axis=1)
+                   & df["dgrad_ms"].isna() & df["wgrad_ms"].isna())
+        return (conv_ok.where(is_conv, gemm_ok)).astype(bool)
+
+    @pa.dataframe_check(error="conv output size must be (in + 2 pad - kernel) // stride + 1")
+    def _conv_geometry(cls, df: pd.DataFrame) -> pd.Series:
+        ok = pd.Series(True, index=df.index)
+        for a in ("h", "w"):
+            size = ((df[f"in_{a}"] + 2 * df[f"pad_{a}"] - df[f"kernel_{a}"]) // df[f"stride_{a}"]
+                    + 1)
+            ok &= ~((df["op"] == "conv") & (size != df[f"out_{a}"])).fillna(True).astype(bool)
+        return ok
+
+    @pa.dataframe_check(error="model and layer are given together (a layer of that model)")
+    def _model_with_layer(cls, df: pd.DataFrame) -> pd.Series:
+        return df["model"].isna() == df["layer"].isna()
 
 
 TABLES: dict[str, type[_Base]] = {
