@@ -92,12 +92,14 @@ def parse(text: str, file: str, workers: int | None = None):
 
 
 MAX_WORKERS = 32768  # as nccl_tests.MAX_RANKS
-MAX_BYTES_PER_US = 2e6  # 2 TB/s: beyond any interconnect's allreduce algbw (a unit error)
 
 
 def _plausible(file: str, workers: int, points) -> None:
     """An allreduce has 2..MAX_WORKERS processes, and no point moves its message faster
-    than MAX_BYTES_PER_US (latencies in ms read as us are 1000x too fast; #29)."""
+    than the comm table's bound, 2 TB/s (latencies in ms read as us are 1000x too fast;
+    #29; declared once: ``tables.schema.MAX_COMM_BYTES_PER_US``, #36)."""
+    from dgtraces.tables.schema import MAX_COMM_BYTES_PER_US as MAX_BYTES_PER_US
+
     bad = [] if 2 <= workers <= MAX_WORKERS else [
         Failure(Code.PLAUSIBILITY, "implausible process count", file=file, column="workers",
                 expected=f"2..{MAX_WORKERS}", found=str(workers))]

@@ -31,6 +31,16 @@ COLLECTIVES = ("allreduce", "broadcast", "allgather", "reduce_scatter", "reduce"
 ISO_UTC = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?"
            r"(Z|[+-][0-9]{2}:[0-9]{2})\Z")
 ID = r"^[A-Za-z0-9][A-Za-z0-9._:+-]*\Z"
+# a free-text key (interconnect, backend): printable, no line break, no edge blank, so
+# "10GbE\n" is no second "10GbE" (#36 low)
+LABEL = (r"^[^\s\x00-\x1f\x7f-\x9f](?:[^\x00-\x1f\x7f-\x9f\u2028\u2029]*"
+         r"[^\s\x00-\x1f\x7f-\x9f])?\Z")
+# comm rows (#36 lows: contribution bounds, importer plausibility): ranks as the importers
+# bound them; messages as ``collective --sizes``; across >= 2 ranks no collective moves its
+# message faster than 2 TB/s (beyond any interconnect's algbw; a time in another unit)
+MAX_COLLECTIVE_RANKS = 32768
+MAX_MESSAGE_BYTES = 1 << 40
+MAX_COMM_BYTES_PER_US = 2e6
 
 
 def F(description: str, unit: str | None = None, **kw):
@@ -151,8 +161,9 @@ class Iterations(_Base):
     workers: Series[int] = F("data-parallel workers", "count", ge=1)
     nodes: Series[int] = F("machines", "count", ge=1)
     interconnect: Series[str] = F("link the workers used (a links preset key, 'none (single GPU)' "
-                                        "or 'unknown')")
-    backend: Series[str] = F("communication library (gloo, nccl, mpi)", nullable=True)
+                                        "or 'unknown')", str_matches=LABEL)
+    backend: Series[str] = F("communication library (gloo, nccl, mpi)", nullable=True,
+                             str_matches=LABEL)
     policy: Series[str] = F("gradient aggregation policy", isin=POLICIES)
     bucket_bytes: Series[pd.Int64Dtype] = F("bucket size for bucketed policies", "bytes",
                                             nullable=True, gt=0)
@@ -184,10 +195,12 @@ class Comm(_Base):
     """Collective timings by message size."""
 
     collective: Series[str] = F("collective operation", isin=COLLECTIVES)
-    backend: Series[str] = F("library (gloo, nccl, mpi/osu)", str_length={"min_value": 1})
-    interconnect: Series[str] = F("link (a links preset key or a description)")
-    workers: Series[int] = F("participating processes", "count", ge=1)
-    message_bytes: Series[int] = F("message size", "bytes", ge=1)
+    backend: Series[str] = F("library (gloo, nccl, mpi/osu)", str_matches=LABEL)
+    interconnect: Series[str] = F("link (a links preset key or a description)",
+                                  str_matches=LABEL)
+    workers: Series[int] = F("participating processes", "count", ge=1,
+                             le=MAX_COLLECTIVE_RANKS)
+    message_bytes: Series[int] = F("message size", "bytes", ge=1, le=MAX_MESSAGE_BYTES)
     time_ms: Series[float] = F("time, median (or average where published so)", "ms", gt=0)
     p10_ms: Series[float] = F("10th percentile", "ms", nullable=True, gt=0)
     p90_ms: Series[float] = F("90th percentile", "ms", nullable=True, gt=0)
@@ -200,14 +213,26 @@ class Comm(_Base):
     class Config(_Base.Config):
         unique = ["collective", "backend", "interconnect", "workers", "message_bytes", "source"]
 
+    @pa.dataframe_check(error="need p10 <= time <= p90 where present")
+    def _ordered_spread(cls, df: pd.DataFrame) -> pd.Series:
+        eps = 1e-9
+        return ~((df["p10_ms"] > df["time_ms"] + eps)
+                 | (df["time_ms"] > df["p90_ms"] + eps)).fillna(False).astype(bool)
+
+    @pa.dataframe_check(error="faster than any interconnect: message_bytes / time over 2 TB/s "
+                              "across >= 2 workers (a time in another unit?)")
+    def _below_any_interconnect(cls, df: pd.DataFrame) -> pd.Series:
+        rate = df["message_bytes"] / (df["time_ms"] * 1000.0)  # bytes per us
+        return ~((df["workers"] >= 2) & (rate > MAX_COMM_BYTES_PER_US)).astype(bool)
+
 
 class CommFits(_Base):
     """alpha-beta fits (time = alpha + beta * bytes) of the comm points."""
 
     collective: Series[str] = F("collective operation", isin=COLLECTIVES)
-    backend: Series[str] = F("library", str_length={"min_value": 1})
-    interconnect: Series[str] = F("link")
-    workers: Series[int] = F("participating processes", "count", ge=1)
+    backend: Series[str] = F("library", str_matches=LABEL)
+    interconnect: Series[str] = F("link", str_matches=LABEL)
+    workers: Series[int] = F("participating processes", "count", ge=1, le=MAX_COLLECTIVE_RANKS)
     alpha_us: Series[float] = F("latency term", "us", ge=0)
     beta_us_per_byte: Series[float] = F("per-byte term", "us/byte", ge=0)
     bandwidth_gb_s: Series[float] = F("1 / beta", "GB/s", gt=0, lt=float("inf"))
@@ -260,7 +285,7 @@ class Kernels(_Base):
 
     kernel_id: Series[str] = F("unique kernel id: source, sheet and CSV line "
                                "(deepbench-P100-191)", unique=True, str_matches=ID)
-    device: Series[str] = F("device key (see devices table)", str_length={"min_value": 1})
+    device: Series[str] = F("device key (see devices table)", str_matches=ID)
     op: Series[str] = F("conv (cuDNN convolution) or gemm (cuBLAS matrix multiply)",
                         isin=KERNEL_OPS)
     precision: Series[str] = F("numeric precision", isin=PRECISIONS)
