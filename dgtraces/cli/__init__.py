@@ -38,6 +38,26 @@ def echo(text: object = "", err: bool = False) -> None:
     click.echo(inert(text, keep_newlines=True), err=err)
 
 
+def echo_json(doc: object, **kw) -> None:
+    """Print ``doc`` as strict JSON, the one writer of every ``--json`` output: a non-finite
+    float is ``null`` (Python's ``json`` writes ``NaN``/``Infinity``, which JSON has not, and
+    ``allow_nan=False`` alone raised a traceback; #36 low); what JSON cannot encode is its
+    ``str``. ``kw``: ``json.dumps`` options (``sort_keys``)."""
+    import json
+    import math
+
+    def clean(x):
+        if isinstance(x, float) and not math.isfinite(x):
+            return None
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [clean(v) for v in x]
+        return x
+
+    click.echo(json.dumps(clean(doc), indent=2, allow_nan=False, default=str, **kw))
+
+
 def model_choice() -> click.Choice:  # case-insensitive, did-you-mean
     """The dataset models of the registry (plain data: no pandas is imported)."""
     from ..models.registry import MODELS

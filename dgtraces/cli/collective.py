@@ -3,11 +3,9 @@ and ``dgtraces validate-comm`` (predict every row of nccl-tests logs; per-log MA
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from . import OutPath, echo
+from . import OutPath, echo, echo_json
 from .options import release_option
 
 COLLECTIVE_NAMES = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce",
@@ -55,7 +53,7 @@ def collective(coll, workers, gpus_per_node, intra, inter, nics_per_node, algori
                              nics_per_node=nics_per_node, algorithm=algorithm,
                              release=release or "latest")
     if as_json:
-        click.echo(json.dumps(res.to_dict(), indent=2))
+        echo_json(res.to_dict())
         return
     click.echo(f"# {res.collective}: {res.workers} ranks, {res.nodes} node(s) x "
                f"{res.gpus_per_node} GPUs, {res.nics_per_node} NIC(s) per node, algorithm "
@@ -114,7 +112,7 @@ def validate_comm(logs, workers, gpus_per_node, intra, inter, nics_per_node, col
 
         write_plot(report, plot)
     if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2))
+        echo_json(report.to_dict())
         return
     for log in report.logs:
         echo(f"{log.log_id}: {log.collective}, {log.workers} ranks, intra {log.intra}, "

@@ -3,8 +3,6 @@ value checks it shares with ``sweep`` (:mod:`.sweep`)."""
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from dgtraces.errors import Code
@@ -12,7 +10,7 @@ from dgtraces.errors import Code
 from ..comm.collectives import ALGORITHMS as ALGOS  # the collective registry
 from ..comm.nccl import MODEL_NAMES as NCCL_ALGOS  # NCCL's tuning model (auto)
 from ..predict.policy_registry import POLICY_NAMES as POLICIES  # the policy registry
-from . import OutPath, model_option
+from . import OutPath, echo_json, model_option
 from .options import (
     deprecated_alias,
     explicit,
@@ -202,8 +200,7 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
             "algorithm": cluster.algorithm}  # the device's default, resolved
     pred = replace(pred, inputs=inputs(ctx, used))
     if as_json:
-        click.echo(json.dumps({**pred.to_dict(), "reproduce": command_line(ctx, used)},
-                              indent=2, default=str))
+        echo_json({**pred.to_dict(), "reproduce": command_line(ctx, used)})
         return
     _print_prediction(pred, timeline, gantt, kineto_dir, command_line(ctx, used))
 

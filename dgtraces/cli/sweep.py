@@ -3,14 +3,12 @@ of configurations; every measured or published iterations row)."""
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from ..comm.collectives import ALGORITHMS as ALGOS  # the collective registry
 from ..comm.nccl import MODEL_NAMES  # NCCL's tuning model (auto, nccl-*)
 from ..predict.policy_registry import POLICY_NAMES as POLICIES  # the policy registry
-from . import OutPath, model_list
+from . import OutPath, echo_json, model_list
 from .options import (
     deprecated_alias,
     explicit,
@@ -299,7 +297,7 @@ def validate_predictor(release, published, plot, out, as_json, framework, overhe
     if as_json:
         doc = res.to_dict() if pub is None else {"measured": res.to_dict(),
                                                   "published": pub.to_dict()}
-        click.echo(json.dumps(doc, indent=2, default=str, allow_nan=False))
+        echo_json(doc)
         return
     click.echo(res.report())
     if spec.terms:
