@@ -36,7 +36,7 @@ def _phase(params_json, key: str) -> float:
         return 0.0
     try:
         value = json.loads(params_json).get(key, 0.0)
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return 0.0
     return float(value) if isinstance(value, (int, float)) else 0.0
 

@@ -202,9 +202,9 @@ def manifest_at(folder: Path) -> dict:
     path = folder / MANIFEST
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # nested too deep: #36
         raise IntegrityError(f"{path}: manifest is not valid JSON ({exc})",
-                             hint=VERIFY_HINT) from exc
+                             hint=VERIFY_HINT) from None
     entries = manifest.get("tables") if isinstance(manifest, dict) else None
     if not isinstance(entries, dict):
         raise IntegrityError(f"{path}: manifest has no tables mapping", hint=VERIFY_HINT)
