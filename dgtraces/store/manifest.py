@@ -26,13 +26,18 @@ if TYPE_CHECKING:  # pragma: no cover
 DATASET = "dgtraces"
 MANIFEST = "manifest.json"
 _SEMVER = re.compile(r"v?([0-9]+)\.([0-9]+)\.([0-9]+)")  # user input: "0.3.0" or "v0.3.0"
-_FOLDER = re.compile(r"v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)")  # exactly vX.Y.Z
+_FOLDER = re.compile(r"v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")  # exactly vX.Y.Z
+
+
+def is_release_name(p: Path) -> bool:
+    """``p`` is named exactly ``vX.Y.Z`` (no leading zeros, ASCII digits)."""
+    return bool(_FOLDER.fullmatch(p.name))
 
 
 def is_release_folder(p: Path) -> bool:
     """A release folder's name is exactly ``vX.Y.Z`` (no leading zeros) and it is a real
     folder, not a link to another one."""
-    return bool(_FOLDER.fullmatch(p.name)) and p.is_dir() and not p.is_symlink()
+    return is_release_name(p) and p.is_dir() and not p.is_symlink()
 
 
 def data_root(root: str | os.PathLike | None = None) -> Path:
@@ -61,14 +66,14 @@ def norm_version(version: str) -> str:
 
 def list_releases(root=None) -> list[str]:
     """Release folders, oldest first. A folder whose manifest is missing is listed too (and
-    is INTEGRITY when read): a deleted manifest never makes readers fall back to an older
-    release."""
+    is INTEGRITY when read), and so is a link or a file named like a release (a release
+    folder swapped for a link; #36): neither makes readers fall back to an older release."""
     rdir = releases_dir(root)
     if not rdir.is_dir():
         return []
     found = []
     for p in rdir.iterdir():
-        if is_release_folder(p):
+        if is_release_name(p):
             found.append(norm_version(p.name))
     return sorted(found, key=parse_version)
 
@@ -89,6 +94,12 @@ def latest_or_none(root=None) -> str | None:
 def release_path(version: str | None = None, root=None) -> Path:
     version = latest(root) if version is None else norm_version(version)
     path = releases_dir(root) / f"v{version}"
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise IntegrityError(f"release {version}: {path} is a link or a file, not the "
+                             "release's own folder; nothing of this release is served (no "
+                             "fallback to an older release)", hint=VERIFY_HINT,
+                             failures=[Failure(Code.INTEGRITY, "release folder replaced by "
+                                               "a link or a file", file=str(path))])
     if is_release_folder(path) and not (path / MANIFEST).is_file():
         raise IntegrityError(f"release {version}: {path / MANIFEST} is missing; its files "
                              "cannot be checked, so nothing of this release is served (no "
