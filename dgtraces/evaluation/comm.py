@@ -22,6 +22,11 @@ from dgtraces.errors import Code, DgtracesError
 MIB = 1 << 20
 SHIPPED = Path(__file__).resolve().parents[1] / "reference" / "nccl-tests"
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "reference" / "nccl-tests"
+# The developer-local, unlicensed points (never shipped) count only as they were when the
+# evaluation was registered (docs/collectives.md): this sha256, at most SHARED_MAX_BYTES. Any
+# other file there (edited, swapped, or beside an installed package) is not evaluated (#36).
+SHARED_POINTS_SHA256 = "3333f67446692c64ee4904f5d819e82a880c16064665e22796943c86300419db"
+SHARED_MAX_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -114,25 +119,43 @@ class CommReport:
                          for x in self.logs]}
 
 
-def _reference_points(folder: Path) -> dict[str, list[tuple[int, float]]]:
+def _reference_points(text: str) -> dict[str, list[tuple[int, float]]]:
+    import io
+
     out: dict[str, list[tuple[int, float]]] = {}
-    with open(folder / "allreduce_points.csv", encoding="utf-8", newline="") as fh:
-        for r in csv.DictReader(fh):
-            out.setdefault(r["log_id"], []).append((int(r["size_B"]),
-                                                    float(r["oop_time_us"])))
+    for r in csv.DictReader(io.StringIO(text, newline="")):
+        out.setdefault(r["log_id"], []).append((int(r["size_B"]), float(r["oop_time_us"])))
     return out
+
+
+def _shared_points() -> tuple[str | None, str | None]:
+    """(text of the developer-local points, None), or (None, why they are not evaluated):
+    absent, larger than SHARED_MAX_BYTES, or not the pinned bytes (read once, then hashed)."""
+    import hashlib
+
+    path = SHARED / "allreduce_points.csv"
+    if not path.is_file():
+        return None, f"{SHARED} absent: the unlicensed konnase log is not evaluated"
+    with open(path, "rb") as fh:
+        data = fh.read(SHARED_MAX_BYTES + 1)
+    if hashlib.sha256(data).hexdigest() != SHARED_POINTS_SHA256:
+        return None, (f"{path} is not the copy the evaluation was registered with (sha256 "
+                      f"{SHARED_POINTS_SHA256[:12]}...): the konnase log is not evaluated")
+    return data.decode("utf-8"), None
 
 
 def reference_logs() -> tuple[dict[str, tuple[str, list[tuple[int, float]]]], list[str]]:
     """log_id -> (source, [(bytes, measured us)]) of the shipped logs plus the shared ones."""
+    shipped = (SHIPPED / "allreduce_points.csv").read_text(encoding="utf-8")
     logs = {k: (f"shipped {SHIPPED.name}/allreduce_points.csv", v)
-            for k, v in _reference_points(SHIPPED).items()}
+            for k, v in _reference_points(shipped).items()}
     notes = []
-    if (SHARED / "allreduce_points.csv").is_file():
-        for k, v in _reference_points(SHARED).items():
+    text, why = _shared_points()
+    if text is not None:
+        for k, v in _reference_points(text).items():
             logs.setdefault(k, (f"{SHARED}/allreduce_points.csv (not shipped)", v))
     else:
-        notes.append(f"{SHARED} absent: the unlicensed konnase log is not evaluated")
+        notes.append(str(why))
     return logs, notes
 
 
