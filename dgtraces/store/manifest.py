@@ -25,8 +25,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 DATASET = "dgtraces"
 MANIFEST = "manifest.json"
-_SEMVER = re.compile(r"v?([0-9]+)\.([0-9]+)\.([0-9]+)")  # user input: "0.3.0" or "v0.3.0"
-_FOLDER = re.compile(r"v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")  # exactly vX.Y.Z
+# user input: "0.3.0" or "v0.3.0"; at most 9 digits a part (a 5000-digit part was a
+# ValueError traceback past Python's int-conversion limit, a 4000-digit one an OS error; #36)
+_SEMVER = re.compile(r"v?([0-9]{1,9})\.([0-9]{1,9})\.([0-9]{1,9})")
+_FOLDER = re.compile(r"v(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})")  # vX.Y.Z
 
 
 def is_release_name(p: Path) -> bool:
@@ -54,9 +56,12 @@ def releases_dir(root=None) -> Path:
 
 
 def parse_version(version: str) -> tuple[int, int, int]:
-    m = _SEMVER.fullmatch(str(version).strip())
+    text = str(version)
+    m = _SEMVER.fullmatch(text.strip()) if len(text) <= 64 else None
     if not m:
-        raise VersionError(f"malformed release version {version!r}; expected X.Y.Z")
+        shown = repr(text) if len(text) <= 64 else f"{text[:40]!r}... ({len(text)} characters)"
+        raise VersionError(f"malformed release version {shown}; expected X.Y.Z (at most 9 "
+                           "digits a part)")
     return int(m[1]), int(m[2]), int(m[3])
 
 
