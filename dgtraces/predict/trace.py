@@ -197,7 +197,8 @@ def _resolve(model, device, batch_size, precision, rel: Release | None, label: s
         if exc.code != Code.NO_CALIBRATION or not shape_only:
             if exc.code == Code.NO_CALIBRATION:
                 exc.hint = (f"{device} has datasheet peaks but no calibration rows: give "
-                            "--calibrate-img-s (its measured 1-GPU img/s) or a --run-id")
+                            "--calibrate-img-s (its measured 1-GPU img/s), or predict a "
+                            "stored run (`dgtraces predict --run-id`)")
             raise
         return shape_trace(model, device, batch_size, precision)
     run = dict(rec.run)
