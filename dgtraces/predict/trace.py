@@ -196,9 +196,7 @@ def _resolve(model, device, batch_size, precision, rel: Release | None, label: s
     except DgtracesError as exc:
         if exc.code != Code.NO_CALIBRATION or not shape_only:
             if exc.code == Code.NO_CALIBRATION:
-                exc.hint = (f"{device} has datasheet peaks but no calibration rows: give "
-                            "--calibrate-img-s (its measured 1-GPU img/s), or predict a "
-                            "stored run (`dgtraces predict --run-id`)")
+                exc.hint = _no_calibration_hint(device, precision)
             raise
         return shape_trace(model, device, batch_size, precision)
     run = dict(rec.run)
@@ -209,6 +207,23 @@ def _resolve(model, device, batch_size, precision, rel: Release | None, label: s
                       source=f"reconstructed on the fly (no stored trace matched): "
                              f"{run.get('source', 'dgtraces.reconstruct')}",
                       run_id=run.get("run_id"), device=device)
+
+
+def _no_calibration_hint(device: str, precision: str) -> str:
+    """What to do when the reconstruction is not calibrated for ``device``: no calibration
+    rows at all, or rows for fp32 only (an amp trace said "no calibration rows" too, which
+    contradicted its own error; #36 trial)."""
+    from ..reconstruct.calibration import fitted_rows, get_device
+
+    if precision == "fp32" or not fitted_rows(device):
+        return (f"{device} has datasheet peaks but no calibration rows: give "
+                "--calibrate-img-s (its measured 1-GPU img/s), or predict a stored run "
+                "(`dgtraces predict --run-id`)")
+    tensor = get_device(device).tensor_tflops
+    why = ("its datasheet gives no tensor-core peak" if not tensor else
+           "calibration.csv has no amp/fp32 throughput pair of it")
+    return (f"{device} is calibrated for fp32 only ({why}): predict --precision fp32, or "
+            f"give --calibrate-img-s (its measured 1-GPU {precision} img/s)")
 
 
 def _runs_or_none(rel: Release | None) -> "pd.DataFrame | None":
