@@ -94,8 +94,9 @@ def validate_comm(logs, workers, gpus_per_node, intra, inter, nics_per_node, col
                   per_size, plot, as_json) -> None:
     """Predict every row of nccl-tests logs and report the error (modelled vs measured).
 
-    Without LOG: the shipped reference logs (dgtraces/reference/nccl_tests, CC BY 3.0) and,
-    when present, the unlicensed ones of ../shared/reference/nccl-tests."""
+    Without LOG: the shipped reference logs (dgtraces/reference/nccl-tests, CC BY 3.0) and,
+    in a source checkout with ../shared/reference/nccl-tests beside it, its unlicensed one
+    (evaluation.comm.SHIPPED and SHARED; tests/evaluation check these folders)."""
     from dgtraces.evaluation.comm import LogCluster, validate
 
     given = None

@@ -4,9 +4,9 @@ Evaluation code (not a runtime path of the predictor). The evaluation rule is pr
 in ``docs/collectives.md``: measured = the out-of-place time; error ``|pred - meas| / meas``;
 per log MAPE over all sizes and over sizes >= 1 MiB; headline = median over logs.
 
-Reference logs: the shipped CC BY 3.0 sweeps (``dgtraces/reference/nccl-tests``) and, when a
-``../shared/reference/nccl-tests`` folder lies beside the clone, its unlicensed ones too (read
-there, never shipped). The cluster of each reference log is declared once in
+Reference logs: the shipped CC BY 3.0 sweeps (``dgtraces/reference/nccl-tests``) and, in a
+source checkout with a ``../shared/reference/nccl-tests`` folder beside it, its unlicensed
+ones too (read there, never shipped; only as pinned: :data:`SHARED_POINTS_SHA256`). The cluster of each reference log is declared once in
 :data:`REFERENCE_CLUSTERS`, from what its ``logs.csv`` row states or infers.
 """
 
@@ -21,7 +21,19 @@ from dgtraces.errors import Code, DgtracesError
 
 MIB = 1 << 20
 SHIPPED = Path(__file__).resolve().parents[1] / "reference" / "nccl-tests"
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "reference" / "nccl-tests"
+SHARED_NAME = "shared/reference/nccl-tests"  # beside a source checkout (developers only)
+
+
+def shared_folder(package_parent: Path) -> Path | None:
+    """``../shared/reference/nccl-tests`` of a source checkout (``package_parent`` holds a
+    pyproject.toml), else None: an installed package has no such neighbour (beside a wheel
+    it named a path inside the virtual environment; #36 trial)."""
+    if not (package_parent / "pyproject.toml").is_file():
+        return None
+    return package_parent.parent / SHARED_NAME
+
+
+SHARED = shared_folder(Path(__file__).resolve().parents[2])
 # The developer-local, unlicensed points (never shipped) count only as they were when the
 # evaluation was registered (docs/collectives.md): this sha256, at most SHARED_MAX_BYTES. Any
 # other file there (edited, swapped, or beside an installed package) is not evaluated (#36).
@@ -133,6 +145,9 @@ def _shared_points() -> tuple[str | None, str | None]:
     absent, larger than SHARED_MAX_BYTES, or not the pinned bytes (read once, then hashed)."""
     import hashlib
 
+    if SHARED is None:
+        return None, ("the unlicensed konnase log is not shipped: it is evaluated only in a "
+                      f"source checkout with ../{SHARED_NAME} beside it")
     path = SHARED / "allreduce_points.csv"
     if not path.is_file():
         return None, f"{SHARED} absent: the unlicensed konnase log is not evaluated"
