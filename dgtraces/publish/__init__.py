@@ -12,7 +12,10 @@ from pathlib import Path
 
 def write_card(out_dir: str | Path = "cards", version: str | None = None, root=None, *,
                fragments_dir: str | Path | None = None) -> list[Path]:
-    """Write ``README.md`` and ``croissant.json`` of a release (default: latest) to ``out_dir``."""
+    """Write ``README.md`` and ``croissant.json`` of a release (default: latest) to
+    ``out_dir``, and the figures the card links to (``fragments/<name>``) into
+    ``out_dir/fragments/`` unless they are there already (the checkout's ``cards/``): a
+    card written elsewhere linked to figures it did not write (#36 trial)."""
     from dgtraces.io.files import atomic_write_bytes
     from dgtraces.publish import croissant
     from dgtraces.publish.card import render_card
@@ -26,4 +29,14 @@ def write_card(out_dir: str | Path = "cards", version: str | None = None, root=N
     atomic_write_bytes(readme, render_card(release, fragments_dir=fragments_dir,
                                            stats=stats).encode())
     atomic_write_bytes(meta, croissant.render(release, stats=stats).encode())
-    return [readme, meta]
+    written = [readme, meta]
+    from dgtraces.publish.card import linked_figures
+
+    for fig in linked_figures(fragments_dir, stats):
+        dest = out / "fragments" / fig.name
+        if dest.exists() and dest.resolve() == fig.resolve():
+            continue  # the card is written where its figures live
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(dest, fig.read_bytes())
+        written.append(dest)
+    return written

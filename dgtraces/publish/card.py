@@ -245,6 +245,17 @@ def _table_section(table: str, stat: dict, entry: dict, max_sources: int = 25) -
     return out + [""]
 
 
+def linked_figures(folder: str | Path | None = None, stats: dict | None = None
+                   ) -> list[Path]:
+    """The non-Markdown files (figures) of the fragments folder that the card of a release
+    (its ``stats``) links to as ``fragments/<name>``: what a card's folder must hold beside
+    its README.md (``card --out``, ``export-hf``)."""
+    folder = fragments_folder() if folder is None else Path(folder)
+    used = "\n".join(text for _, text in fragments(folder, stats))
+    return [p for p in sorted(folder.glob("*")) if p.is_file() and p.suffix != ".md"
+            and f"fragments/{p.name}" in used] if folder.is_dir() else []
+
+
 def fragments(folder: str | Path | None = None, stats: dict | None = None
               ) -> list[tuple[str, str]]:
     """(file name, text) of every ``*.md`` in the fragments folder, sorted by name.
