@@ -6,8 +6,9 @@ per log MAPE over all sizes and over sizes >= 1 MiB; headline = median over logs
 
 Reference logs: the shipped CC BY 3.0 sweeps (``dgtraces/reference/nccl-tests``) and, in a
 source checkout with a ``../shared/reference/nccl-tests`` folder beside it, its unlicensed
-ones too (read there, never shipped; only as pinned: :data:`SHARED_POINTS_SHA256`). The cluster of each reference log is declared once in
-:data:`REFERENCE_CLUSTERS`, from what its ``logs.csv`` row states or infers.
+ones too (read there, never shipped; only as pinned: :data:`SHARED_POINTS_SHA256`). The
+cluster of each reference log is declared once in :data:`REFERENCE_CLUSTERS`, from what its
+``logs.csv`` row states or infers.
 """
 
 from __future__ import annotations
