@@ -8,6 +8,7 @@ from dgtraces.errors import Code
 
 from . import OutPath, model_option
 from .options import release_option
+from .progress import working
 
 
 @click.command()
@@ -46,14 +47,17 @@ def reconstruct(device, model, batch_size, precision, out, as_csv, report, relea
         if figure or fragment:
             raise DgtracesError("--figure and --fragment are for --method kernels-2.0",
                                 code=Code.BAD_INPUT)
-        click.echo(build21(Release.open(release).tables(), release).text())  # minutes
+        with working("kernels-2.1 report: every fold and leave-one-out refits (minutes)"):
+            text = build21(Release.open(release).tables(), release).text()
+        click.echo(text)
         return
     if report and method == "kernels-2.0":
         from dgtraces.evaluation.kernel_summary import build
         from dgtraces.evaluation.kernel_summary import figure as plot
         from dgtraces.store.release import Release
 
-        summary = build(Release.open(release).tables(), release)  # leave-one-outs: ~1 min
+        with working("kernels-2.0 report: leave-one-outs (about a minute)"):
+            summary = build(Release.open(release).tables(), release)
         click.echo(summary.text())
         if figure:
             plot(summary, figure)
@@ -67,7 +71,9 @@ def reconstruct(device, model, batch_size, precision, out, as_csv, report, relea
     if report:
         from dgtraces.evaluation.reconstruction import build_report
 
-        rep = build_report(release, loo=bool(fragment))  # LOO: ~20 s
+        with working("roofline-1.1 report" + (" with its leave-one-out (about 20 s)"
+                                              if fragment else "")):
+            rep = build_report(release, loo=bool(fragment))
         click.echo(rep.text())
         if fragment:
             from dgtraces.evaluation.fragment import write

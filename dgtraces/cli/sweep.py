@@ -261,18 +261,17 @@ def validate_predictor(release, published, plot, out, as_json, framework, overhe
     spec = Overheads.parse(overheads, iteration_cv=iteration_cv,
                            host_decode_img_s=host_decode_img_s)
     if markdown:
-        from rich.console import Console
-        from rich.progress import Progress
-
         from dgtraces.evaluation.overheads import (
             FRAMEWORK_CHOICES,
             OVERHEAD_CHOICES,
             evaluate_terms,
         )
 
-        with Progress(console=Console(stderr=True), transient=True) as bar:
-            task = bar.add_task("variants", total=len(FRAMEWORK_CHOICES) * len(OVERHEAD_CHOICES))
-            ev = evaluate_terms(release, on_step=lambda n: bar.advance(task, n))
+        from .progress import working
+
+        with working("predictor variants (framework x overheads)",
+                     total=len(FRAMEWORK_CHOICES) * len(OVERHEAD_CHOICES)) as advance:
+            ev = evaluate_terms(release, on_step=advance)
         click.echo(ev.to_markdown())
         return
     if out:
