@@ -210,7 +210,9 @@ def algorithm_for(device, workers, gpus_per_node, intra, inter, algorithm, link_
     """The algorithm of ``predict``/``export-chakra``: ``--algorithm`` when given, else the
     default of the device (``comm.algorithm_default``)."""
     from ..comm.algorithm_default import default_algorithm
+    from ..comm.nccl import check_nvlink_alias
 
+    check_nvlink_alias(device, [intra])  # "nvlink" is the V100's (#36)
     overridden = (link_alpha_us, link_bandwidth_gb_s, link_fit) != (None, None, None)
     return default_algorithm(device, [intra], [inter], [(workers, gpus_per_node)],
                              overridden=overridden, given=algorithm)

@@ -128,6 +128,9 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
         if "algorithm" not in given and profile.ps_placement == "host-cpu":
             algorithms = "ps"
     workers_list, gpn_list = _ints(workers_, "--workers"), _ints(gpn, "--gpus-per-node")
+    from ..comm.nccl import check_nvlink_alias
+
+    check_nvlink_alias(device, split_option(intra))  # "nvlink" is the V100's (#36)
     why = None
     if algorithms is None:  # the device's default (comm.algorithm_default)
         from itertools import product
