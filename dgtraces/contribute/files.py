@@ -80,6 +80,16 @@ def validate_files(paths, table: str | None = None, *, use_store: bool = True,
                                      files.get("layer_timings"))
     if failures:
         code = Code.SCHEMA if any(f.code == Code.SCHEMA for f in failures) else failures[0].code
+        hint = None
+        if use_store and needed_parents(frames):  # parents were looked up in the store
+            from dgtraces.store.manifest import data_root, latest_or_none
+
+            from .validate import empty_store_hint
+
+            data = data_root(root)
+            if latest_or_none(data) is None:
+                hint = empty_store_hint(data)
         raise ValidationError(f"{len(failures)} validation failure(s) in "
-                              f"{len(paths)} file(s)", code=code, failures=failures)
+                              f"{len(paths)} file(s)", code=code, failures=failures,
+                              hint=hint)
     return {name: len(df) for name, df in frames.items()}

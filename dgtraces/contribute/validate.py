@@ -267,7 +267,23 @@ def validate_contribution(path: str | os.PathLike, *, root: Path,
     try:
         base = store.latest_or_none(root)
         checked = check(contrib, staged_known(root), lambda sums: store_known(root, sums))
+    except ValidationError as exc:
+        if base is None:
+            exc.hint = empty_store_hint(root)
+        raise
     finally:
         contrib.close()
     checked.base_release = base
     return checked
+
+
+def empty_store_hint(root: Path) -> str:
+    """What a refusal against a store without any release must say (#36 trial: an empty
+    ``DGTRACES_DATA`` folder was never named, so "device not in the store's devices table"
+    read as if the device were unknown to dgtraces)."""
+    env = os.environ.get("DGTRACES_DATA")
+    how = (" ($DGTRACES_DATA)" if env and Path(env).expanduser().resolve() == root.resolve()
+           else "")
+    return (f"checked against the store at {root}{how}, which holds no release: it knows no "
+            "devices or runs of its own; point DGTRACES_DATA at a store with releases, "
+            "or unset it to use the default one")
