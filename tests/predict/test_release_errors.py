@@ -3,8 +3,6 @@ release (INTEGRITY) or a malformed version (VERSION) reaches predict, sweep and 
 as itself, never as "nothing stored" (a reconstructed trace cited with the damaged
 release's digest, or UNKNOWN_DEVICE for a CPU run)."""
 
-import shutil
-
 import pytest
 from click.testing import CliRunner
 
@@ -12,20 +10,18 @@ from dgtraces.cli import main
 from dgtraces.contribute.files import validate_files
 from dgtraces.errors import DgtracesError
 from dgtraces.predict import resolve
-from dgtraces.store import integrity, release
+from dgtraces.store import release
 from tests.attack_tally import record
-from tests.store.test_read_integrity import flip_byte
+from tests.store.test_read_integrity import flip_byte, own_store  # noqa: F401 (a fixture)
 
 CLS = "damaged release read as no release"
 
 
 @pytest.fixture
-def damaged(mini_release_root, tmp_path, monkeypatch):
-    """A copy of the mini store whose v0.2.0 runs shard has one byte flipped."""
-    root = tmp_path / "data"
-    shutil.copytree(mini_release_root, root)
-    monkeypatch.setenv("DGTRACES_DATA", str(root))
-    integrity.forget()
+def damaged(request):
+    """A copy of the mini store (``own_store``) whose v0.2.0 runs shard has one byte
+    flipped."""
+    root = request.getfixturevalue("own_store")
     (path,) = release.table_files("0.2.0", root)["runs"]
     flip_byte(path)
     return root

@@ -5,7 +5,6 @@ release journal and a run's ``params_json`` so nested are read as a damaged cach
 time is lost), INTEGRITY and no phase time."""
 
 import json
-import shutil
 
 import pytest
 from click.testing import CliRunner
@@ -16,21 +15,14 @@ from dgtraces.errors import DgtracesError
 from dgtraces.store import integrity
 from dgtraces.store import manifest as store
 from tests.attack_tally import record
+from tests.store.test_read_integrity import own_store  # noqa: F401 (a fixture)
 
 DEEP = "[" * 100_000 + "]" * 100_000
 
 
-@pytest.fixture
-def own_store(mini_release_root, tmp_path, monkeypatch):
-    root = tmp_path / "data"
-    shutil.copytree(mini_release_root, root)
-    monkeypatch.setenv("DGTRACES_DATA", str(root))
-    integrity.forget()
-    return root
-
-
-def test_a_deeply_nested_manifest_is_integrity(own_store):
-    path = own_store / "releases" / "v0.2.0" / store.MANIFEST
+@pytest.mark.usefixtures("own_store")
+def test_a_deeply_nested_manifest_is_integrity():
+    path = store.releases_dir() / "v0.2.0" / store.MANIFEST
     path.write_text(path.read_text().rstrip().rstrip("}") + f', "x": {DEEP}}}')
     for read in (lambda: dgtraces.load("runs"), lambda: store.read_manifest("0.2.0")):
         with pytest.raises(DgtracesError) as exc:
@@ -43,7 +35,8 @@ def test_a_deeply_nested_manifest_is_integrity(own_store):
     assert code == "INTEGRITY", res.output
 
 
-def test_a_deeply_nested_hash_cache_only_costs_time(own_store):
+@pytest.mark.usefixtures("own_store")
+def test_a_deeply_nested_hash_cache_only_costs_time():
     integrity.cache_dir().mkdir(parents=True, exist_ok=True)
     (integrity.cache_dir() / integrity.CACHE_NAME).write_text(DEEP)
     integrity.forget()
