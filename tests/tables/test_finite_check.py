@@ -60,7 +60,9 @@ def test_contribute_and_validate_refuse_the_same_cell(store, tmp_path, fmt, tabl
     runs, lt = variant("r-inf")
     runs = pd.concat([runs, runs.assign(run_id="r-inf2")], ignore_index=True)
     lt = pd.concat([lt, lt.assign(run_id="r-inf2")], ignore_index=True)
-    comm = _mini_frames()["comm"].tail(1).reset_index(drop=True)
+    # no p10/p90: an infinite median would also break p10 <= time <= p90 (SCHEMA)
+    comm = _mini_frames()["comm"].tail(1).reset_index(drop=True).assign(p10_ms=None,
+                                                                          p90_ms=None)
     comm = pd.concat([comm, comm.assign(workers=4)], ignore_index=True)
     folder = write_contrib(tmp_path / "c", runs, lt, fmt=fmt, extra={"comm": comm})
     df = runs if table == "runs" else comm
