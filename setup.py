@@ -5,9 +5,9 @@ and ``data/shards/`` (the content-addressed shard pool the release manifests lis
 copied to ``dgtraces/_data/releases/`` and ``dgtraces/_data/shards/`` in the built package,
 where ``dgtraces.store.locate.packaged_root`` finds it through importlib.resources; the dataset
 card's fragments (``cards/fragments/``: Published rows, Reconstruction error, their figures)
-go to ``dgtraces/_data/fragments/``, where ``dgtraces.publish.card.fragments_folder`` finds them. An editable install
-reads the checkout's ``data/`` directly, so nothing is copied for it. All metadata lives in
-pyproject.toml.
+go to ``dgtraces/_data/fragments/``, where ``dgtraces.publish.card.fragments_folder`` finds
+them. An editable install reads the checkout's ``data/`` directly, so nothing is copied for
+it. All metadata lives in pyproject.toml.
 """
 
 import shutil

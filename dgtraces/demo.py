@@ -33,10 +33,12 @@ UNION ALL
 SELECT 'iterations', provenance, device, count(*) FROM iterations GROUP BY ALL
 ORDER BY table_name, provenance, device"""
 
-# Q1: which layers send the most gradient bytes per iteration (what a fusion policy must move)
+# Q1: which layers send the most gradient bytes per iteration (what a fusion policy must move);
+# ties (alexnet and alexnet-owt share their fc layers) broken by model and layer, so LIMIT
+# keeps the same rows every run (#36 trial: the tied rows came in any order)
 LARGEST_GRADIENTS_SQL = """\
 SELECT model, layer, kind, grad_bytes, round(grad_bytes / 2^20, 2) AS grad_mib
-FROM layers ORDER BY grad_bytes DESC LIMIT 5"""
+FROM layers ORDER BY grad_bytes DESC, model, layer LIMIT 5"""
 
 # Q2: communication per unit of backward compute, only where ONE run logged both per layer
 # (the B-Caffe GoogLeNet logs on K80s: compute_us and comm_us of every layer, same iteration)

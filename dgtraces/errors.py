@@ -262,6 +262,11 @@ class MissingDependencyError(DgtracesError):
         self.package = package
 
 
+# The pip distribution of an optional module whose import name is not its distribution's
+# name (``google.protobuf`` is ``protobuf``: the error said 'google'; #36 trial).
+DISTRIBUTIONS = {"google.protobuf": "protobuf"}
+
+
 def require(module: str, extra: str, purpose: str):
     """Import an optional heavy dependency or raise a typed error with an install hint."""
     import importlib
@@ -269,4 +274,5 @@ def require(module: str, extra: str, purpose: str):
     try:
         return importlib.import_module(module)
     except ImportError as exc:  # pragma: no cover - exercised by monkeypatched tests
-        raise MissingDependencyError(module.split(".")[0], extra, purpose) from exc
+        package = DISTRIBUTIONS.get(module, module.split(".")[0])
+        raise MissingDependencyError(package, extra, purpose) from exc

@@ -1,5 +1,6 @@
 """Validating scalar arguments: the one whole-number check every library entry point and CLI
-option uses (batch sizes, workers, repeats, limits, alignments).
+option uses (batch sizes, workers, repeats, limits, alignments), and the one check that a
+modelled result is a finite number (:func:`finite_results`).
 
 Accepts Python and numpy integers, and with ``text_ok`` decimal text such as ``"8"`` (log
 headers, CSV cells); refuses bools, fractions (``8.7``), NaN and values beyond 2**62 with
@@ -57,3 +58,32 @@ def bad_value(field_name: str, message: str, expected: str, found,
     return DgtracesError(f"{field_name}: {message}", code=code,
                          failures=[Failure(code, message, column=field_name,
                                            expected=expected, found=repr(found))])
+
+
+FINITE_HINT = ("a rate or time given is out of any physical range (e.g. a bandwidth of 1e-300 "
+               "GB/s, or a time of 1e308 ms); give values a real system could have")
+
+
+def finite_results(what: str, values: dict) -> None:
+    """PLAUSIBILITY when a modelled result is not a finite number: finite but absurd inputs
+    (a bandwidth of 1e-320 GB/s) overflow to ``inf`` and ``inf - inf`` to NaN, which were
+    printed as results (``inf ms``, JSON ``Infinity``; #36 low). ``values``: name -> a
+    number or an array of numbers."""
+    import math
+
+    bad = []
+    for name, value in values.items():
+        if hasattr(value, "__len__"):
+            import numpy as np
+
+            arr = np.asarray(value, dtype=float)
+            if arr.size and not np.isfinite(arr).all():
+                bad.append((name, float(arr[~np.isfinite(arr)][0])))
+        elif not math.isfinite(float(value)):
+            bad.append((name, float(value)))
+    if bad:
+        raise DgtracesError(f"{what}: {', '.join(f'{n} = {v}' for n, v in bad)} is not a "
+                            "finite number", code=Code.PLAUSIBILITY, hint=FINITE_HINT,
+                            failures=[Failure(Code.PLAUSIBILITY, "not a finite number",
+                                              column=n, expected="finite", found=repr(v))
+                                      for n, v in bad])

@@ -78,3 +78,23 @@ def test_demo_refuses_output_inside_the_data_folder():
     with pytest.raises(DgtracesError) as err:
         run_demo(store.data_root() / "demo")
     assert err.value.code == "BAD_INPUT"
+
+
+def test_every_demo_query_orders_its_rows_completely():
+    """#36 trial: Q1 ordered by grad_bytes alone; alexnet and alexnet-owt tie on their fc
+    layers, so which tied rows LIMIT 5 kept, and their order, changed between runs. Each
+    query's ORDER BY must name columns that tell every row apart: reordering the layers
+    table's rows cannot change its answer."""
+    import duckdb
+
+    from dgtraces import demo
+
+    layers = layers_frame()
+    con = duckdb.connect()
+    answers = []
+    for seed in (0, 1, 2):
+        con.register("layers", layers.sample(frac=1.0, random_state=seed))
+        answers.append(con.execute(demo.LARGEST_GRADIENTS_SQL).df())
+    assert all(a.equals(answers[0]) for a in answers)
+    assert answers[0][["model", "layer"]].values.tolist()[:3] == [
+        ["vgg16", "classifier.0"], ["alexnet", "fc6"], ["alexnet-owt", "fc6"]]

@@ -69,3 +69,24 @@ def test_subclasses_are_raised_with_their_own_code():
 def test_missing_dependency_keeps_its_package_after_pickling():
     err = errors.MissingDependencyError("pynvml", "gpu", "GPU metadata")
     assert pickle.loads(pickle.dumps(err)).package == "pynvml"
+
+
+def test_a_missing_module_is_named_by_its_pip_distribution(monkeypatch):
+    """#36 trial: a missing ``google.protobuf`` said "needs the optional package 'google'";
+    the install names the distribution, ``protobuf``."""
+    import importlib
+
+    real = importlib.import_module
+
+    def no_protobuf(name, *args, **kwargs):
+        if name.startswith("google"):
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib, "import_module", no_protobuf)
+    try:
+        errors.require("google.protobuf", "sim", "writing Chakra execution traces")
+    except errors.MissingDependencyError as exc:
+        assert exc.code == "MISSING_DEPENDENCY" and exc.package == "protobuf"
+    else:
+        raise AssertionError("google.protobuf imported although its import was refused")

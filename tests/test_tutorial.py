@@ -2,6 +2,7 @@
 ``python3`` kernel that ipykernel installs)."""
 
 import os
+import re
 
 import pytest
 
@@ -71,3 +72,22 @@ def test_tutorial_does_not_force_a_backend():
     """Issue #28 point 2: ``matplotlib.use("Agg")`` hid the scaling figure in Jupyter (the
     test run sets ``MPLBACKEND=Agg`` itself)."""
     assert not [c for c in _cells() if "matplotlib.use(" in c]
+
+
+def test_the_tutorial_says_which_all_reduce_it_models():
+    """Issue #36 trial: the scaling section passed "ring" to Cluster without saying so,
+    while ``predict`` on a GPU defaults to ``auto`` (NCCL's model): each algorithm a code
+    cell names is named in the text before it, with the default it departs from."""
+    import json
+
+    from dgtraces.comm.algorithm_default import default_algorithm
+
+    cells = json.loads(NB.read_text())["cells"]
+    for i, cell in enumerate(cells):
+        src = "".join(cell["source"])
+        for algorithm in re.findall(r'Cluster\([^)]*"(ring|tree|auto|ps|hierarchical)"', src):
+            text = "".join(cells[i - 1]["source"])
+            assert cells[i - 1]["cell_type"] == "markdown"
+            assert f'`"{algorithm}"`' in text, text
+            default = default_algorithm("v100", ["pcie3"], ["10gbe"], [(8, 4)]).algorithm
+            assert algorithm == default or f"`{default}`" in text, text

@@ -42,6 +42,36 @@ class OutPath(click.Path):
         return value
 
 
+def echo(text: object = "", err: bool = False) -> None:
+    """``click.echo`` for a line that holds external text (a log's GPU or layer names, a
+    trace's op names, a file name, a fit's or a release's ``source``): every control
+    character escaped by :func:`dgtraces.io.terminal_text.inert`, the one filter of printed
+    external strings (#29 M7, #36 item 6); newlines and tabs are kept."""
+    from dgtraces.io.terminal_text import inert
+
+    click.echo(inert(text, keep_newlines=True), err=err)
+
+
+def echo_json(doc: object, **kw) -> None:
+    """Print ``doc`` as strict JSON, the one writer of every ``--json`` output: a non-finite
+    float is ``null`` (Python's ``json`` writes ``NaN``/``Infinity``, which JSON has not, and
+    ``allow_nan=False`` alone raised a traceback; #36 low); what JSON cannot encode is its
+    ``str``. ``kw``: ``json.dumps`` options (``sort_keys``)."""
+    import json
+    import math
+
+    def clean(x):
+        if isinstance(x, float) and not math.isfinite(x):
+            return None
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [clean(v) for v in x]
+        return x
+
+    click.echo(json.dumps(clean(doc), indent=2, allow_nan=False, default=str, **kw))
+
+
 def model_choice() -> click.Choice:  # case-insensitive, did-you-mean
     """The dataset models of the registry (plain data: no pandas is imported)."""
     from ..models.registry import MODELS
@@ -118,7 +148,9 @@ class LazyGroup(click.Group):
             return None
         target, _ = COMMANDS[name]
         module, attr = target.split(":")
-        return getattr(importlib.import_module(module), attr)
+        from .options import ascii_numbers
+
+        return ascii_numbers(getattr(importlib.import_module(module), attr))
 
     def invoke(self, ctx):
         from ..errors import DgtracesError

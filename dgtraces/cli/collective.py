@@ -3,11 +3,9 @@ and ``dgtraces validate-comm`` (predict every row of nccl-tests logs; per-log MA
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from . import OutPath
+from . import OutPath, echo, echo_json
 from .options import (
     inter_help,
     intra_help,
@@ -60,9 +58,7 @@ def collective(coll, workers, gpus_per_node, intra, inter, nics_per_node, algori
       dgtraces collective --workers 64 --intra nvlink4 --inter ib-ndr,sharp --nics-per-node 8
       dgtraces collective --workers 16 --intra nvlink3 --inter ethernet:50gbps
     """
-    from dgtraces.io.terminal_text import inert
-
-    from ..comm.collective_time import parse_sizes, predict_collective
+    from ..comm.collective_time import FLOAT_BYTES, parse_sizes, predict_collective
 
     cluster = dict(workers=workers, gpus_per_node=gpus_per_node, intra=intra, inter=inter,
                    nics_per_node=nics_per_node, release=release or "latest")
@@ -78,7 +74,7 @@ def collective(coll, workers, gpus_per_node, intra, inter, nics_per_node, algori
                                 algorithm=None if given is click.core.ParameterSource.DEFAULT
                                 else algorithm, **cluster)
     if as_json:
-        click.echo(json.dumps(res.to_dict(), indent=2))
+        echo_json(res.to_dict())
         return
     click.echo(f"# {res.collective}: {res.workers} ranks, {res.nodes} node(s) x "
                f"{res.gpus_per_node} GPUs, {res.nics_per_node} NIC(s) per node, algorithm "
@@ -89,16 +85,17 @@ def collective(coll, workers, gpus_per_node, intra, inter, nics_per_node, algori
     click.echo(f"#{'(B)':>11}  {'(elements)':>12}  {'':>8}  {'(us)':>9}  {'(GB/s)':>7}  "
                f"{'(GB/s)':>7}")
     for r in res.rows:
-        click.echo(f"{r.message_bytes:>12}  {r.message_bytes // 4:>12}  {'float':>8}  "
+        count = r.message_bytes // FLOAT_BYTES
+        click.echo(f"{r.message_bytes:>12}  {count:>12}  {'float':>8}  "
                    f"{r.time_us:>9.2f}  {r.algbw_gb_s:>7.2f}  {r.busbw_gb_s:>7.2f}  "
                    f"{r.algorithm:>14}  {r.protocol:>6}  {version}")
     for side, link in res.links.items():
         bw = link.get("bandwidth_gb_s")
         extra = (f", achieved {link['achieved_gb_s']:.4g} GB/s per NIC"
                  if link.get("achieved_gb_s") else "")
-        click.echo(inert(f"# {side}: {link['link']} {bw:.4g} GB/s{extra} ({link['source']})"))
+        echo(f"# {side}: {link['link']} {bw:.4g} GB/s{extra} ({link['source']})")
     for note in res.notes:
-        click.echo(inert(f"# note: {note}"))  # a --link-fit file name is the user's text
+        echo(f"# note: {note}")  # a --link-fit file name is the user's text
 
 
 @click.command("validate-comm")
@@ -149,32 +146,32 @@ def validate_comm(logs, workers, gpus_per_node, intra, inter, nics_per_node, col
 
         write_plot(report, plot)
     if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2))
+        echo_json(report.to_dict())
         return
-    click.echo(f"{'log':<46} {'nccl':>5} {'ranks':>5}  {'intra':<9} {'inter':<13} "
+    echo(f"{'log':<46} {'nccl':>5} {'ranks':>5}  {'intra':<9} {'inter':<13} "
                f"{'>=1MiB':>7} {'n':>3} {'<1MiB':>7} {'n':>3}")
     for log in report.logs:
         mark = "" if log.scored else "  (not scored)"
-        click.echo(f"{log.log_id:<46} {log.nccl or '-':>5} {log.workers:>5}  {log.intra:<9} "
+        echo(f"{log.log_id:<46} {log.nccl or '-':>5} {log.workers:>5}  {log.intra:<9} "
                    f"{log.inter if log.nodes > 1 else '-':<13} "
                    f"{_pct(log.mape_large):>7} {log.n_large:>3} {_pct(log.mape_small):>7} "
                    f"{log.n_small:>3}{mark}")
         if per_size:
             for p in log.points:
-                click.echo(f"  {p.message_bytes:>12} B  measured {p.measured_us:>10.2f} us  "
+                echo(f"  {p.message_bytes:>12} B  measured {p.measured_us:>10.2f} us  "
                            f"predicted {p.predicted_us:>10.2f} us  error {p.error:+.1%}  "
                            f"({p.algorithm}/{p.protocol})")
-    click.echo(f"algorithm {report.algorithm}, NCCL time {report.nccl_time}; MAPE over "
+    echo(f"algorithm {report.algorithm}, NCCL time {report.nccl_time}; MAPE over "
                f"sizes >= 1 MiB and < 1 MiB of the out-of-place time")
     for t in report.targets():
-        click.echo(f"target {t.name} <= {t.limit:.0%}: {_pct(t.value)} "
+        echo(f"target {t.name} <= {t.limit:.0%}: {_pct(t.value)} "
                    f"({'met' if t.met else 'not met'})")
     for log_id, why in report.unscored:
-        click.echo(f"not scored: {log_id}: {why}")
+        echo(f"not scored: {log_id}: {why}")
     for note in report.notes:
-        click.echo(f"note: {note}")
+        echo(f"note: {note}")
     if plot:
-        click.echo(f"wrote {plot}")
+        echo(f"wrote {plot}")
 
 
 def _pct(x: float | None) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from contextlib import contextmanager
 
 import click
@@ -10,7 +9,7 @@ import click
 from dgtraces.errors import Code
 from dgtraces.io.terminal_text import inert
 
-from . import NEW_FOLDER, OutPath, model_list
+from . import NEW_FOLDER, OutPath, echo_json, model_list
 
 LOCK_SECONDS = click.FloatRange(0)  # a negative timeout would make filelock wait forever
 LOCK_HELP = "Seconds to wait for the store lock (data/.lock) before failing with LOCKED."
@@ -83,8 +82,8 @@ def list_cmd(as_json) -> None:
 
     entries = list_staged(data_root())
     if as_json:
-        click.echo(json.dumps([{"id": e.id, "contributor": e.contributor,
-                                "rows": e.info["rows"]} for e in entries], indent=2))
+        echo_json([{"id": e.id, "contributor": e.contributor, "rows": e.info["rows"]}
+                   for e in entries])
         return
     if not entries:
         click.echo("staging is empty")
@@ -104,7 +103,7 @@ def show(entry_id) -> None:
     e = get_staged(entry_id, data_root())
     info = {k: e.info[k] for k in ("id", "created_utc", "source", "digest", "rows", "meta")}
     info["runs"] = sorted(e.info["fingerprints"])
-    click.echo(json.dumps(info, indent=2, sort_keys=True))
+    echo_json(info, sort_keys=True)
 
 
 @staging.command()

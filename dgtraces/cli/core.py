@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ import click
 from dgtraces.errors import Code
 from dgtraces.store import verify as verify_mod
 
-from . import OutPath
+from . import OutPath, echo_json
 
 
 @click.command()
@@ -33,7 +32,7 @@ def info(as_json: bool) -> None:
     if rels:
         out["tables"] = {k: v["rows"] for k, v in sorted(release.tables(rels[-1]).items())}
     if as_json:
-        click.echo(json.dumps(out, indent=2))
+        echo_json(out)
         return
     click.echo(f"dgtraces {out['version']}")
     click.echo(f"data:     {out['data']} ({loc.kind})")

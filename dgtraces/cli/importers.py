@@ -1,7 +1,8 @@
 """``dgtraces import NAME``: recorded elsewhere -> table CSVs, one subcommand per entry of
 the importer registry (:data:`dgtraces.importers.registry.IMPORTERS`), whose name and help
 come from there (:func:`importer_command`); the options and the summary printed are
-declared here, once per importer.
+declared here, once per importer. Everything they print comes from the files read (GPU,
+layer, op and scope names), so it is printed through :func:`dgtraces.cli.echo` (inert).
 
 Each subcommand writes ``<table>.csv`` files into ``--out`` (named after their tables, so
 ``dgtraces validate OUT/*.csv`` checks them) and never touches data/.
@@ -15,7 +16,7 @@ import click
 
 from dgtraces.errors import Code
 
-from . import OutPath, model_option
+from . import OutPath, echo, model_option
 
 OUT = click.option("--out", required=True, type=OutPath(writes=("{}/*.csv",), file_okay=False),
                    help="Folder for the <table>.csv files.")
@@ -38,7 +39,7 @@ def _write(frames: dict, out: str, force: bool) -> None:
     paths = write_tables(out, frames, fmt="csv", validate=False, into_existing=True,
                          overwrite=force)
     for path, df in zip(paths, frames.values(), strict=False):
-        click.echo(f"wrote {path}  ({len(df)} rows)")
+        echo(f"wrote {path}  ({len(df)} rows)")
 
 
 def _group_help() -> str:
@@ -89,28 +90,28 @@ def kineto(trace, model, batch_size, run_id, device, map_path, source, precision
     res = import_trace(trace, model, batch_size=batch_size, run_id=run_id, device=device,
                        map_path=map_path, source=source, precision=precision)
     run = res.runs.iloc[0]
-    click.echo(f"{len(res.layers)} layer(s) over {res.iterations} iteration(s); mapped fwd "
-               f"{res.mapped_fwd_ms:.3f} ms, bwd {res.mapped_bwd_ms:.3f} ms of "
-               f"{res.trace_bwd_ms:.3f} ms traced backward; layer sum ratio "
-               f"{run['layer_sum_ratio']:.3f}" + ("  FLAGGED" if run["flagged"] else ""))
+    echo(f"{len(res.layers)} layer(s) over {res.iterations} iteration(s); mapped fwd "
+         f"{res.mapped_fwd_ms:.3f} ms, bwd {res.mapped_bwd_ms:.3f} ms of "
+         f"{res.trace_bwd_ms:.3f} ms traced backward; layer sum ratio "
+         f"{run['layer_sum_ratio']:.3f}" + ("  FLAGGED" if run["flagged"] else ""))
     if res.coverage is not None:
         share = f"{100 * res.kernel_share:.1f}%" if res.kernel_share is not None else "n/a"
-        click.echo(f"automap ({res.time_basis}): {100 * res.coverage:.1f}% of the spec's "
-                   f"conv/fc/bn layers mapped; mapped share of the steps' kernel time {share}")
+        echo(f"automap ({res.time_basis}): {100 * res.coverage:.1f}% of the spec's "
+             f"conv/fc/bn layers mapped; mapped share of the steps' kernel time {share}")
     un = res.unmapped
-    click.echo(f"unmapped: {un.ops} op(s), {un.time_ms:.3f} ms ({100 * un.share:.1f}% of "
-               f"attributed + unmapped time)")
+    echo(f"unmapped: {un.ops} op(s), {un.time_ms:.3f} ms ({100 * un.share:.1f}% of "
+         f"attributed + unmapped time)")
     for name, count, ms in un.names[:15]:
-        click.echo(f"  {ms:10.3f} ms  x{count:<5} {name}")
+        echo(f"  {ms:10.3f} ms  x{count:<5} {name}")
     if len(un.names) > 15:
-        click.echo(f"  ... and {len(un.names) - 15} more op name(s)")
+        echo(f"  ... and {len(un.names) - 15} more op name(s)")
     if un.scopes:
-        click.echo("scopes matching no layer: " + ", ".join(un.scopes[:20]))
+        echo("scopes matching no layer: " + ", ".join(un.scopes[:20]))
     if res.unscoped:
         more = f" ... and {len(res.unscoped) - 20} more" if len(res.unscoped) > 20 else ""
-        click.echo(f"layers without scope (no row): {len(res.unscoped)} of "
-                   f"{len(res.unscoped) + len(res.layers)}: " + ", ".join(res.unscoped[:20])
-                   + more)
+        echo(f"layers without scope (no row): {len(res.unscoped)} of "
+             f"{len(res.unscoped) + len(res.layers)}: " + ", ".join(res.unscoped[:20])
+             + more)
     _write(res.frames(), out, force)
 
 
@@ -131,14 +132,14 @@ def bcaffe(log, model, run_id, source, device, batch_size, workers, out, force) 
 
     res = import_log(log, model, run_id=run_id, source=source, device=device,
                      batch_size=batch_size, workers=workers)
-    click.echo(f"{res.blocks_total} block(s): {res.blocks_zero} all-zero skipped, "
-               f"{res.blocks_duplicate} re-print(s) merged, {res.blocks_used} used; "
-               f"{res.padded_blobs} blob(s) 64-padded; {len(res.layer_timings)} layers")
+    echo(f"{res.blocks_total} block(s): {res.blocks_zero} all-zero skipped, "
+         f"{res.blocks_duplicate} re-print(s) merged, {res.blocks_used} used; "
+         f"{res.padded_blobs} blob(s) 64-padded; {len(res.layer_timings)} layers")
     if res.inferred:
-        click.echo("INFERRED (not in the log): " + ", ".join(
+        echo("INFERRED (not in the log): " + ", ".join(
             f"{k}={v}" for k, v in res.inferred.items()))
     if res.ignored_lines:
-        click.echo(f"ignored {res.ignored_lines} non-blob line(s)")
+        echo(f"ignored {res.ignored_lines} non-blob line(s)")
     _write(res.frames(), out, force)
 
 
@@ -170,16 +171,14 @@ def _comm_imports(logs, run, header, describe_fit, out, force) -> None:
     """Import each log (``run``), report it and its fits, write comm + comm_fits."""
     import pandas as pd
 
-    from dgtraces.io.terminal_text import inert
-
     comm, fits = [], []
     for log in logs:
         res = run(log)
-        click.echo(inert(header(log, res)))  # GPU names and notes come from the log (#36 M6)
+        echo(header(log, res))
         for f in res.comm_fits.itertuples():
-            click.echo(inert("  " + describe_fit(f)))
+            echo("  " + describe_fit(f))
         for note in res.notes:
-            click.echo(inert(f"  note: {note}"))
+            echo(f"  note: {note}")
         comm.append(res.comm)
         fits.append(res.comm_fits)
     _write({"comm": pd.concat(comm, ignore_index=True),
@@ -252,8 +251,8 @@ def _gpu_command(name: str, argument: str):
 
 
 def _unmatched(label: str, items, extra: str = "") -> None:
-    click.echo(f"{label}: {len(items)}" + (": " + ", ".join(items[:20]) if items else "")
-               + (f" ... and {len(items) - 20} more" if len(items) > 20 else "") + extra)
+    echo(f"{label}: {len(items)}" + (": " + ", ".join(items[:20]) if items else "")
+         + (f" ... and {len(items) - 20} more" if len(items) > 20 else "") + extra)
 
 
 @_gpu_command("caffe-time", "log")
@@ -262,8 +261,8 @@ def caffe_time(log, model, batch_size, device, run_id, source, out, force) -> No
 
     res = import_log(log, model, batch_size=batch_size, device=device, run_id=run_id,
                      source=source)
-    click.echo(f"{len(res.matched)} layer(s) matched; conv/fc coverage "
-               f"{100 * res.coverage:.1f}%; batch {res.batch_size} ({res.batch_basis})")
+    echo(f"{len(res.matched)} layer(s) matched; conv/fc coverage "
+         f"{100 * res.coverage:.1f}%; batch {res.batch_size} ({res.batch_basis})")
     _unmatched("log layers not in the spec", [f"{n} ({f + b:.3f} ms)" for n, f, b in
                                               res.unmatched])
     _unmatched("spec layers without time", list(res.spec_without_time))
@@ -276,7 +275,7 @@ def pipedream(graph, model, batch_size, device, run_id, source, out, force) -> N
 
     res = import_graph(graph, model, batch_size=batch_size, device=device, run_id=run_id,
                        source=source)
-    click.echo(f"{len(res.mapped)} node(s) mapped; batch {res.batch_size} ({res.batch_basis})")
+    echo(f"{len(res.mapped)} node(s) mapped; batch {res.batch_size} ({res.batch_basis})")
     _unmatched("nodes without a spec layer", [f"{n} {op} ({f + b:.3f} ms)" for n, op, f, b in
                                               res.unmatched])
     _unmatched("spec layers without time", list(res.spec_without_time))
@@ -290,7 +289,7 @@ def deepbench(out, force) -> None:
     import_deepbench = _load("deepbench")
 
     res = import_deepbench()
-    click.echo(f"{res.convs} conv and {res.gemms} GEMM rows; {res.matched} of {res.convs} "
-               "conv rows are exactly a layer of a shipped model (keyed to layers), the "
-               "rest stay without the key")
+    echo(f"{res.convs} conv and {res.gemms} GEMM rows; {res.matched} of {res.convs} "
+         "conv rows are exactly a layer of a shipped model (keyed to layers), the "
+         "rest stay without the key")
     _write(res.frames(), out, force)

@@ -109,6 +109,39 @@ class NameChoice(click.Choice):
                   f"{did_you_mean(str(value), map(str, self.choices))}", param, ctx)
 
 
+class _AsciiDigits:
+    """Mixin of click's number types: text holding a non-ASCII character is refused before
+    it is converted (``int("３２")`` is 32, ``float("٣.٥")`` 3.5: digits the contribution
+    checks refuse were taken by every number option; #36 low)."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.isascii():
+            self.fail(f"{value!r} is not a number in ASCII digits", param, ctx)  # type: ignore[attr-defined]
+        return super().convert(value, param, ctx)  # type: ignore[misc]
+
+
+_ASCII_TYPES: dict[type, type] = {}
+
+
+def ascii_numbers(cmd: click.Command) -> click.Command:
+    """``cmd`` (and a group's subcommands) with every integer and float option and argument
+    taking ASCII digits only (:class:`_AsciiDigits`); the CLI applies it to each command it
+    loads, so no option can be declared without it."""
+    for p in cmd.params:
+        t = p.type
+        if isinstance(t, (click.types.IntParamType, click.types.FloatParamType)) and \
+                not isinstance(t, _AsciiDigits):
+            cls = _ASCII_TYPES.setdefault(type(t), type(f"Ascii{type(t).__name__}",
+                                                         (_AsciiDigits, type(t)), {}))
+            strict: click.ParamType = object.__new__(cls)
+            strict.__dict__.update(t.__dict__)
+            p.type = strict
+    for sub in getattr(cmd, "commands", {}).values():
+        ascii_numbers(sub)
+    return cmd
+
+
 def gbit_to_gbyte(gbit_s: float) -> float:
     """Deprecated ``--link-gbps`` (Gb/s) -> ``--link-bandwidth-gb-s`` (GB/s)."""
     return gbit_s / 8.0

@@ -3,7 +3,6 @@ value checks it shares with ``sweep`` (:mod:`.sweep`)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 import click
@@ -14,7 +13,7 @@ from ..comm.collectives import ALGORITHMS as ALGOS  # the collective registry
 from ..comm.fabrics import default_nics
 from ..comm.nccl import MODEL_NAMES as NCCL_ALGOS  # NCCL's tuning model (auto)
 from ..predict.policy_registry import POLICY_NAMES as POLICIES  # the policy registry
-from . import OutPath, model_option
+from . import OutPath, echo, echo_json, model_option
 from .options import (
     deprecated_alias,
     explicit,
@@ -227,8 +226,7 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
     pred = replace(pred, inputs=inputs(ctx, used))
     if as_json:
         fitted = {} if fit is None else {"link_fit": fit.to_dict(*presets)}
-        click.echo(json.dumps({**pred.to_dict(), **fitted, "reproduce": command_line(ctx, used)},
-                              indent=2, default=str))
+        echo_json({**pred.to_dict(), **fitted, "reproduce": command_line(ctx, used)})
         return
     _print_prediction(pred, timeline, gantt, kineto_dir, command_line(ctx, used))
 
@@ -238,7 +236,9 @@ def algorithm_for(device, workers, gpus_per_node, intra, inter, algorithm, link_
     """The algorithm of ``predict``/``export-chakra``: ``--algorithm`` when given, else the
     default of the device (``comm.algorithm_default``)."""
     from ..comm.algorithm_default import default_algorithm
+    from ..comm.fabrics import check_nvlink_alias
 
+    check_nvlink_alias(device, [intra])  # "nvlink" is the V100's (#36)
     overridden = (link_alpha_us, link_bandwidth_gb_s, link_fit) != (None, None, None)
     return default_algorithm(device, [intra], [inter], [(workers, gpus_per_node)],
                              overridden=overridden, given=algorithm)
@@ -267,16 +267,13 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None, command: str = "")
                                               else f"{k} {v}" for k, v in b.items()))
     click.echo(f"critical path: {len(pred.critical_path)} tasks, ends "
                + " -> ".join(pred.critical_path[-3:]))
-    from dgtraces.io.terminal_text import inert
-
     # the trace's source is a contributor's text once released (#29 M7)
-    click.echo(inert(f"trace: {pred.trace_provenance} ({pred.trace_run_id}); "
-                     f"{pred.trace_source}"))
+    echo(f"trace: {pred.trace_provenance} ({pred.trace_run_id}); {pred.trace_source}")
     click.echo(f"cite: dgtraces {pred.package_version}, dataset release "
                f"{pred.dataset_release or 'none'} (manifest digest "
                f"{pred.dataset_digest or 'none'}); BibTeX: `dgtraces cite --release "
                f"{pred.dataset_release}`")
-    click.echo(inert(f"reproduce: {command}"))  # a --link-fit path is the user's text
+    echo(f"reproduce: {command}")  # a --link-fit path is the user's text
     click.echo(f"algorithm: {pred.cluster['algorithm']} "
                f"({pred.cluster.get('algorithm_why') or 'given'})")
     nccl = pred.cluster.get("nccl")
@@ -291,19 +288,19 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None, command: str = "")
             f = nccl[side]
             extra = (f", achieved {f['achieved_gb_s']:.4g} GB/s x {f['nics_per_node']} per "
                      "node" if f.get("achieved_gb_s") else "")
-            click.echo(f"{side}: {f['link']} ({f['class']}) {f['bandwidth_gb_s']:.4g} GB/s "
-                       f"in NCCL {nccl['version']}{extra} ({f['source']})")
+            echo(f"{side}: {f['link']} ({f['class']}) {f['bandwidth_gb_s']:.4g} GB/s "
+                 f"in NCCL {nccl['version']}{extra} ({f['source']})")
             continue
-        click.echo(inert(f"{side}: {link['link']} alpha {link['alpha_us']:.4g} us, "  # #36 M6
-                         f"{link['bandwidth_gb_s']:.4g} GB/s ({link['provenance']}: "
-                         f"{link['source']})"))
+        # a --link-fit link: its name and source are the fit file's text (#36 item 6)
+        echo(f"{side}: {link['link']} alpha {link['alpha_us']:.4g} us, "
+             f"{link['bandwidth_gb_s']:.4g} GB/s ({link['provenance']}: {link['source']})")
     click.echo(framework_line(pred.framework))
     for term, d in pred.overheads.items():
         if isinstance(d, dict):
             click.echo(f"overhead {term}: {d['ms']:.3f} ms = {d['formula']} "
                        f"({d.get('source') or d.get('how')})")
     for note in pred.notes:
-        click.echo(inert(f"note: {note}"))
+        echo(f"note: {note}")
     for what, path in (("timeline", timeline), ("gantt", gantt),
                        ("kineto traces (one per worker) to", kineto_dir)):
         if path:

@@ -9,6 +9,7 @@ from dgtraces.reference.frameworks import NAMES
 
 from . import NEW_FOLDER, OutPath, model_option
 from .options import release_option
+from .progress import working
 
 
 @click.command()
@@ -65,7 +66,9 @@ def reconstruct(device, model, batch_size, precision, out, as_csv, report, relea
         if figure or fragment:
             raise DgtracesError("--figure and --fragment are for --method kernels-2.0",
                                 code=Code.BAD_INPUT)
-        click.echo(build21(Release.open(release).tables(), release).text())  # minutes
+        with working("kernels-2.1 report: every fold and leave-one-out refits (minutes)"):
+            text = build21(Release.open(release).tables(), release).text()
+        click.echo(text)
         return
     if report and method == "kernels-2.0":
         from dgtraces.evaluation.kernel_summary import build
@@ -73,7 +76,8 @@ def reconstruct(device, model, batch_size, precision, out, as_csv, report, relea
         from dgtraces.evaluation.kernel_summary import write as write_fragment
         from dgtraces.store.release import Release
 
-        summary = build(Release.open(release).tables(), release)  # leave-one-outs: ~1 min
+        with working("kernels-2.0 report: leave-one-outs (about a minute)"):
+            summary = build(Release.open(release).tables(), release)
         click.echo(summary.text())
         _outputs(figure, fragment, lambda f: plot(summary, f),
                  lambda d: write_fragment(summary, d))
@@ -81,7 +85,9 @@ def reconstruct(device, model, batch_size, precision, out, as_csv, report, relea
     if report:
         from dgtraces.evaluation.reconstruction import build_report
 
-        rep = build_report(release, loo=bool(fragment))  # LOO: ~20 s
+        with working("roofline-1.1 report" + (" with its leave-one-out (about 20 s)"
+                                              if fragment else "")):
+            rep = build_report(release, loo=bool(fragment))
         click.echo(rep.text())
         if fragment:
             from dgtraces.evaluation.fragment import write

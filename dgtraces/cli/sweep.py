@@ -3,7 +3,6 @@ of configurations; every measured or published iterations row)."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import click
@@ -11,7 +10,7 @@ import click
 from ..comm.collectives import ALGORITHMS as ALGOS  # the collective registry
 from ..comm.nccl import MODEL_NAMES  # NCCL's tuning model (auto, nccl-*)
 from ..predict.policy_registry import POLICY_NAMES as POLICIES  # the policy registry
-from . import OutPath, model_list
+from . import OutPath, echo_json, model_list
 from .options import (
     deprecated_alias,
     explicit,
@@ -148,6 +147,9 @@ def sweep(models, device, batch_sizes, workers_, gpn, intra, inter, algorithms, 
             shared_cpu = True
         if "algorithm" not in given and profile.ps_placement == "host-cpu":
             algorithms = "ps"
+    from ..comm.fabrics import check_nvlink_alias
+
+    check_nvlink_alias(device, split_option(intra))  # "nvlink" is the V100's (#36)
     intras, inters = split_option(intra), inter_list(inter)
     fit = None
     if link_fit is not None:  # one fitted link in place of both presets (docs/collectives.md)
@@ -328,9 +330,11 @@ def validate_predictor(release, published, plot, out, as_json, framework, overhe
             docs_tables,
         )
 
-        with Progress(console=console, transient=True) as bar:
-            task = bar.add_task("variants", total=len(FRAMEWORK_CHOICES) * len(OVERHEAD_CHOICES))
-            blocks = docs_tables(release, on_step=lambda n: bar.advance(task, n))
+        from .progress import working
+
+        with working("predictor variants (framework x overheads)",
+                     total=len(FRAMEWORK_CHOICES) * len(OVERHEAD_CHOICES)) as advance:
+            blocks = docs_tables(release, on_step=advance)
         click.echo("### Published rows (docs/predictor-published.md)\n\n" + blocks["results"]
                    + "\n\n### Terms (docs/predictor-overheads.md)\n\n" + blocks["terms"])
         return
@@ -360,7 +364,7 @@ def validate_predictor(release, published, plot, out, as_json, framework, overhe
     if as_json:
         doc = res.to_dict() if pub is None else {"measured": res.to_dict(),
                                                   "published": pub.to_dict()}
-        click.echo(json.dumps(doc, indent=2, default=str, allow_nan=False))
+        echo_json(doc)
         return
     click.echo(res.report())
     if spec.terms:

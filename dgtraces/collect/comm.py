@@ -32,7 +32,7 @@ BACKENDS = ("gloo", "nccl")
 
 def parse_size(text: str) -> int:
     """'4B', '64MiB', '1K' -> bytes (binary units; a multiple of 4 = whole fp32 elements)."""
-    m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", str(text))
+    m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", str(text), re.ASCII)
     if not m or m[2].upper() not in UNITS:
         raise DgtracesError(f"bad size {text!r}; use e.g. 4B, 256KiB, 64MiB", code=Code.BAD_INPUT)
     value = int(m[1]) * UNITS[m[2].upper()]

@@ -34,6 +34,7 @@ NCCL_ALGORITHMS = MODEL_NAMES
 UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024 ** 2, "mb": 1024 ** 2,
          "mib": 1024 ** 2, "g": 1024 ** 3, "gb": 1024 ** 3, "gib": 1024 ** 3}
 MAX_BYTES = 1 << 40
+FLOAT_BYTES = 4  # the element type of every row (nccl-tests' default, -d float)
 
 
 def algorithms() -> tuple[str, ...]:
@@ -43,7 +44,7 @@ def algorithms() -> tuple[str, ...]:
 
 def parse_size(text: str) -> int:
     """``8``, ``64KiB``, ``1M``, ``2GiB`` -> bytes (binary units, as nccl-tests' -b/-e)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text), re.ASCII)
     unit = m[2].lower() if m else None
     if m is None or unit not in UNITS:
         raise bad("sizes", "not a size (bytes, or with K/KiB/M/MiB/G/GiB)",
@@ -51,6 +52,10 @@ def parse_size(text: str) -> int:
     value = float(m[1]) * UNITS[unit]
     if not 0 < value <= MAX_BYTES or value != int(value):
         raise bad("sizes", "must be a whole number of bytes in 1 B .. 1 TiB", "1 .. 2**40",
+                  text)
+    if int(value) % FLOAT_BYTES:  # the row's count would round it down silently (#36)
+        raise bad("sizes", f"must be a whole number of float elements ({FLOAT_BYTES} bytes "
+                  "each, as nccl-tests' float type)", f"a multiple of {FLOAT_BYTES} bytes",
                   text)
     return int(value)
 

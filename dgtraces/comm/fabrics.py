@@ -171,6 +171,35 @@ def fabric(name: str, field: str) -> Fabric:
     return known[target]
 
 
+
+# The NVLink generation of each NVLink GPU of the device registry: the GPU each preset of
+# FABRICS is taken from (nvlink1 P100 SXM2, nvlink2 V100 SXM2, nvlink3 A100 SXM4, nvlink4
+# H100 SXM5; the H200 SXM keeps the H100's NVLink 4, as the V100-DGXS the V100's).
+NVLINK_OF_DEVICE = {"p100": "nvlink1", "v100": "nvlink2", "v100-dgxs-32gb": "nvlink2",
+                    "a100": "nvlink3", "h100": "nvlink4", "h200": "nvlink4"}
+
+
+def check_nvlink_alias(device: str | None, intra) -> None:
+    """BAD_INPUT when a bare alias names another GPU's NVLink than ``device``'s: ``nvlink``
+    is the V100's NVLink 2 (link_aliases.csv, as in v0.3), so ``--device a100 --intra
+    nvlink`` modelled an A100 on V100 links; the error names the device's own preset (#36
+    trial). A preset named in full (``nvlink2``) is taken as given. ``intra``: preset names
+    (or Links, ignored)."""
+    from dgtraces.comm.links import link_aliases
+    from dgtraces.values import bad_value
+
+    native = NVLINK_OF_DEVICE.get(str(device).lower()) if device else None
+    for name in intra:
+        if not isinstance(name, str) or name not in link_aliases():
+            continue
+        target = link_aliases()[name][0]
+        if native is not None and target in FABRICS and FABRICS[target].hw == "nvlink" \
+                and target != native:
+            gpu = next(d for d, link in NVLINK_OF_DEVICE.items() if link == target)
+            raise bad_value("intra", f"'{name}' is the {gpu}'s NVLink ({target}), not the "
+                            f"{device}'s ({native}): give --intra {native}",
+                            f"{native} (the {device}'s NVLink)", name)
+
 def default_nics(inter: object, nics: int | None) -> int:
     """``--nics-per-node``: as given, else the NIC preset's count (EFA instances), else 1."""
     if nics is not None:

@@ -59,6 +59,7 @@ MODEL_NAMES = {"auto": "auto", "nccl-ring": "ring", "nccl-tree": "tree",
                "nccl-collnet-chain": "collnet-chain", "nccl-nvls": "nvls",
                "nccl-nvls-tree": "nvls-tree", "nccl-pat": "pat"}
 TIMES = ("run", "tuning")
+MAX_RANKS = 2 ** 31 - 1  # NCCL's nranks is a C int (ncclCommInitRank); as predict's MAX_COUNT
 
 
 @dataclass(frozen=True)
@@ -315,8 +316,8 @@ def _alltoall_us(t: Topology, n: np.ndarray) -> np.ndarray:
 
 def check_cluster(workers: int, gpus_per_node: int, nics_per_node: int) -> int:
     """Nodes of a cluster; BAD_INPUT for counts that cannot be."""
-    workers = whole_number("workers", workers, least=1)
-    gpus_per_node = whole_number("gpus_per_node", gpus_per_node, least=1)
+    workers = whole_number("workers", workers, least=1, most=MAX_RANKS)
+    gpus_per_node = whole_number("gpus_per_node", gpus_per_node, least=1, most=MAX_RANKS)
     nics = whole_number("nics_per_node", nics_per_node, least=1)
     if workers % gpus_per_node and workers > gpus_per_node:
         raise bad_value("workers", f"not a multiple of --gpus-per-node {gpus_per_node}",

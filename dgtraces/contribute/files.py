@@ -22,7 +22,8 @@ def store_parents(frames: Mapping[str, "pd.DataFrame"], latest: Callable[[], Rel
                   ) -> dict[str, "pd.DataFrame"]:
     """The latest release's rows of each parent table the frames reference but lack;
     ``latest`` opens that release (called once, only when a parent is needed). A parent
-    that cannot be read (no release, no such table, a damaged file) is left out."""
+    that is not there (no release, no such table: NOT_FOUND) is left out; a damaged release
+    (INTEGRITY) raises, never read as "no parents" (#36 item 3)."""
     from dgtraces.errors import StoreError
 
     parents = sorted(needed_parents(frames))
@@ -30,14 +31,17 @@ def store_parents(frames: Mapping[str, "pd.DataFrame"], latest: Callable[[], Rel
         return {}
     try:
         rel = latest()
-    except StoreError:
+    except StoreError as exc:
+        if exc.code != Code.NOT_FOUND:
+            raise
         return {}
     known = {}
     for parent in parents:
         try:
             known[parent] = rel.table(parent)
-        except StoreError:
-            continue
+        except StoreError as exc:
+            if exc.code != Code.NOT_FOUND:
+                raise
     return known
 
 
@@ -76,6 +80,16 @@ def validate_files(paths, table: str | None = None, *, use_store: bool = True,
                                      files.get("layer_timings"))
     if failures:
         code = Code.SCHEMA if any(f.code == Code.SCHEMA for f in failures) else failures[0].code
+        hint = None
+        if use_store and needed_parents(frames):  # parents were looked up in the store
+            from dgtraces.store.manifest import data_root, latest_or_none
+
+            from .validate import empty_store_hint
+
+            data = data_root(root)
+            if latest_or_none(data) is None:
+                hint = empty_store_hint(data)
         raise ValidationError(f"{len(failures)} validation failure(s) in "
-                              f"{len(paths)} file(s)", code=code, failures=failures)
+                              f"{len(paths)} file(s)", code=code, failures=failures,
+                              hint=hint)
     return {name: len(df) for name, df in frames.items()}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from dgtraces.tables.coverage import device_peaks, reference_peaks
+from dgtraces.tables.coverage import PEAK_COLUMNS, device_peaks, reference_peaks
 
 from .identity import comm_keys, run_fingerprints
 
@@ -32,7 +32,8 @@ class Known:
     comm_keys: set = field(default_factory=set)
     digests: set = field(default_factory=set)
     devices: dict = field(default_factory=dict)  # device key -> kind (cpu | gpu)
-    peaks: dict = field(default_factory=dict)  # device key -> datasheet peak FLOP/s
+    names: dict = field(default_factory=dict)  # device key -> its name (a CPU: the host's)
+    peaks: dict = field(default_factory=dict)  # device -> precision -> peak FLOP/s
 
     def update(self, other: "Known") -> "Known":
         for name in self.__dataclass_fields__:
@@ -108,9 +109,11 @@ def store_known(root: Path, sums: "pd.DataFrame | None" = None) -> Known:
     comm = read("comm", list(KEYS["comm"]))
     if comm is not None:
         known.comm_keys.update(comm_keys(comm))
-    devices = read("devices", ["device", "kind"])
+    devices = read("devices", ["device", "kind", "name", *sorted(
+        {c for columns in PEAK_COLUMNS.values() for c in columns})])
     if devices is not None:
-        known.devices.update(zip(devices["device"].astype(str), devices["kind"].astype(str),
-                                 strict=True))
-    known.peaks.update(device_peaks(devices))
+        keys = devices["device"].astype(str)
+        known.devices.update(zip(keys, devices["kind"].astype(str), strict=True))
+        known.names.update(zip(keys, devices["name"].astype(str), strict=True))
+    known.peaks.update(device_peaks(devices))  # the store's rows (measured CPUs) win
     return known

@@ -202,3 +202,11 @@ def device_keys(meta: dict) -> dict[str, str | None]:
     devices = meta.get("devices") or []
     return {d["device"]: d.get("kind") for d in devices if isinstance(devices, list)
             and isinstance(d, dict) and isinstance(d.get("device"), str)}
+
+
+def device_names(meta: dict) -> dict[str, str]:
+    """Devices declared in contribution.yaml: key -> name (malformed entries skipped)."""
+    devices = meta.get("devices") or []
+    return {d["device"]: d["name"] for d in devices if isinstance(devices, list)
+            and isinstance(d, dict) and isinstance(d.get("device"), str)
+            and isinstance(d.get("name"), str)}

@@ -2,7 +2,9 @@
 
 Tolerances (documented in CONTRIBUTING.md):
 
-* every float must be finite; ``layer_timings.fwd_ms`` and ``bwd_ms`` must be present;
+* every float must be finite (the schema check, :func:`dgtraces.tables.strict.infinite_failures`,
+  which ``dgtraces validate`` runs too); ``layer_timings.fwd_ms`` and ``bwd_ms`` must be
+  present;
 * every run needs layer timings, and its layers' forward (backward) medians must sum to a
   positive total;
 * where a run gives its whole-model ``fwd_ms`` / ``bwd_ms``, the sum of its layers' medians
@@ -56,22 +58,21 @@ def _located(code: str, message: str, mask: "pd.Series", df: "pd.DataFrame", col
     return out
 
 
-def finite_failures(frames, files) -> list[Failure]:
+def missing_time_failures(frames, files) -> list[Failure]:
+    """A contribution's layer timings give both ``fwd_ms`` and ``bwd_ms`` (a release's
+    published rows may lack one; an infinite value is refused by the schema check)."""
     import numpy as np
     import pandas as pd
 
     out: list[Failure] = []
-    for name, df in frames.items():
-        for col in df.columns:
-            if df[col].dtype.kind != "f":
-                continue
-            values = df[col].to_numpy(dtype=float, na_value=np.nan)
-            bad = np.isinf(values)
-            if name == "layer_timings" and col in ("fwd_ms", "bwd_ms"):
-                bad |= np.isnan(values)
-            if bad.any():
-                out += _located("PLAUSIBILITY", "value must be a finite number",
-                                pd.Series(bad), df, col, files.get(name), "finite")
+    df = frames.get("layer_timings")
+    for col in ("fwd_ms", "bwd_ms"):
+        if df is None or col not in df.columns or df[col].dtype.kind != "f":
+            continue
+        bad = np.isnan(df[col].to_numpy(dtype=float, na_value=np.nan))
+        if bad.any():
+            out += _located("PLAUSIBILITY", "value must be a finite number",
+                            pd.Series(bad), df, col, files.get("layer_timings"), "finite")
     return out
 
 
@@ -182,6 +183,34 @@ def device_failures(frames, files, known: dict[str, str | None]) -> list[Failure
                             lambda i, d=d, want=want:
                             f"{d['device_kind'][i]!r} (device {d['device'][i]!r} is {want[i]!r})")
     return out
+
+
+def host_failures(frames, files, names: dict[str, str], kinds: dict[str, str | None]
+                  ) -> list[Failure]:
+    """A CPU run's device must be its host's CPU (#36 item 8): its ``host`` equals the
+    device's name, or the name is the host followed by `` (`` (the store's measured rows:
+    ``<cpu model> (2 of 2 cores)``). The store's ``cpu`` row is the machine that built the
+    release; a trace from another host filed under it would borrow that machine's name and
+    peaks (DEVICE_MISMATCH: declare the host's CPU as a device in contribution.yaml).
+    ``names``/``kinds``: device key -> name/kind (store, staging, contribution.yaml); a run
+    whose kind differs from its device's is DEVICE_MISMATCH already."""
+    runs = frames.get("runs")
+    if runs is None or "host" not in runs.columns:
+        return []
+    import pandas as pd
+
+    d = runs.reset_index(drop=True)
+    name = d["device"].astype(str).map(names)
+    host = d["host"].astype("string").fillna("").str.strip()
+    same = [h != "" and isinstance(n, str) and (n == h or n.startswith(h + " ("))
+            for n, h in zip(name, host, strict=True)]
+    cpu = (d["device_kind"] == "cpu") & (d["device"].astype(str).map(kinds) == "cpu")
+    bad = cpu & name.notna() & ~pd.Series(same, dtype=bool)
+    return _located("DEVICE_MISMATCH", "a CPU run's host is not the CPU its device names (the "
+                    "device key names another machine); declare this host's CPU as a device "
+                    "in contribution.yaml and use its key", bad, d, "host", files.get("runs"),
+                    "the device's name", lambda i: f"host {d['host'][i]!r}, device "
+                    f"{d['device'][i]!r} is {name[i]!r}")
 
 
 def declared_device_failures(declared: dict[str, str | None], known: dict[str, str | None]

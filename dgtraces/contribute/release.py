@@ -191,7 +191,7 @@ def _recover(root, notes: list[str]) -> dict | None:
         if not (isinstance(journal.get("entries"), list)
                 and isinstance(journal.get("created_utc"), str)):
             raise TypeError("entries/created_utc")
-    except (ValueError, KeyError, TypeError, AttributeError, StoreError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, StoreError, RecursionError) as exc:
         raise IntegrityError(f"{path}: the release journal is unreadable ({exc!r:.120}); "
                              "it is written only by `dgtraces release`: restore it or, if "
                              "no release was interrupted, delete it", hint=store.VERIFY_HINT

@@ -93,7 +93,7 @@ def get_staged(entry_id: str, root: Path) -> StagedEntry:
 
 def staged_known(root: Path) -> "Known":
     from .known import Known
-    from .metadata import device_keys
+    from .metadata import device_keys, device_names
 
     known = Known()
     for entry in list_staged(root):
@@ -104,6 +104,7 @@ def staged_known(root: Path) -> "Known":
         known.comm_keys.update(info["comm_keys"])
         known.digests.add(info["digest"])
         known.devices.update(device_keys(info["meta"]))
+        known.names.update(device_names(info["meta"]))
     return known
 
 

@@ -212,7 +212,7 @@ def spool(path: Path, table: str, file: str, runs: pd.DataFrame, limits: Limits,
             if not {"SCHEMA", "CROSS_TABLE"}.isdisjoint(failures.per_code):
                 values = False  # refused already (e.g. runs failed its schema): no value checks
             if values:
-                checks = pl.finite_failures({table: lt}, {table: file})
+                checks = pl.missing_time_failures({table: lt}, {table: file})
                 if gcols:
                     checks += pl.grad_failures(lt, raw[gcols], runs, file)
                 later.extend(shifted(checks, file, offset))

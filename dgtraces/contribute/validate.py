@@ -34,10 +34,10 @@ from .identity import (
     run_hashes,
     runs_digest,
 )
-from .intake import DEFAULT_LIMITS, Contribution, Limits, read_contribution
+from .intake import DEFAULT_LIMITS, META_FILE, Contribution, Limits, read_contribution
 from .known import Known, store_known
-from .metadata import device_keys, json_failures
-from .template import EXAMPLE_RUN_PREFIX, EXAMPLE_SOURCE, PLACEHOLDER_CONTRIBUTOR
+from .metadata import device_keys, device_names, json_failures
+from .template import PLACEHOLDERS
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -105,28 +105,41 @@ def _duplicates(frames, files, fingerprints: dict, known: Known) -> list[Failure
 
 
 def meta_placeholder_failures(meta: dict) -> list[Failure]:
-    """The ``--template``'s contributor left in place (METADATA). It needs only
+    """The ``--template``'s placeholders left in ``contribution.yaml`` (contributor,
+    hardware, software, the example device and its name: METADATA). It needs only
     ``contribution.yaml``, so it is reported with the layout and schema problems."""
-    if str(meta.get("contributor", "")).strip() == PLACEHOLDER_CONTRIBUTOR:
-        return [Failure(Code.METADATA, "the template's placeholder contributor",
-                        file="contribution.yaml", column="contributor",
-                        expected="your name and e-mail", found=PLACEHOLDER_CONTRIBUTOR)]
-    return []
+    out = []
+    devices = meta.get("devices")
+    entries = [d for d in devices if isinstance(d, dict)] if isinstance(devices, list) else []
+    for ph in PLACEHOLDERS:
+        if ph.file != META_FILE:
+            continue
+        if ph.field.startswith("devices."):
+            key = ph.field.split(".", 1)[1]
+            found = [d.get(key) for d in entries]
+        else:
+            found = [meta.get(ph.field)]
+        if any(ph.matches(v) for v in found):
+            out.append(Failure(Code.METADATA, f"the template's placeholder {ph.field}",
+                               file=META_FILE, column=ph.field,
+                               expected="your own value", found=ph.value[:80]))
+    return out
 
 
 def placeholder_failures(runs: "pd.DataFrame", files) -> list[Failure]:
-    """The ``--template``'s run markers left in place: a ``source`` starting with its
-    EXAMPLE marker or a ``run_id`` with its prefix (PLAUSIBILITY: the template's numbers are
+    """The ``--template``'s placeholders left in ``runs`` (:data:`PLACEHOLDERS`: a
+    ``source`` starting with its EXAMPLE marker, a ``run_id`` with its prefix, the example
+    device, host, timestamp and notes; PLAUSIBILITY: the template's numbers are
     placeholders, not measurements)."""
     out = []
-    markers = (("source", lambda v: v.lstrip().startswith(EXAMPLE_SOURCE)),
-               ("run_id", lambda v: v.startswith(EXAMPLE_RUN_PREFIX)))
-    for col, is_marker in markers:
-        for row, value in enumerate(runs[col].astype("string").fillna("")):
-            if is_marker(value):
-                out.append(Failure(Code.PLAUSIBILITY, f"template placeholder {col} (its numbers "
-                                   "are not measurements)", file=files.get("runs"), row=row,
-                                   column=col, expected="your own value",
+    for ph in PLACEHOLDERS:
+        if ph.file != "runs" or ph.field not in runs.columns:
+            continue
+        for row, value in enumerate(runs[ph.field].astype("string").fillna("")):
+            if ph.matches(value):
+                out.append(Failure(Code.PLAUSIBILITY, f"template placeholder {ph.field} (its "
+                                   "numbers are not measurements)", file=files.get("runs"),
+                                   row=row, column=ph.field, expected="your own value",
                                    found=repr(value)[:80]))
     return out
 
@@ -203,11 +216,13 @@ def check(contrib: Contribution, known: Known,
     if not contrib.meta_failures:  # a bad field is reported once, not again as non-JSON
         later.extend(json_failures(contrib.meta))
     later.extend(placeholder_failures(runs, files))
-    later.extend(pl.finite_failures(frames, files))
+    later.extend(pl.missing_time_failures(frames, files))
     later.extend(pl.provenance_failures(frames, files))
     declared = device_keys(contrib.meta)  # the store's / staged kind wins (#29 M2)
     later.extend(pl.declared_device_failures(declared, known.devices))
     later.extend(pl.device_failures(frames, files, {**declared, **known.devices}))
+    later.extend(pl.host_failures(frames, files, {**device_names(contrib.meta), **known.names},
+                                  {**declared, **known.devices}))
     fingerprints: dict[str, str] = {}
     digests = {name: frame_digest(name, df) for name, df in frames.items()}
     digests[sp.table] = _per_run(sp, runs, files, contrib.meta.get("partial") is True, known,
@@ -252,7 +267,23 @@ def validate_contribution(path: str | os.PathLike, *, root: Path,
     try:
         base = store.latest_or_none(root)
         checked = check(contrib, staged_known(root), lambda sums: store_known(root, sums))
+    except ValidationError as exc:
+        if base is None:
+            exc.hint = empty_store_hint(root)
+        raise
     finally:
         contrib.close()
     checked.base_release = base
     return checked
+
+
+def empty_store_hint(root: Path) -> str:
+    """What a refusal against a store without any release must say (#36 trial: an empty
+    ``DGTRACES_DATA`` folder was never named, so "device not in the store's devices table"
+    read as if the device were unknown to dgtraces)."""
+    env = os.environ.get("DGTRACES_DATA")
+    how = (" ($DGTRACES_DATA)" if env and Path(env).expanduser().resolve() == root.resolve()
+           else "")
+    return (f"checked against the store at {root}{how}, which holds no release: it knows no "
+            "devices or runs of its own; point DGTRACES_DATA at a store with releases, "
+            "or unset it to use the default one")

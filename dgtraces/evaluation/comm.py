@@ -6,6 +6,10 @@ Evaluation code (not a runtime path of the predictor). The rule is pre-registere
 log the MAPE over sizes >= 1 MiB and over sizes < 1 MiB; the targets hold over the scored
 reference logs (:data:`.comm_logs.REFERENCE_LOGS`): median >= 1 MiB MAPE <= 10%, none above
 25%, median < 1 MiB MAPE <= 30%. Logs that are not scored are reported with the reason.
+
+Reference logs: the shipped CC BY 3.0 sweeps and, in a source checkout with a
+``../shared/reference/nccl-tests`` folder beside it, the unlicensed ones too (read there,
+never shipped; only as pinned: :data:`.comm_logs.POINT_FILES`).
 """
 
 from __future__ import annotations

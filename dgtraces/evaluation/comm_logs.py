@@ -15,8 +15,28 @@ from pathlib import Path
 
 MIB = 1 << 20
 SHIPPED = Path(__file__).resolve().parents[1] / "reference" / "nccl-tests"
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "reference" / "nccl-tests"
-POINT_FILES = ("allreduce_points.csv", "multinode_points.csv")
+SHARED_NAME = "shared/reference/nccl-tests"  # beside a source checkout (developers only)
+
+
+def shared_folder(package_parent: Path) -> Path | None:
+    """``../shared/reference/nccl-tests`` of a source checkout (``package_parent`` holds a
+    pyproject.toml), else None: an installed package has no such neighbour (beside a wheel
+    it named a path inside the virtual environment; #36 trial)."""
+    if not (package_parent / "pyproject.toml").is_file():
+        return None
+    return package_parent.parent / SHARED_NAME
+
+
+SHARED = shared_folder(Path(__file__).resolve().parents[2])
+# The developer-local, unlicensed points (never shipped) count only as they were when the
+# evaluation was registered (docs/collectives.md): these sha256, at most SHARED_MAX_BYTES.
+# Any other file there (edited, swapped, or beside an installed package) is not evaluated
+# (#36 low: unchecked developer-local reference files).
+POINT_FILES = {
+    "allreduce_points.csv": "3333f67446692c64ee4904f5d819e82a880c16064665e22796943c86300419db",
+    "multinode_points.csv": "a4b3d341f4029ef29ad4ded7886a6ee6a7d578f85730a25f7fa1b3d55086daa7",
+}
+SHARED_MAX_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -120,24 +140,47 @@ REFERENCE_LOGS: dict[str, ReferenceLog] = {r.log_id: r for r in (
 )}
 
 
-def _points(path: Path) -> dict[str, list[tuple[int, float]]]:
+def _points(text: str) -> dict[str, list[tuple[int, float]]]:
+    import io
+
     out: dict[str, list[tuple[int, float]]] = {}
-    with open(path, encoding="utf-8", newline="") as fh:
-        for r in csv.DictReader(fh):
-            out.setdefault(r["log_id"], []).append((int(r["size_B"]), float(r["oop_time_us"])))
+    for r in csv.DictReader(io.StringIO(text, newline="")):
+        out.setdefault(r["log_id"], []).append((int(r["size_B"]), float(r["oop_time_us"])))
     return out
+
+
+def _shared_points(name: str) -> tuple[str | None, str | None]:
+    """(text of a developer-local points file, None), or (None, why it is not evaluated):
+    no source checkout, absent, larger than SHARED_MAX_BYTES, or not the pinned bytes (read
+    once, then hashed)."""
+    import hashlib
+
+    if SHARED is None:
+        return None, (f"the unlicensed logs ({name}) are not shipped: they are evaluated only "
+                      f"in a source checkout with ../{SHARED_NAME} beside it")
+    path = SHARED / name
+    if not path.is_file():
+        return None, f"{path} absent: its unlicensed logs are not evaluated"
+    with open(path, "rb") as fh:
+        data = fh.read(SHARED_MAX_BYTES + 1)
+    if hashlib.sha256(data).hexdigest() != POINT_FILES[name]:
+        return None, (f"{path} is not the copy the evaluation was registered with (sha256 "
+                      f"{POINT_FILES[name][:12]}...): its logs are not evaluated")
+    return data.decode("utf-8"), None
 
 
 def reference_points() -> tuple[dict[str, tuple[str, list[tuple[int, float]]]], list[str]]:
     """log_id -> (source, [(bytes, measured out-of-place us)]): the shipped sweeps, then the
-    unlicensed ones of ``../shared`` when present (with a note when absent)."""
+    unlicensed ones of ``../shared`` when present and pinned (with a note when not)."""
+    shipped = (SHIPPED / "allreduce_points.csv").read_text(encoding="utf-8")
     logs = {k: (f"shipped {SHIPPED.name}/allreduce_points.csv", v)
-            for k, v in _points(SHIPPED / "allreduce_points.csv").items()}
+            for k, v in _points(shipped).items()}
     notes = []
     for name in POINT_FILES:
-        if (SHARED / name).is_file():
-            for k, v in _points(SHARED / name).items():
-                logs.setdefault(k, (f"{SHARED}/{name} (not shipped)", v))
-        else:
-            notes.append(f"{SHARED / name} absent: its unlicensed logs are not evaluated")
+        text, why = _shared_points(name)
+        if text is None:
+            notes.append(str(why))
+            continue
+        for k, v in _points(text).items():
+            logs.setdefault(k, (f"{SHARED}/{name} (not shipped)", v))
     return logs, notes

@@ -184,7 +184,7 @@ def _measured_phases(text) -> dict:
 
     try:
         data = json.loads(text) if isinstance(text, str) else {}
-    except ValueError:
+    except (ValueError, RecursionError):
         data = {}
     return {f"meas_{k}": float(data[k]) if isinstance(data.get(k), (int, float)) else None
             for k in PHASES}

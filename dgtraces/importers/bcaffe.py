@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 ALIGN = 64
 LINE = re.compile(r"^[IWEF](\d{2})(\d{2}) (\d{2}:\d{2}:\d{2})\.\d+\s+\d+\s+distributed\.cpp:\d+\]"
-                  r"\s*\[(?P<body>[^\]]*)\]\s*$")
+                  r"\s*\[(?P<body>[^\]]*)\]\s*$", re.ASCII)
 MARKER = "distributed.cpp:"
 # Settings stated nowhere in the shipped logs; inferred from the group's scripts (README.md).
 INFERRED: dict[str, Any] = {"device": "k80", "batch_size": 64, "interconnect": "10GbE",
@@ -90,6 +90,8 @@ def parse_blocks(text: str, file: str = "<log>") -> tuple[list[list[BlobLine]], 
         if len(parts) not in (4, 5):
             raise _bad(file, lineno, "wrong number of fields", str(len(parts)), "4 or 5")
         try:
+            if not m["body"].isascii():  # int("٣") is 3 (#36: ASCII digits only)
+                raise ValueError
             blob, numel = int(parts[0]), int(parts[1])
             times = [float(p) for p in parts[2:]]
         except ValueError:

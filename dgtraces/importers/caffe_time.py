@@ -26,10 +26,11 @@ from dgtraces.importers.shipped import GpuSource, resolve, shipped
 from dgtraces.values import positive_int
 
 NUM = r"([-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"
-LAYER_LINE = re.compile(rf"\]\s*(\S+)\s+(forward|backward): {NUM} ms\.\s*$")
-AVERAGE = re.compile(rf"Average (Forward pass|Backward pass|Forward-Backward): {NUM} ms\.")
-ITERS = re.compile(r"Testing for (\d+) iterations")
-DIM = re.compile(r"^\s*(?:dim|input_dim|batch_size):\s*(\d+)\s*$")
+LAYER_LINE = re.compile(rf"\]\s*(\S+)\s+(forward|backward): {NUM} ms\.\s*$", re.ASCII)
+AVERAGE = re.compile(rf"Average (Forward pass|Backward pass|Forward-Backward): {NUM} ms\.",
+                     re.ASCII)
+ITERS = re.compile(r"Testing for (\d+) iterations", re.ASCII)
+DIM = re.compile(r"^\s*(?:dim|input_dim|batch_size):\s*(\d+)\s*$", re.ASCII)
 MIN_COVERAGE = 0.9  # share of the spec's (non-aux) conv/fc layers a log must name
 
 

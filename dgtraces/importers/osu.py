@@ -26,8 +26,8 @@ from dgtraces.importers.base import IMPORTER_VERSION, CommImport, frame, read_te
 from dgtraces.importers.shipped import citation
 
 INTERCONNECT = "unknown (B-Caffe cluster)"
-HEADER = re.compile(r"#\s*OSU MPI Allreduce Latency Test v?([0-9.]+)")
-POINT = re.compile(r"^(?:(\d+)\s*,\s*)?(\d+)\s+([0-9.]+(?:[eE][-+]?\d+)?)$")
+HEADER = re.compile(r"#\s*OSU MPI Allreduce Latency Test v?([0-9.]+)", re.ASCII)
+POINT = re.compile(r"^(?:(\d+)\s*,\s*)?(\d+)\s+([0-9.]+(?:[eE][-+]?\d+)?)$", re.ASCII)  # #36
 
 
 @dataclass
@@ -82,7 +82,7 @@ def parse(text: str, file: str, workers: int | None = None):
                                 code=Code.BAD_INPUT)
         workers = found
     elif workers is None:
-        m = re.search(r"(\d+)\D*$", Path(file).name)
+        m = re.search(r"(\d+)\D*$", Path(file).name, re.ASCII)
         if not m:
             raise DgtracesError(f"{file}: no process-count column; give --workers",
                                 code=Code.BAD_INPUT)
@@ -92,12 +92,14 @@ def parse(text: str, file: str, workers: int | None = None):
 
 
 MAX_WORKERS = 32768  # as nccl_tests.MAX_RANKS
-MAX_BYTES_PER_US = 2e6  # 2 TB/s: beyond any interconnect's allreduce algbw (a unit error)
 
 
 def _plausible(file: str, workers: int, points) -> None:
     """An allreduce has 2..MAX_WORKERS processes, and no point moves its message faster
-    than MAX_BYTES_PER_US (latencies in ms read as us are 1000x too fast; #29)."""
+    than the comm table's bound, 2 TB/s (latencies in ms read as us are 1000x too fast;
+    #29; declared once: ``tables.schema.MAX_COMM_BYTES_PER_US``, #36)."""
+    from dgtraces.tables.schema import MAX_COMM_BYTES_PER_US as MAX_BYTES_PER_US
+
     bad = [] if 2 <= workers <= MAX_WORKERS else [
         Failure(Code.PLAUSIBILITY, "implausible process count", file=file, column="workers",
                 expected=f"2..{MAX_WORKERS}", found=str(workers))]

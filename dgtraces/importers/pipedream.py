@@ -28,8 +28,8 @@ from dgtraces.values import positive_int
 
 NUM = r"([-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"
 NODE = re.compile(rf"^(node\d+) -- (.*) -- forward_compute_time={NUM}, backward_compute_time="
-                  rf"{NUM}, activation_size={NUM}, parameter_size={NUM}\s*$")
-EDGE = re.compile(r"^\s+(node\d+) -- (node\d+)\s*$")
+                  rf"{NUM}, activation_size={NUM}, parameter_size={NUM}\s*$", re.ASCII)
+EDGE = re.compile(r"^\s+(node\d+) -- (node\d+)\s*$", re.ASCII)
 OP_KIND = {"Conv2d": "conv", "BatchNorm2d": "bn", "ReLU": "relu", "MaxPool2d": "pool",
            "AvgPool2d": "pool", "Linear": "fc", "Dropout": "dropout", "Add": "eltwise",
            "Concat": "concat", "Cat": "concat"}

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ..comm.collectives import CommCost
+from ..values import finite_results
 from .captions import kind_of, validation_note
 from .cluster import Cluster, Policy
 from .policies import Message, messages
@@ -177,6 +178,10 @@ def predict_trace(trace: Trace, cluster: Cluster, policy: Policy,
     """Predict from a resolved Trace; returns the Prediction and its Schedule."""
     sched = simulate(trace, cluster, policy)
     single = sched if cluster.workers == 1 else simulate(trace, cluster.with_workers(1), policy)
+    finite_results("modelled iteration", {"iter_ms": sched.iter_ms, "iter_ms (1 worker)":
+                                          single.iter_ms, **{k: v for k, v in
+                                                            sched.breakdown.items()
+                                                            if isinstance(v, float)}})
     speedup = cluster.workers * single.iter_ms / sched.iter_ms if sched.iter_ms > 0 else 1.0
     throughput = cluster.workers * trace.batch_size * 1000.0 / sched.iter_ms \
         if sched.iter_ms > 0 else float("inf")

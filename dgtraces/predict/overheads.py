@@ -22,6 +22,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ..errors import Code, DgtracesError, Failure
+from ..values import finite_results
 from .captions import is_validation_note, kind_of, validation_note
 from .dag import Prediction
 from .trace import Trace
@@ -233,6 +234,8 @@ def apply_overheads(pred: Prediction, trace: Trace, spec: Overheads,
                            "formula": "max(0, g x b x 1000 / R - T_dag)"}
     it = pred.iter_ms + sync + inp
     single = t1 + inp1
+    finite_results("modelled iteration with overheads", {"iter_ms": it, "sync_ms": sync,
+                                                         "input_ms": inp})
     speedup = p * single / it if it > 0 else 1.0
     breakdown = dict(pred.breakdown, sync_ms=sync, input_ms=inp)
     notes = pred.notes
@@ -277,6 +280,8 @@ def apply_overheads_frame(df: pd.DataFrame, spec: Overheads) -> pd.DataFrame:
         need = g * df["batch_size"].to_numpy(float) * 1000.0 / spec.host_decode_img_s
         inp, inp1 = np.maximum(0.0, need - it), np.maximum(0.0, need / g - t1)
     new_it = it + sync + inp
+    finite_results("modelled iterations with overheads", {"iter_ms": new_it, "sync_ms": sync,
+                                                          "input_ms": inp})
     speedup = p * (t1 + inp1) / new_it
     return df.assign(iter_ms=new_it, throughput_img_s=p * df["batch_size"] * 1000.0 / new_it,
                      speedup_vs_1=speedup, efficiency=speedup / p, sync_ms=sync,

@@ -23,7 +23,7 @@ from dgtraces.values import bad_value as bad
 from ..comm.collectives import ALGORITHMS, collective_ab
 from ..comm.fabrics import default_nics, link_or_spec
 from ..comm.links import Link, get_link
-from ..values import whole_number
+from ..values import finite_results, whole_number
 from .fast import comm_end, finish, prepare
 from .trace import Trace
 
@@ -209,7 +209,8 @@ def run_sweep(grid: Grid, trace_loader: Callable[[str, int], Trace] | None = Non
     import pandas as pd
 
     _check(grid)
-    cg = comm_grid(grid)
+    with np.errstate(over="ignore", invalid="ignore"):  # absurd rates: finite_results below
+        cg = comm_grid(grid)
     n = len(cg["a_ms"])
     frames = []
     for model, batch in product(grid.models, grid.batch_sizes):
@@ -222,14 +223,18 @@ def run_sweep(grid: Grid, trace_loader: Callable[[str, int], Trace] | None = Non
         prep = prepare(trace)
         for pname in grid.policies:
             policy = grid.policy(pname)
-            rel_end = _comm_ends(grid, cg, prep, policy)
-            # one worker sends nothing: no fusion cycle to wait for (as dag.simulate)
-            rel_single = comm_end(prep, replace(policy, cycle_ms=0.0), np.zeros(1),
-                                  np.zeros(1), grid.shared_cpu)
-            frames.extend(_rows(grid, cg, trace, prep, pname, rel_end, rel_single))
+            with np.errstate(over="ignore", invalid="ignore"):
+                rel_end = _comm_ends(grid, cg, prep, policy)
+                # one worker sends nothing: no fusion cycle to wait for (as dag.simulate)
+                rel_single = comm_end(prep, replace(policy, cycle_ms=0.0), np.zeros(1),
+                                      np.zeros(1), grid.shared_cpu)
+                frames.extend(_rows(grid, cg, trace, prep, pname, rel_end, rel_single))
             if progress:
                 progress(n * len(grid.io_overlap))
-    return pd.concat(frames, ignore_index=True)
+    out = pd.concat(frames, ignore_index=True)
+    finite_results("modelled iterations", {c: out[c].to_numpy(float) for c in
+                                           ("iter_ms", "speedup_vs_1")})
+    return out
 
 
 def _comm_ends(grid: Grid, cg: dict, prep, policy: Policy) -> np.ndarray:

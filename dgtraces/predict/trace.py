@@ -36,7 +36,7 @@ def _phase(params_json, key: str) -> float:
         return 0.0
     try:
         value = json.loads(params_json).get(key, 0.0)
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return 0.0
     return float(value) if isinstance(value, (int, float)) else 0.0
 
@@ -94,14 +94,12 @@ def find_run(model: str, device: str, batch_size: int, precision: str = "fp32",
 
 
 def _opened(release: "Release | str | None") -> Release | None:
-    """``release`` opened (a Release as it is), or None when no such release opens (no
-    store at all, or an unknown version): nothing stored to find, traces reconstructed."""
-    from dgtraces.store.release import as_release
+    """``release`` opened (a Release as it is), or None when there is no such release (no
+    store at all, or an unknown version): nothing stored to find, traces reconstructed. A
+    damaged release (INTEGRITY) or a malformed version (VERSION) raises."""
+    from dgtraces.store.release import open_or_none
 
-    try:
-        return as_release(release)
-    except StoreError:
-        return None
+    return open_or_none(release)
 
 
 def _find_run(model, device, batch_size, precision, rel: Release | None) -> str | None:
@@ -198,8 +196,7 @@ def _resolve(model, device, batch_size, precision, rel: Release | None, label: s
     except DgtracesError as exc:
         if exc.code != Code.NO_CALIBRATION or not shape_only:
             if exc.code == Code.NO_CALIBRATION:
-                exc.hint = (f"{device} has datasheet peaks but no calibration rows: give "
-                            "--calibrate-img-s (its measured 1-GPU img/s) or a --run-id")
+                exc.hint = _no_calibration_hint(device, precision)
             raise
         return shape_trace(model, device, batch_size, precision)
     run = dict(rec.run)
@@ -212,12 +209,31 @@ def _resolve(model, device, batch_size, precision, rel: Release | None, label: s
                       run_id=run.get("run_id"), device=device)
 
 
+def _no_calibration_hint(device: str, precision: str) -> str:
+    """What to do when the reconstruction is not calibrated for ``device``: no calibration
+    rows at all, or rows for fp32 only (an amp trace said "no calibration rows" too, which
+    contradicted its own error; #36 trial)."""
+    from ..reconstruct.roofline.calibration import fitted_rows, get_device
+
+    if precision == "fp32" or not fitted_rows(device):
+        return (f"{device} has datasheet peaks but no calibration rows: give "
+                "--calibrate-img-s (its measured 1-GPU img/s), or predict a stored run "
+                "(`dgtraces predict --run-id`)")
+    tensor = get_device(device).tensor_tflops
+    why = ("its datasheet gives no tensor-core peak" if not tensor else
+           "calibration.csv has no amp/fp32 throughput pair of it")
+    return (f"{device} is calibrated for fp32 only ({why}): predict --precision fp32, or "
+            f"give --calibrate-img-s (its measured 1-GPU {precision} img/s)")
+
+
 def _runs_or_none(rel: Release | None) -> "pd.DataFrame | None":
     if rel is None:
         return None
     try:
         return rel.cached("runs")
-    except StoreError:
+    except StoreError as exc:
+        if exc.code != Code.NOT_FOUND:  # a damaged shard is INTEGRITY, never "no runs"
+            raise
         return None
 
 

@@ -92,7 +92,8 @@ PAPER_BIBTEX = """@inproceedings{shi2018dag,
   author    = {Shi, Shaohuai and Wang, Qiang and Chu, Xiaowen and Li, Bo},
   booktitle = {2018 IEEE 24th International Conference on Parallel and Distributed Systems (ICPADS)},
   year      = {2018},
-  note      = {arXiv:1805.03812}
+  note      = {arXiv:1805.03812},
+  url       = {https://arxiv.org/abs/1805.03812}
 }"""  # noqa: E501 (the BibTeX booktitle stays on one line)
 LICENSES = f"""The dataset is released under **CC-BY-4.0** ({LICENSE_URL}) for the rows we
 produced: the `layers` table (computed from the cited architecture definitions) and the rows
@@ -105,15 +106,36 @@ are derived from its logs, which are distributed under Caffe's **BSD 2-Clause** 
 repository's copyright notice and license (its `LICENSE` file) apply to those rows."""
 
 
+def project_url() -> str | None:
+    """The project's home page as the installed package's metadata declares it
+    (``[project.urls]`` Homepage, Repository or Source of pyproject.toml), else None: cite
+    prints a url only where one is declared, never a made-up one."""
+    from importlib.metadata import PackageNotFoundError, metadata
+
+    try:
+        urls = metadata("dgtraces").get_all("Project-URL") or []
+    except PackageNotFoundError:
+        return None
+    for item in urls:
+        label, _, url = item.partition(",")
+        if label.strip().lower() in ("homepage", "repository", "source") and url.strip():
+            return url.strip()
+    return None
+
+
 def package_bibtex() -> str:
-    """BibTeX of the package (its version from ``dgtraces._version``), as in CITATION.cff."""
+    """BibTeX of the package (its version from ``dgtraces._version``), as in CITATION.cff;
+    it names no dataset release (the one you read has its own entry: ``dgtraces cite
+    --release X``; a hard-coded "e.g. 0.4.0" went stale; #36 trial)."""
     from dgtraces._version import __version__
 
+    url = project_url()
     return (f"@software{{dgtraces,\n  title   = {{dgtraces: layer-wise deep-learning training "
             f"traces and a DAG predictor of S-SGD iteration time}},\n  author  = "
             f"{{{{dgtraces developers}}}},\n  year    = {{2026}},\n  version = "
-            f"{{{__version__}}},\n  note    = {{Cite with the dataset release used, e.g. "
-            f"``dataset release 0.4.0''}}\n}}")
+            f"{{{__version__}}},\n  note    = {{Cite with the entry of the dataset release "
+            f"you read: `dgtraces cite --release X'}}"
+            + (f",\n  url     = {{{url}}}" if url else "") + "\n}")
 
 
 def citation_bibtex(version: str | None = None) -> str:
@@ -243,6 +265,17 @@ def _table_section(table: str, stat: dict, entry: dict, max_sources: int = 25) -
             rest = stat["sources"][max_sources:]
             out.append(f"| | ... and {len(rest)} more sources | {sum(r[2] for r in rest)} |")
     return out + [""]
+
+
+def linked_figures(folder: str | Path | None = None, stats: dict | None = None
+                   ) -> list[Path]:
+    """The non-Markdown files (figures) of the fragments folder that the card of a release
+    (its ``stats``) links to as ``fragments/<name>``: what a card's folder must hold beside
+    its README.md (``card --out``, ``export-hf``)."""
+    folder = fragments_folder() if folder is None else Path(folder)
+    used = "\n".join(text for _, text in fragments(folder, stats))
+    return [p for p in sorted(folder.glob("*")) if p.is_file() and p.suffix != ".md"
+            and f"fragments/{p.name}" in used] if folder.is_dir() else []
 
 
 def fragments(folder: str | Path | None = None, stats: dict | None = None

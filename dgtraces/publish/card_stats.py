@@ -73,7 +73,7 @@ def provenance_from(table: str, cols: set[str], entries: dict, src: str,
 def _load() -> dict[str, list]:
     try:
         data = json.loads((cache_dir() / CACHE_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -80,12 +80,8 @@ def _copy_fragment_assets(dest: Path, fragments_dir, stats: dict) -> None:
     """Copy the non-Markdown files (figures) that the release's card links to into
     ``dest/fragments/``, where its relative links (``fragments/<file>``, as in ``cards/``)
     expect them."""
-    from dgtraces.publish.card import fragments, fragments_folder
+    from dgtraces.publish.card import linked_figures
 
-    folder = Path(fragments_folder() if fragments_dir is None else fragments_dir)
-    used = "\n".join(text for _, text in fragments(folder, stats))
-    assets = [p for p in sorted(folder.glob("*")) if p.is_file() and p.suffix != ".md"
-              and f"fragments/{p.name}" in used] if folder.is_dir() else []
-    for p in assets:
+    for p in linked_figures(fragments_dir, stats):
         (dest / "fragments").mkdir(exist_ok=True)
         shutil.copyfile(p, dest / "fragments" / p.name)

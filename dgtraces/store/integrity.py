@@ -45,7 +45,7 @@ def identity(st: os.stat_result) -> list[int]:
 def _load_cache() -> dict[str, list]:
     try:
         data = json.loads((cache_dir() / CACHE_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
         return {}
     if not isinstance(data, dict):
         return {}

@@ -25,14 +25,21 @@ if TYPE_CHECKING:  # pragma: no cover
 
 DATASET = "dgtraces"
 MANIFEST = "manifest.json"
-_SEMVER = re.compile(r"v?([0-9]+)\.([0-9]+)\.([0-9]+)")  # user input: "0.3.0" or "v0.3.0"
-_FOLDER = re.compile(r"v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)")  # exactly vX.Y.Z
+# user input: "0.3.0" or "v0.3.0"; at most 9 digits a part (a 5000-digit part was a
+# ValueError traceback past Python's int-conversion limit, a 4000-digit one an OS error; #36)
+_SEMVER = re.compile(r"v?([0-9]{1,9})\.([0-9]{1,9})\.([0-9]{1,9})")
+_FOLDER = re.compile(r"v(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})")  # vX.Y.Z
+
+
+def is_release_name(p: Path) -> bool:
+    """``p`` is named exactly ``vX.Y.Z`` (no leading zeros, ASCII digits)."""
+    return bool(_FOLDER.fullmatch(p.name))
 
 
 def is_release_folder(p: Path) -> bool:
     """A release folder's name is exactly ``vX.Y.Z`` (no leading zeros) and it is a real
     folder, not a link to another one."""
-    return bool(_FOLDER.fullmatch(p.name)) and p.is_dir() and not p.is_symlink()
+    return is_release_name(p) and p.is_dir() and not p.is_symlink()
 
 
 def data_root(root: str | os.PathLike | None = None) -> Path:
@@ -49,9 +56,12 @@ def releases_dir(root=None) -> Path:
 
 
 def parse_version(version: str) -> tuple[int, int, int]:
-    m = _SEMVER.fullmatch(str(version).strip())
+    text = str(version)
+    m = _SEMVER.fullmatch(text.strip()) if len(text) <= 64 else None
     if not m:
-        raise VersionError(f"malformed release version {version!r}; expected X.Y.Z")
+        shown = repr(text) if len(text) <= 64 else f"{text[:40]!r}... ({len(text)} characters)"
+        raise VersionError(f"malformed release version {shown}; expected X.Y.Z (at most 9 "
+                           "digits a part)")
     return int(m[1]), int(m[2]), int(m[3])
 
 
@@ -61,14 +71,14 @@ def norm_version(version: str) -> str:
 
 def list_releases(root=None) -> list[str]:
     """Release folders, oldest first. A folder whose manifest is missing is listed too (and
-    is INTEGRITY when read): a deleted manifest never makes readers fall back to an older
-    release."""
+    is INTEGRITY when read), and so is a link or a file named like a release (a release
+    folder swapped for a link; #36): neither makes readers fall back to an older release."""
     rdir = releases_dir(root)
     if not rdir.is_dir():
         return []
     found = []
     for p in rdir.iterdir():
-        if is_release_folder(p):
+        if is_release_name(p):
             found.append(norm_version(p.name))
     return sorted(found, key=parse_version)
 
@@ -89,6 +99,12 @@ def latest_or_none(root=None) -> str | None:
 def release_path(version: str | None = None, root=None) -> Path:
     version = latest(root) if version is None else norm_version(version)
     path = releases_dir(root) / f"v{version}"
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise IntegrityError(f"release {version}: {path} is a link or a file, not the "
+                             "release's own folder; nothing of this release is served (no "
+                             "fallback to an older release)", hint=VERIFY_HINT,
+                             failures=[Failure(Code.INTEGRITY, "release folder replaced by "
+                                               "a link or a file", file=str(path))])
     if is_release_folder(path) and not (path / MANIFEST).is_file():
         raise IntegrityError(f"release {version}: {path / MANIFEST} is missing; its files "
                              "cannot be checked, so nothing of this release is served (no "
@@ -202,9 +218,9 @@ def manifest_at(folder: Path) -> dict:
     path = folder / MANIFEST
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # nested too deep: #36
         raise IntegrityError(f"{path}: manifest is not valid JSON ({exc})",
-                             hint=VERIFY_HINT) from exc
+                             hint=VERIFY_HINT) from None
     entries = manifest.get("tables") if isinstance(manifest, dict) else None
     if not isinstance(entries, dict):
         raise IntegrityError(f"{path}: manifest has no tables mapping", hint=VERIFY_HINT)

@@ -170,14 +170,24 @@ def as_release(release: Release | str | None) -> Release:
     return release if isinstance(release, Release) else Release.open(release)
 
 
-def open_if_any(release: Release | str | None) -> Release | str | None:
-    """:func:`as_release`, or ``release`` as given when no such release opens (StoreError):
-    for readers that also work without a store (the predictor then reconstructs its traces),
-    so that each fails, or not, where it needs a table, as before."""
+def open_or_none(release: Release | str | None) -> Release | None:
+    """:func:`as_release`, or None when there is no such release (NOT_FOUND: no store at
+    all, or an unknown version). Only that falls back: a damaged release (INTEGRITY) or a
+    malformed version (VERSION) raises, never read as "nothing stored" (#36 item 3)."""
     try:
         return as_release(release)
-    except StoreError:
-        return release
+    except StoreError as exc:
+        if exc.code != Code.NOT_FOUND:
+            raise
+        return None
+
+
+def open_if_any(release: Release | str | None) -> Release | str | None:
+    """:func:`as_release`, or ``release`` as given when there is no such release
+    (:func:`open_or_none`): for readers that also work without a store (the predictor then
+    reconstructs its traces), so that each fails, or not, where it needs a table, as before."""
+    rel = open_or_none(release)
+    return release if rel is None else rel
 
 
 def open_release(version: str | None = None, root=None):

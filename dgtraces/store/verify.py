@@ -65,7 +65,7 @@ class _Checker:
         mpath = path / store.MANIFEST
         try:
             manifest = json.loads(mpath.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # deep nesting: #36
             self.fail(f"manifest unreadable: {exc}", str(mpath))
             return
         if not isinstance(manifest, dict) or not isinstance(manifest.get("tables"), dict):

@@ -94,6 +94,8 @@ def read_file(path: str | os.PathLike, table: str | None = None) -> "pd.DataFram
         raise BadFileError(f"{path}: unsupported file type {suffix!r}",
                            failures=[Failure(Code.BAD_FILE, "unsupported type", file=str(path),
                                              expected="csv | parquet", found=suffix)])
+    if suffix == ".csv":
+        check_first_row(path)
     try:
         if suffix == ".csv":
             return pd.read_csv(path, **_csv_options(path, table))
@@ -102,10 +104,38 @@ def read_file(path: str | os.PathLike, table: str | None = None) -> "pd.DataFram
         raise _unreadable(path, suffix, exc) from exc
 
 
+def check_first_row(path: Path) -> None:
+    """BAD_FILE, once, when the first data row of a CSV has more fields than its header:
+    pandas would read the extra leading fields as an index and shift every column, so an
+    unquoted comma in a text cell came out as ~30 misplaced-value failures (#36 item 8). A
+    later row with too many fields is pandas' own tokenizing error (BAD_FILE, with its
+    line). Unreadable text is left to the reader that follows."""
+    import csv
+
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, None)
+            line = reader.line_num + 1
+            first = next(reader, None)
+    except (UnicodeDecodeError, csv.Error):
+        return
+    if header is None or first is None or len(first) <= len(header):
+        return
+    raise BadFileError(
+        f"{path}: line {line} has {len(first)} fields, the header {len(header)}: an unquoted "
+        "comma in a text cell? (quote the cell)",
+        failures=[Failure(Code.BAD_FILE, f"line {line}: more fields than the header (an "
+                          "unquoted comma?)", file=str(path), row=0,
+                          expected=f"{len(header)} fields (the header's)",
+                          found=f"{len(first)} fields")])
+
+
 def csv_chunks(path: Path, table: str, chunk_rows: int) -> "Iterator[pd.DataFrame]":
     """A CSV file read as :func:`read_file` reads it, in frames of ``chunk_rows`` rows."""
     import pandas as pd
 
+    check_first_row(path)
     try:
         reader = pd.read_csv(path, chunksize=chunk_rows, **_csv_options(path, table))
     except Exception as exc:
@@ -214,7 +244,7 @@ def typed_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
     import pandera.errors as pe
 
     from dgtraces.tables.schema import TABLES
-    from dgtraces.tables.strict import strict_cells
+    from dgtraces.tables.strict import infinite_failures, strict_cells
 
     if table not in TABLES:
         raise DgtracesError(f"unknown table {table!r}", code=Code.BAD_INPUT)
@@ -229,6 +259,8 @@ def typed_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
         failures += _schema_failures(table, errors, file, skip)
     if any(f.code == Code.SCHEMA for f in failures):
         out = None
+    elif out is not None:  # typed: an infinite float, however written, refused for all
+        failures += infinite_failures(table, out, file)
     failures.sort(key=lambda f: (f.row is not None, f.row or 0))
     return out, failures
 

@@ -10,10 +10,12 @@
   counts only its ``bwd_flops``) divided by the sum of the layer times is the implied
   FLOP/s. A consistent unit error (microseconds entered as milliseconds, seconds as
   milliseconds) moves it by 1000x. Bounds, not tuned to any data set: above
-  :data:`ABOVE_PEAK` x the device's datasheet peak (Winograd/FFT convolutions can beat the
-  counted FLOPs by up to ~2.25x), or below the peak / :data:`BELOW_PEAK`; for a device
-  without datasheet figures, the generic per-kind range :data:`GENERIC_FLOPS`. Both are
-  PLAUSIBILITY with the implied FLOP/s.
+  :data:`ABOVE_PEAK` x the device's datasheet peak of the run's precision
+  (:data:`PEAK_COLUMNS`: an fp32 run is bounded by the fp32 peak, not the fp16 tensor one,
+  which let a x1000 error on a V100 fp32 run through; #36 item 8) (Winograd/FFT convolutions
+  can beat the counted FLOPs by up to ~2.25x), or below the peak / :data:`BELOW_PEAK`; for a
+  device without a datasheet figure for that precision, the generic per-kind range
+  :data:`GENERIC_FLOPS`. Both are PLAUSIBILITY with the implied FLOP/s.
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ BELOW_PEAK = 5000.0
 # (~1e8 FLOP/s effective) to a large many-core AVX-512 server (tens of TFLOP/s); GPU from an
 # old mobile part (~1e9) to 2.5x the fp16 tensor peak of current parts (~1e15).
 GENERIC_FLOPS = {"cpu": (1e8, 5e13), "gpu": (1e9, 2.5e15)}  # FLOP/s, per device
+# PEAK_COLUMNS: precision -> the devices columns whose highest figure bounds a run of it. fp32
+# runs on the fp32 units; amp, fp16 and bf16 run their matrix products on tensor cores where
+# a device has them (the fp16 tensor figure), else on the units the fp32 figure describes.
+_HALF = ("peak_fp32_tflops", "peak_fp16_tensor_tflops")
+PEAK_COLUMNS = {"fp32": ("peak_fp32_tflops",), "amp": _HALF, "fp16": _HALF, "bf16": _HALF}
 SHOWN_MISSING = 5
 
 
@@ -100,9 +107,10 @@ def incomplete_failures(runs: "pd.DataFrame", timings: "pd.DataFrame",
 
 
 def throughput_failures(runs: "pd.DataFrame", timings: "pd.DataFrame",
-                        peaks: Mapping[str, float], file: str | None) -> list[Failure]:
+                        peaks: Mapping[str, Mapping[str, float]], file: str | None
+                        ) -> list[Failure]:
     """PLAUSIBILITY for runs whose implied FLOP/s lies outside the bounds (module doc).
-    ``peaks``: device -> datasheet peak FLOP/s (the higher of fp32 and fp16 tensor)."""
+    ``peaks``: device -> precision -> datasheet peak FLOP/s (:func:`device_peaks`)."""
     import math
 
     from dgtraces.models import MODELS, layers_frame
@@ -128,10 +136,11 @@ def throughput_failures(runs: "pd.DataFrame", timings: "pd.DataFrame",
         if not total_ms > 0:
             continue  # layer_sum checks report it
         implied = float(fl[rid]) * int(run["batch_size"]) / (total_ms / 1e3)
-        peak = peaks.get(str(run["device"]))
+        precision = str(run.get("precision"))
+        peak = peaks.get(str(run["device"]), {}).get(precision)
         if peak is not None and math.isfinite(peak) and peak > 0:
             low, high, basis = peak / BELOW_PEAK, peak * ABOVE_PEAK, \
-                f"datasheet peak {peak:.3g} FLOP/s"
+                f"datasheet {precision} peak {peak:.3g} FLOP/s"
         else:
             low, high = GENERIC_FLOPS.get(str(run.get("device_kind")), GENERIC_FLOPS["gpu"])
             basis = f"no datasheet peak; generic {run.get('device_kind')} range"
@@ -145,21 +154,27 @@ def throughput_failures(runs: "pd.DataFrame", timings: "pd.DataFrame",
     return out
 
 
-def device_peaks(devices: "pd.DataFrame | None") -> dict[str, float]:
-    """device -> peak FLOP/s from a devices table (fp32 or fp16 tensor, the higher)."""
+def device_peaks(devices: "pd.DataFrame | None") -> dict[str, dict[str, float]]:
+    """device -> precision -> peak FLOP/s from a devices table: per precision, the highest
+    of its :data:`PEAK_COLUMNS` the row gives (a precision none of them gives is left out)."""
     if devices is None:
         return {}
-    out = {}
-    for _, d in devices.iterrows():
-        values = [float(v) for v in (d.get("peak_fp32_tflops"), d.get("peak_fp16_tensor_tflops"))
-                  if v is not None and v == v]
-        if values:
-            out[str(d["device"])] = max(values) * 1e12
+    out: dict[str, dict[str, float]] = {}
+    for d in devices.to_dict("records"):
+        per: dict[str, float] = {}
+        for precision, columns in PEAK_COLUMNS.items():
+            values = [float(v) for v in (d.get(c) for c in columns)
+                      if v is not None and v == v]
+            if values:
+                per[precision] = max(values) * 1e12
+        if per:
+            out[str(d["device"])] = per
     return out
 
 
-def reference_peaks() -> dict[str, float]:
-    """device -> peak FLOP/s of the shipped datasheet figures (``dgtraces/reference``)."""
+def reference_peaks() -> dict[str, dict[str, float]]:
+    """device -> precision -> peak FLOP/s of the shipped datasheet figures
+    (``dgtraces/reference``)."""
     import pandas as pd
 
     from dgtraces import reference

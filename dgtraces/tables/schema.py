@@ -25,12 +25,25 @@ KERNEL_OPS = ("conv", "gemm")
 # cost-model versions whose fitted parameters ship in ``method_params`` (issue #33)
 PARAM_METHODS = ("kernels-3",)
 PARAM_SCOPES = ("kernel", "shape", "range", "memory", "framework", "metric", "prediction")
+KERNEL_CONV_FIELDS = ("batch_size", "in_c", "in_h", "in_w", "out_c", "out_h", "out_w",
+                      "kernel_h", "kernel_w", "pad_h", "pad_w", "stride_h", "stride_w")
+KERNEL_GEMM_FIELDS = ("gemm_m", "gemm_n", "gemm_k", "trans_a", "trans_b")
 COLLECTIVES = ("allreduce", "broadcast", "allgather", "reduce_scatter", "reduce")
 # \Z, not $ ($ matches before a final newline), and [0-9], not \d (any Unicode digit):
 # identifiers and timestamps match exactly (#29 M3); strict.py parses timestamps too
 ISO_UTC = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?"
            r"(Z|[+-][0-9]{2}:[0-9]{2})\Z")
 ID = r"^[A-Za-z0-9][A-Za-z0-9._:+-]*\Z"
+# a free-text key (interconnect, backend): printable, no line break, no edge blank, so
+# "10GbE\n" is no second "10GbE" (#36 low)
+LABEL = (r"^[^\s\x00-\x1f\x7f-\x9f](?:[^\x00-\x1f\x7f-\x9f\u2028\u2029]*"
+         r"[^\s\x00-\x1f\x7f-\x9f])?\Z")
+# comm rows (#36 lows: contribution bounds, importer plausibility): ranks as the importers
+# bound them; messages as ``collective --sizes``; across >= 2 ranks no collective moves its
+# message faster than 2 TB/s (beyond any interconnect's algbw; a time in another unit)
+MAX_COLLECTIVE_RANKS = 32768
+MAX_MESSAGE_BYTES = 1 << 40
+MAX_COMM_BYTES_PER_US = 2e6
 
 
 def F(description: str, unit: str | None = None, **kw):
@@ -151,8 +164,9 @@ class Iterations(_Base):
     workers: Series[int] = F("data-parallel workers", "count", ge=1)
     nodes: Series[int] = F("machines", "count", ge=1)
     interconnect: Series[str] = F("link the workers used (a links preset key, 'none (single GPU)' "
-                                        "or 'unknown')")
-    backend: Series[str] = F("communication library (gloo, nccl, mpi)", nullable=True)
+                                        "or 'unknown')", str_matches=LABEL)
+    backend: Series[str] = F("communication library (gloo, nccl, mpi)", nullable=True,
+                             str_matches=LABEL)
     policy: Series[str] = F("gradient aggregation policy", isin=POLICIES)
     bucket_bytes: Series[pd.Int64Dtype] = F("bucket size for bucketed policies", "bytes",
                                             nullable=True, gt=0)
@@ -184,10 +198,12 @@ class Comm(_Base):
     """Collective timings by message size."""
 
     collective: Series[str] = F("collective operation", isin=COLLECTIVES)
-    backend: Series[str] = F("library (gloo, nccl, mpi/osu)", str_length={"min_value": 1})
-    interconnect: Series[str] = F("link (a links preset key or a description)")
-    workers: Series[int] = F("participating processes", "count", ge=1)
-    message_bytes: Series[int] = F("message size", "bytes", ge=1)
+    backend: Series[str] = F("library (gloo, nccl, mpi/osu)", str_matches=LABEL)
+    interconnect: Series[str] = F("link (a links preset key or a description)",
+                                  str_matches=LABEL)
+    workers: Series[int] = F("participating processes", "count", ge=1,
+                             le=MAX_COLLECTIVE_RANKS)
+    message_bytes: Series[int] = F("message size", "bytes", ge=1, le=MAX_MESSAGE_BYTES)
     time_ms: Series[float] = F("time, median (or average where published so)", "ms", gt=0)
     p10_ms: Series[float] = F("10th percentile", "ms", nullable=True, gt=0)
     p90_ms: Series[float] = F("90th percentile", "ms", nullable=True, gt=0)
@@ -200,14 +216,30 @@ class Comm(_Base):
     class Config(_Base.Config):
         unique = ["collective", "backend", "interconnect", "workers", "message_bytes", "source"]
 
+    @pa.dataframe_check(error="need p10 <= time <= p90 where present")
+    def _ordered_spread(cls, df: pd.DataFrame) -> pd.Series:
+        eps = 1e-9
+        ok = pd.Series(True, index=df.index)
+        if "p10_ms" in df:  # a subset of the columns (a --link-fit points file) may lack them
+            ok &= ~(df["p10_ms"] > df["time_ms"] + eps).fillna(False).astype(bool)
+        if "p90_ms" in df:
+            ok &= ~(df["time_ms"] > df["p90_ms"] + eps).fillna(False).astype(bool)
+        return ok
+
+    @pa.dataframe_check(error="faster than any interconnect: message_bytes / time over 2 TB/s "
+                              "across >= 2 workers (a time in another unit?)")
+    def _below_any_interconnect(cls, df: pd.DataFrame) -> pd.Series:
+        rate = df["message_bytes"] / (df["time_ms"] * 1000.0)  # bytes per us
+        return ~((df["workers"] >= 2) & (rate > MAX_COMM_BYTES_PER_US)).astype(bool)
+
 
 class CommFits(_Base):
     """alpha-beta fits (time = alpha + beta * bytes) of the comm points."""
 
     collective: Series[str] = F("collective operation", isin=COLLECTIVES)
-    backend: Series[str] = F("library", str_length={"min_value": 1})
-    interconnect: Series[str] = F("link")
-    workers: Series[int] = F("participating processes", "count", ge=1)
+    backend: Series[str] = F("library", str_matches=LABEL)
+    interconnect: Series[str] = F("link", str_matches=LABEL)
+    workers: Series[int] = F("participating processes", "count", ge=1, le=MAX_COLLECTIVE_RANKS)
     alpha_us: Series[float] = F("latency term", "us", ge=0)
     beta_us_per_byte: Series[float] = F("per-byte term", "us/byte", ge=0)
     bandwidth_gb_s: Series[float] = F("1 / beta", "GB/s", gt=0, lt=float("inf"))
@@ -260,7 +292,7 @@ class Kernels(_Base):
 
     kernel_id: Series[str] = F("unique kernel id: source, sheet and CSV line "
                                "(deepbench-P100-191)", unique=True, str_matches=ID)
-    device: Series[str] = F("device key (see devices table)", str_length={"min_value": 1})
+    device: Series[str] = F("device key (see devices table)", str_matches=ID)
     op: Series[str] = F("conv (cuDNN convolution) or gemm (cuBLAS matrix multiply)",
                         isin=KERNEL_OPS)
     precision: Series[str] = F("numeric precision", isin=PRECISIONS)
@@ -299,6 +331,30 @@ class Kernels(_Base):
     commit: Series[str] = F("commit of the file", str_matches=r"^[0-9a-f]{40}\Z")  # \Z: #29 M3
     source: Series[str] = F("citation (repository, path, commit, sheet)",
                             str_length={"min_value": 3})
+
+    # cross-field checks (#36 low): a row is one op's problem, with that op's fields only
+    @pa.dataframe_check(error="conv rows give every conv field and no gemm field; gemm rows "
+                              "give gemm_m/n/k and trans_a/b, no conv field and no dgrad/wgrad")
+    def _fields_of_the_op(cls, df: pd.DataFrame) -> pd.Series:
+        conv, gemm = df[list(KERNEL_CONV_FIELDS)], df[list(KERNEL_GEMM_FIELDS)]
+        is_conv = df["op"] == "conv"
+        conv_ok = conv.notna().all(axis=1) & gemm.isna().all(axis=1)
+        gemm_ok = (gemm.notna().all(axis=1) & conv.isna().all(axis=1)
+                   & df["dgrad_ms"].isna() & df["wgrad_ms"].isna())
+        return (conv_ok.where(is_conv, gemm_ok)).astype(bool)
+
+    @pa.dataframe_check(error="conv output size must be (in + 2 pad - kernel) // stride + 1")
+    def _conv_geometry(cls, df: pd.DataFrame) -> pd.Series:
+        ok = pd.Series(True, index=df.index)
+        for a in ("h", "w"):
+            size = ((df[f"in_{a}"] + 2 * df[f"pad_{a}"] - df[f"kernel_{a}"]) // df[f"stride_{a}"]
+                    + 1)
+            ok &= ~((df["op"] == "conv") & (size != df[f"out_{a}"])).fillna(True).astype(bool)
+        return ok
+
+    @pa.dataframe_check(error="model and layer are given together (a layer of that model)")
+    def _model_with_layer(cls, df: pd.DataFrame) -> pd.Series:
+        return df["model"].isna() == df["layer"].isna()
 
 
 class MethodParams(_Base):

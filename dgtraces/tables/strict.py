@@ -13,7 +13,9 @@ missing value in a non-nullable boolean column is a SCHEMA failure here, before 
 The same pass refuses, per cell: a NUL character in any text (SCHEMA); a ``*_json`` column
 value that is not JSON (SCHEMA; ``NaN``/``Infinity`` are not JSON); and a non-finite number
 spelled out in a float column (``NaN``, ``inf``: PLAUSIBILITY, as CONTRIBUTING says; an
-empty cell is the way to say "missing").
+empty cell is the way to say "missing"). :func:`infinite_failures` refuses, after coercion,
+an infinite value however it was written (``1e999`` in a CSV, ``inf`` in Parquet): the one
+finite check of ``validate``, ``contribute`` and every table writer (#36 item 7).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
 BOOL_WORDS = {"true": True, "false": False, "1": True, "0": False}
 _INT_TEXT = re.compile(r"[+-]?[0-9]+(\.0*)?")  # ASCII digits only: int("٣٢") is 32 (#29)
 _MISSING = object()
+MAX_INFINITE_REPORTED = 200  # per column; the report says how many more
 
 
 def _is_null(v: object) -> bool:
@@ -224,3 +227,25 @@ def strict_cells(table: str, df: "pd.DataFrame", file: str | None = None
                 out = df.copy()
             out[column] = pd.Series(converted, index=df.index, dtype=object)
     return out, failures
+
+
+def infinite_failures(table: str, df: "pd.DataFrame", file: str | None = None
+                      ) -> list[Failure]:
+    """One PLAUSIBILITY failure per infinite cell of a float column of ``df`` (typed), at
+    most :data:`MAX_INFINITE_REPORTED` per column plus one saying how many more."""
+    import numpy as np
+
+    out: list[Failure] = []
+    message = f"{table}: value must be a finite number"
+    for column in df.columns:
+        if df[column].dtype.kind != "f":
+            continue
+        values = df[column].to_numpy(dtype=float, na_value=np.nan)
+        rows = np.flatnonzero(np.isinf(values))
+        out += [Failure(Code.PLAUSIBILITY, message, file=file, row=int(r), column=column,
+                        expected="finite", found=repr(float(values[r])))
+                for r in rows[:MAX_INFINITE_REPORTED]]
+        if len(rows) > MAX_INFINITE_REPORTED:
+            out.append(Failure(Code.PLAUSIBILITY, f"{len(rows) - MAX_INFINITE_REPORTED} more "
+                               f"rows fail: {message}", file=file, column=column))
+    return out

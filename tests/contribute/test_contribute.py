@@ -13,10 +13,18 @@ import pytest
 from dgtraces.contribute import Limits, contribute
 from dgtraces.contribute.staging import get_staged, list_staged, reject
 from dgtraces.contribute.template import (
+    EXAMPLE_DEVICE,
+    EXAMPLE_DEVICE_NAME,
+    EXAMPLE_HARDWARE,
+    EXAMPLE_HOST,
     EXAMPLE_META,
+    EXAMPLE_NOTES,
     EXAMPLE_RUN_PREFIX,
+    EXAMPLE_SOFTWARE,
     EXAMPLE_SOURCE,
+    EXAMPLE_TIMESTAMP,
     PLACEHOLDER_CONTRIBUTOR,
+    PLACEHOLDERS,
     template_frames,
     write_template,
 )
@@ -25,8 +33,19 @@ from dgtraces.store.lock import store_lock
 from tests.paths import REPO
 
 CONTRIBUTOR = "Test Rig <rig@test.invalid>"
-META = EXAMPLE_META.replace(PLACEHOLDER_CONTRIBUTOR, CONTRIBUTOR)  # placeholders replaced
+TEST_DEVICE, TEST_DEVICE_NAME = "test-gpu", "Test GPU 24 GB"
+# every placeholder of the template replaced (in this order: the hardware names the device)
+REPLACED = ((PLACEHOLDER_CONTRIBUTOR, CONTRIBUTOR),
+            (EXAMPLE_HARDWARE, "1x Test GPU 24 GB, 16-core test host"),
+            (EXAMPLE_SOFTWARE, "PyTorch 2.13.0, CUDA 12.4, driver 550"),
+            (f"device: {EXAMPLE_DEVICE}", f"device: {TEST_DEVICE}"),
+            (EXAMPLE_DEVICE_NAME, TEST_DEVICE_NAME))
+META = EXAMPLE_META
+for _old, _new in REPLACED:
+    META = META.replace(_old, _new)
 SOURCE = "test rig: FLOP-derived timings of the template"
+RUN_FIELDS = {"device": TEST_DEVICE, "host": "Test host CPU",
+              "timestamp_utc": "2026-02-03T04:05:06Z", "notes": None}
 
 
 # ---- helpers shared with test_contribute_release.py and test_contribute_fuzz.py ----------
@@ -58,6 +77,8 @@ def variant(run_id="r1", model="alexnet", batch=32, scale=1.0):
     runs, lt = template_frames(model, batch)
     runs["run_id"], lt["run_id"] = run_id, run_id
     runs["source"] = SOURCE
+    for col, value in RUN_FIELDS.items():
+        runs[col] = value
     for col in ("fwd_ms", "bwd_ms", "fwd_p10_ms", "fwd_p90_ms", "bwd_p10_ms", "bwd_p90_ms"):
         lt[col] = (lt[col] * scale).round(4)
     for col in ("fwd_ms", "bwd_ms", "iter_ms"):
@@ -66,14 +87,19 @@ def variant(run_id="r1", model="alexnet", batch=32, scale=1.0):
 
 
 def fill_template(folder: Path, run_id: str = "filled-alexnet-bs32") -> str:
-    """Replace the placeholder markers of a ``write_template`` folder, as a contributor
-    editing the files would (the times stay as written); returns the new run_id."""
+    """Replace every placeholder of a ``write_template`` folder, as a contributor editing
+    the files would (the times stay as written); returns the new run_id."""
     yaml_path = folder / "contribution.yaml"
-    yaml_path.write_text(yaml_path.read_text().replace(PLACEHOLDER_CONTRIBUTOR, CONTRIBUTOR))
+    yaml_path.write_text(META)
     old_id = template_frames()[0]["run_id"].iloc[0]
     for name in ("runs.csv", "layer_timings.csv"):
         text = (folder / name).read_text().replace(old_id, run_id)
-        (folder / name).write_text(text.replace(f"{EXAMPLE_SOURCE} - replace", "Replaced"))
+        for old, new in ((f"{EXAMPLE_SOURCE} - replace", "Replaced"),
+                         (EXAMPLE_DEVICE, TEST_DEVICE), (EXAMPLE_HOST, RUN_FIELDS["host"]),
+                         (EXAMPLE_TIMESTAMP, RUN_FIELDS["timestamp_utc"]),
+                         (EXAMPLE_NOTES, "measured on the test rig")):
+            text = text.replace(old, new)
+        (folder / name).write_text(text)
     return run_id
 
 
@@ -105,8 +131,10 @@ def refused(path, root, code, **kw):
 def test_template_refused_until_its_placeholders_are_replaced(store, tmp_path):
     write_template(tmp_path / "tpl")
     err = refused(tmp_path / "tpl", store, "METADATA", dry_run=True)
+    # every placeholder is refused (#36 item 8), not only the three markers
     assert {(f.code, f.column) for f in err.failures} == {
-        ("METADATA", "contributor"), ("PLAUSIBILITY", "source"), ("PLAUSIBILITY", "run_id")}
+        ("METADATA" if ph.file == "contribution.yaml" else "PLAUSIBILITY", ph.field)
+        for ph in PLACEHOLDERS}
     runs = template_frames()[0]
     assert runs["run_id"].iloc[0].startswith(EXAMPLE_RUN_PREFIX)
     fill_template(tmp_path / "tpl")
@@ -339,7 +367,7 @@ def test_bad_bytes_huge_fields_truncated_parquet(store, tmp_path):
     runs, lt = variant()
     folder = write_contrib(tmp_path / "c", runs, lt)
     good = (folder / "runs.csv").read_bytes()
-    (folder / "runs.csv").write_bytes(good.replace(b"Example host CPU", b"Exampl\xe9 h\xf4st"))
+    (folder / "runs.csv").write_bytes(good.replace(b"Test host CPU", b"Exampl\xe9 h\xf4st"))
     refused(folder, store, "BAD_FILE")
     huge = runs.copy()
     huge["notes"] = "x" * 70_000

@@ -26,7 +26,7 @@ META = s.sampled_from([
     BASE_META.replace("kind: gpu", "kind: fpga"),
     BASE_META.replace("software:", "softwares:"),
     BASE_META + "extra: [1, 2]\n",
-    BASE_META.replace("device: example-gpu", "device: ../x"),
+    BASE_META.replace("device: test-gpu", "device: ../x"),
     "contributor: &a x\nlicense: *a\n",
     "\u00ff\u00fe garbage: [",
     "",

@@ -11,7 +11,14 @@ from dgtraces.contribute import contribute
 from dgtraces.contribute.intake import read_contribution
 from dgtraces.contribute.validate import Known, check
 from dgtraces.errors import DgtracesError
-from tests.contribute.test_contribute import META, refused, variant, write_contrib
+from tests.contribute.test_contribute import (
+    META,
+    TEST_DEVICE,
+    TEST_DEVICE_NAME,
+    refused,
+    variant,
+    write_contrib,
+)
 
 
 @pytest.mark.parametrize("names, clash", [(("a", "a/b"), "a"), (("a/b", "a"), "a"),
@@ -35,7 +42,7 @@ def test_device_entry_with_unknown_key_or_date_is_refused_at_dry_run(store, tmp_
     err = refused(write_contrib(tmp_path / "c", runs, lt, meta=dated), store, "METADATA",
                   dry_run=True)
     assert {(f.column, f.found) for f in err.failures} == {("devices[0]", "since")}
-    named = META.replace("name: Example GPU 24 GB", "name: 2024-01-01")
+    named = META.replace(f"name: {TEST_DEVICE_NAME}", "name: 2024-01-01")
     err = refused(write_contrib(tmp_path / "d", runs, lt, meta=named), store, "METADATA",
                   dry_run=True)
     assert [f.column for f in err.failures] == ["devices[0].name"]
@@ -48,7 +55,7 @@ def test_check_refuses_metadata_that_is_not_json(store, tmp_path):
     contrib = read_contribution(write_contrib(tmp_path / "c", runs, lt))
     contrib.meta["notes"] = {"when": datetime.date(2024, 1, 1)}  # parse_meta bypassed
     with pytest.raises(DgtracesError) as exc:
-        check(contrib, Known(devices={"example-gpu": "gpu"}))
+        check(contrib, Known(devices={TEST_DEVICE: "gpu"}))
     assert exc.value.code == "METADATA"
     assert [f.found for f in exc.value.failures] == ["TypeError"]
 

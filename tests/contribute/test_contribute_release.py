@@ -19,6 +19,7 @@ from dgtraces.errors import DgtracesError
 from dgtraces.store import manifest as st
 from dgtraces.store import release, verify
 from tests.contribute.test_contribute import (
+    TEST_DEVICE,
     fill_template,
     make_store,
     tree_digest,
@@ -210,7 +211,7 @@ def _extras(run_id):
     import pandas as pd
 
     it = pd.DataFrame([{
-        "iter_id": f"{run_id}-it", "model": "alexnet", "device": "example-gpu",
+        "iter_id": f"{run_id}-it", "model": "alexnet", "device": TEST_DEVICE,
         "framework": "pytorch 2.13.0", "precision": "fp32", "phase": "train", "batch_size": 32,
         "workers": 2, "nodes": 1, "interconnect": "unknown", "backend": "gloo",
         "policy": "wfbp", "bucket_bytes": None, "io_overlap": None, "threads_per_worker": 1,

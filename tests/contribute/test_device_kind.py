@@ -11,10 +11,21 @@ from dgtraces.contribute.staging import stage
 from dgtraces.contribute.validate import validate_contribution
 from dgtraces.errors import DgtracesError
 from tests.attack_tally import record
-from tests.contribute.test_contribute import META, refused, tree_digest, variant, write_contrib
+from tests.contribute.test_contribute import (
+    META,
+    RUN_FIELDS,
+    TEST_DEVICE,
+    TEST_DEVICE_NAME,
+    refused,
+    tree_digest,
+    variant,
+    write_contrib,
+)
 
 CLS = "device redeclared with another kind"
-AS_CPU = META.replace("kind: gpu", "kind: cpu")
+# the device declared a CPU, named as the runs' host names it (#36 item 8)
+AS_CPU = META.replace("kind: gpu", "kind: cpu").replace(f"name: {TEST_DEVICE_NAME}",
+                                                       f"name: {RUN_FIELDS['host']}")
 
 
 def _cpu_run(run_id):
@@ -68,7 +79,7 @@ def test_two_contributions_racing_with_one_new_device(store, tmp_path):
 
 
 def test_one_file_declaring_a_device_twice(store, tmp_path):
-    twice = META + "  - device: example-gpu\n    kind: cpu\n    name: Example CPU\n"
+    twice = META + f"  - device: {TEST_DEVICE}\n    kind: cpu\n    name: Test CPU\n"
     _refused(write_contrib(tmp_path / "a", *variant("r-a"), meta=twice), store, "METADATA",
              how=" (twice in one file)")
 

@@ -13,7 +13,13 @@ from dgtraces.contribute.files import validate_files
 from dgtraces.contribute.release import JOURNAL, build_release, md_inline
 from dgtraces.errors import DgtracesError
 from tests.attack_tally import record
-from tests.contribute.test_contribute import CONTRIBUTOR, META, variant, write_contrib
+from tests.contribute.test_contribute import (
+    CONTRIBUTOR,
+    META,
+    TEST_DEVICE,
+    variant,
+    write_contrib,
+)
 
 LOG = "# Changelog\n\n## Dataset releases\n\n### [v0.1.0] - 2026-12-02\n- layers\n"
 INJECTIONS = [
@@ -91,7 +97,7 @@ def test_contributed_devices_reach_the_devices_table(store, tmp_path):
         contribute(write_contrib(tmp_path / f"c-{rid}", runs, lt), root=store)
     build_release("0.2.0", root=store)
     dev = release.read_table("devices", "0.2.0", store)
-    assert dev["device"].tolist() == ["example-gpu"]
+    assert dev["device"].tolist() == [TEST_DEVICE]
     row = dev.iloc[0]
     assert row["kind"] == "gpu" and row["provenance"] == "measured"
     assert row["peak_fp32_tflops"] != row["peak_fp32_tflops"]  # null: no datasheet figure

@@ -123,14 +123,42 @@ def _copy_release(tmp_store, src, name, link=False):
         shutil.copytree(rdir / src, rdir / name)
 
 
-@pytest.mark.parametrize("name,link", [("v0.9.0", True), ("0.9.0", False),
-                                       ("v0.09.0", False), ("v00.9.0", False)])
-def test_links_and_loose_names_are_not_releases(tmp_store, name, link):
+@pytest.mark.parametrize("name,link", [("0.9.0", False), ("v0.09.0", False),
+                                       ("v00.9.0", False), ("v0.1\u0669.0", False)])
+def test_loose_names_are_not_releases(tmp_store, name, link):
     _copy_release(tmp_store, "v0.1.0", name, link)
     assert store.list_releases() == ["0.1.0"] and store.latest() == "0.1.0"
     report = verify.verify()
     assert not report.ok and report.releases == ["0.1.0"]
     assert any(f.code == "INTEGRITY" and f.file.endswith(name) for f in report.failures)
+
+
+@pytest.mark.parametrize("swap", ["link", "dangling link", "file"])
+def test_a_release_swapped_for_a_link_is_integrity_never_an_older_release(tmp_store, swap):
+    """#36 low: a link named like a release was skipped, so readers served the release
+    before it as the latest, silently; like a deleted manifest, it is INTEGRITY."""
+    import shutil
+
+    from dgtraces.errors import DgtracesError
+    from dgtraces.store import release
+    from tests.attack_tally import record
+
+    rdir = store.releases_dir()
+    if swap == "file":
+        (rdir / "v0.9.0").write_text("not a release")
+    else:
+        target = rdir.parent.parent / "elsewhere"
+        if swap == "link":
+            shutil.copytree(rdir / "v0.1.0", target)
+        (rdir / "v0.9.0").symlink_to(target)
+    assert store.latest() == "0.9.0"
+    for read in (lambda: release.read_table("layers"),
+                 lambda: release.read_table("layers", "0.9.0")):
+        with pytest.raises(DgtracesError) as exc:
+            read()
+        record("release folder swapped for a link", exc.value.code == "INTEGRITY")
+        assert exc.value.code == "INTEGRITY"
+    assert not verify.verify().ok
 
 
 def test_copied_release_folder_is_an_integrity_error_for_readers(tmp_store):

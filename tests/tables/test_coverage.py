@@ -53,7 +53,7 @@ def test_default_run_choice_skips_incomplete_runs():
     assert pick_run(runs[runs.run_id == "a-inc"], lambda: lt, "alexnet", dev, 8) is None
 
 
-@pytest.mark.parametrize("scale,device", [(1000.0, "example-gpu"), (1000.0, "k80"),
+@pytest.mark.parametrize("scale,device", [(1000.0, "test-gpu"), (1000.0, "k80"),
                                           (0.001, "k80")])
 def test_unit_errors_are_plausibility_with_implied_flops(store, tmp_path, scale, device):
     """The template runs at 100 GFLOP/s: x1000 slower is below any GPU (generic range and
@@ -73,7 +73,7 @@ def test_unit_errors_are_plausibility_with_implied_flops(store, tmp_path, scale,
 def test_datasheet_peak_bounds():
     runs, lt = variant("k1", batch=32)
     runs["device"] = "k80"
-    total = coverage.throughput_failures(runs, lt, {"k80": 4.37e12}, "runs.csv")
+    total = coverage.throughput_failures(runs, lt, {"k80": {"fp32": 4.37e12}}, "runs.csv")
     ms = (lt["fwd_ms"] + lt["bwd_ms"]).sum()
     from dgtraces.models import layers_frame
 
@@ -83,7 +83,7 @@ def test_datasheet_peak_bounds():
     assert bool(total) == want
     fast = coverage.throughput_failures(runs, lt.assign(fwd_ms=lt.fwd_ms * 1e-4,
                                                         bwd_ms=lt.bwd_ms * 1e-4),
-                                        {"k80": 4.37e12}, "runs.csv")
+                                        {"k80": {"fp32": 4.37e12}}, "runs.csv")
     assert len(fast) == 1 and "above" in fast[0].message
 
 
@@ -102,6 +102,6 @@ def test_backward_only_runs_are_compared_with_backward_flops():
     # forward+backward FLOP/s (had they been counted) above it
     both = (lf["fwd_flops"] + lf["bwd_flops"]).sum() * 32 / (ms / 1e3)
     peak = (implied + both) / 2 / coverage.ABOVE_PEAK
-    assert coverage.throughput_failures(runs, bwd_only, {"k80": peak}, "runs.csv") == []
-    assert len(coverage.throughput_failures(runs, lt.assign(fwd_ms=0.0), {"k80": peak},
+    assert coverage.throughput_failures(runs, bwd_only, {"k80": {"fp32": peak}}, "runs.csv") == []
+    assert len(coverage.throughput_failures(runs, lt.assign(fwd_ms=0.0), {"k80": {"fp32": peak}},
                                             "runs.csv")) == 1

@@ -9,7 +9,13 @@ from dgtraces.errors import DgtracesError
 from dgtraces.tables.checks import validate_frame
 from tests.attack_tally import record
 from tests.conftest import _mini_frames
-from tests.contribute.test_contribute import META, refused, variant, write_contrib
+from tests.contribute.test_contribute import (
+    META,
+    TEST_DEVICE,
+    refused,
+    variant,
+    write_contrib,
+)
 
 NEWLINE_IDS = ["r1\n", "r1\r\n", "r1\n\n", "\nr1", "r1\x00"[:-1] + "\u2028"]
 BAD_TIMES = ["2024-05-01T12:00:00Z\n", "2024-99-01T12:00:00Z", "2024-02-30T12:00:00Z",
@@ -57,9 +63,9 @@ def test_a_stored_run_id_plus_newline_is_refused(store, tmp_path):
     record("identifier with a trailing newline", True)
 
 
-@pytest.mark.parametrize("key", ["example-gpu\\n", "example-gpu\\r", "example-gpu\\u2028"])
+@pytest.mark.parametrize("key", ["test-gpu\\n", "test-gpu\\r", "test-gpu\\u2028"])
 def test_a_declared_device_key_with_a_line_break(store, tmp_path, key):
-    meta = META.replace("device: example-gpu", f'device: "{key}"')
+    meta = META.replace(f"device: {TEST_DEVICE}", f'device: "{key}"')
     refused(write_contrib(tmp_path / "a", *variant("r-a"), meta=meta), store, "METADATA")
     record("identifier with a trailing newline", True)
 

@@ -150,8 +150,9 @@ def calibrate(device: str) -> Calibration:
     if not rows:
         raise DgtracesError(f"no fp32 calibration rows for device {device!r} in "
                             f"{CALIBRATION_SOURCE}: its whole-model fp32 throughputs there "
-                            "would constrain roofline-1.1; --method kernels-2.0 models any "
-                            "GPU with datasheet peaks and an SM count", code=Code.NO_CALIBRATION)
+                            "would constrain roofline-1.1 (`dgtraces reconstruct --method "
+                            "kernels-2.0` models any GPU with datasheet peaks and an SM count)",
+                            code=Code.NO_CALIBRATION)
     result = fit(dev, [observation(r) for r in rows], winograd=device in WINOGRAD_DEVICES)
     amp_rows = tuple(r for r in calibration_rows(device) if r.model == AMP_MODEL)
     by_prec = {r.precision: r for r in amp_rows if r.phase == "train"}
