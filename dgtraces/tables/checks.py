@@ -286,7 +286,7 @@ def validate_columns(table: str, df: "pd.DataFrame", *, file: str | None = None
     import pandera.errors as pe
 
     from dgtraces.tables.schema import TABLES
-    from dgtraces.tables.strict import strict_cells
+    from dgtraces.tables.strict import infinite_failures, strict_cells
 
     if not df.index.is_unique or not isinstance(df.index, pd.RangeIndex):
         df = df.reset_index(drop=True)
@@ -301,6 +301,8 @@ def validate_columns(table: str, df: "pd.DataFrame", *, file: str | None = None
     except pe.SchemaErrors as errors:
         skip = frozenset((f.row, f.column) for f in failures)
         failures += _schema_failures(table, errors, file, skip)
+    if out is not None and not any(f.code == Code.SCHEMA for f in failures):
+        failures += infinite_failures(table, out, file)  # the one finite check (#36 item 7)
     if failures or out is None:
         codes = {f.code for f in failures}
         code = Code.PLAUSIBILITY if codes == {Code.PLAUSIBILITY} else Code.SCHEMA

@@ -172,6 +172,22 @@ def test_malformed_numbers_and_columns_are_typed_errors(tmp_path, case, code):
     _refused(lambda: nccl_tests.import_log(_write(tmp_path, text)), code, NUMBERS)
 
 
+@pytest.mark.parametrize("case", ["size", "time", "maxBytes"])
+def test_non_ascii_digits_are_refused(tmp_path, case):
+    """#36 low (non-ASCII digits outside contributions): float("١٠٢٤") is 1024.0, and the
+    importer took Arabic-Indic digits in a row as a size or a time."""
+    ar = AR.read_text()
+    row = next(line for line in ar.splitlines() if line.strip().startswith("1024 "))
+    arabic = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")
+    text = {"size": lambda: _header(ar, row, row.replace(" 1024 ", " ١٠٢٤ ", 1)),
+            "time": lambda: _cells(ar, 5, row.split()[5].translate(arabic)),
+            "maxBytes": lambda: _header(ar, "maxBytes 1073741824",
+                                        "maxBytes " + "1073741824".translate(arabic)),
+            }[case]()
+    _refused(lambda: nccl_tests.import_log(_write(tmp_path, text)), "BAD_FILE",
+             "non-ASCII digits in a log")
+
+
 @pytest.mark.parametrize("kind", ["fifo", "char device", "directory"])
 def test_a_fifo_or_device_is_refused_without_reading_it(tmp_path, kind):
     """A FIFO would block the importer forever, /dev/zero never ends: both are refused

@@ -40,21 +40,22 @@ OTHER_BINARIES = ("alltoall", "sendrecv", "scatter", "gather", "hypercube")
 NAMED = re.compile(r"\b(" + "|".join((*BINARIES, *OTHER_BINARIES)) + r")_perf")
 RANK_LINE = re.compile(r"^#\s*Rank\s")
 RANK = re.compile(r"^#\s*Rank\s+(\d{1,9})\s+(?:Group\s+\d{1,9}\s+)?Pid\s+\d{1,12}\s+on\s+(\S+)\s+"
-                  r"device\s+(\d{1,9})\s+\[[^\]]*\]\s+(?P<name>.+?)\s*$")
+                  r"device\s+(\d{1,9})\s+\[[^\]]*\]\s+(?P<name>.+?)\s*$", re.ASCII)
 HEADER = re.compile(r"^#\s*nThread\s")
 DEVICES = re.compile(r"^#\s*Using devices")
 COLUMNS = re.compile(r"^#\s*size\s+count\s+type")
 SUMMARY = re.compile(r"^#\s*(Out of bounds values|Avg bus bandwidth)")
-ITERS = re.compile(r"(?<!warmup )(?<!agg )\biters:\s*(\d{1,12})\b")
+ITERS = re.compile(r"(?<!warmup )(?<!agg )\biters:\s*(\d{1,12})\b", re.ASCII)
 # the header's sweep: nccl-tests runs sizes min, min*f (or min+step), ... while <= maxBytes
 SWEEP = re.compile(r"minBytes\s+(\d{1,20})\s+maxBytes\s+(\d{1,20})\s+step:\s*(\d{1,20})"
-                   r"\((factor|bytes)\)")
+                   r"\((factor|bytes)\)", re.ASCII)
 # nccl-tests lowers maxBytes to what the GPUs' memory holds, and says so after the header
-REDUCED = re.compile(r"Reducing maxBytes to (\d{1,20})\b")
-LONG_NUMBER = re.compile(r"\d{21,}")  # in a header or rank line: no count has 21 digits
+REDUCED = re.compile(r"Reducing maxBytes to (\d{1,20})\b", re.ASCII)
+LONG_NUMBER = re.compile(r"\d{21,}", re.ASCII)  # a header or rank line: no count has 21 digits
 # a first cell that claims to be a number: signed, with letters (1e3, 0x10, 8B), inf, nan
-NUMBER_CELL = re.compile(r"[-+]?(\.?\d[0-9a-z.+-]*|inf[a-z]*|nan)", re.IGNORECASE)
-SIZE = re.compile(r"\d{1,20}")
+NUMBER_CELL = re.compile(r"[-+]?(\.?\d[0-9a-z.+-]*|inf[a-z]*|nan)",
+                         re.IGNORECASE | re.ASCII)
+SIZE = re.compile(r"\d{1,20}", re.ASCII)
 MAX_NUMBER_CHARS = 32  # a printed time or bandwidth (nccl-tests prints <= 7 characters)
 WORD_BYTES_MAX = 8  # widest nccl-tests type: a printed size is rounded down by < ranks x 8 B
 PLACEMENTS = ("out-of-place", "in-place")
@@ -238,6 +239,9 @@ def _table_line(block: Block, line: str, lineno: int, file: str) -> None:
 
 
 def _is_number(cell: str) -> bool:
+    """A short number in ASCII (float("١٠") is 10.0: #36 low, non-ASCII digits)."""
+    if not cell.isascii():
+        return False
     try:
         float(cell)
     except ValueError:
