@@ -44,6 +44,25 @@ def gpu_traces(ctx: "Context") -> Frames:
     return dict(gpu_tables())
 
 
+CONTRIBUTIONS = Path(__file__).resolve().parents[1] / "contributions"
+
+
+def contribution(ctx: "Context", folder: str) -> Frames:
+    """The tables of a contribution shipped in ``dgtraces/contributions/<folder>`` (CSV, as
+    ``dgtraces contribute`` validated and staged them), read with the same strict reader and
+    schema: the rows a ``dgtraces release`` of that staged contribution adds."""
+    from dgtraces.tables.checks import read_file, validate_frame
+
+    base = CONTRIBUTIONS / folder
+    out = {}
+    for table in ("runs", "layer_timings", "iterations", "comm"):
+        path = base / f"{table}.csv"
+        if path.is_file():
+            out[table] = validate_frame(table, read_file(path, table), file=path.name)
+    ctx.facts["contributed_runs"] = int(len(out["runs"]))
+    return out
+
+
 def deepbench_kernels(ctx: "Context", sheets: Sequence[str]) -> Frames:
     """The ``kernels`` rows of the named shipped DeepBench sheets (`dgtraces import
     deepbench` imports all of them)."""

@@ -12,6 +12,9 @@ v0.5.0: + the DeepBench kernels of seven GPUs (``kernels`` table) and their data
         devices (issue #27); reconstructions unchanged (kernels-2.0 not adopted).
 v0.6.0: + DeepBench's V100 kernels (fp32 and amp) and the kernels-3 parameter table
         (``method_params``: its fit, fit metrics and pre-registered evaluation; issue #33).
+v0.7.0: + the first real-GPU collection: scripts/gpu_check.sh on a lent NVIDIA H200
+        (``dgtraces/contributions/h200-2026-12-04``: 7 measured runs, their layer timings
+        and a gloo loopback comm sweep).
 
 Model lists are spelled out (not "every registry model"): a recipe describes one release,
 and models added to the registry later must not change what these recipes build.
@@ -116,4 +119,16 @@ V060 = Recipe(
           "--refit recomputes them)")),
 )
 
-RECIPES = (V010, V020, V030, V040, V050, V060)
+V070 = Recipe(
+    "0.7.0", "0.6.0",
+    "v0.6.0 + the first collection on a real GPU: scripts/gpu_check.sh on a lent NVIDIA H200 "
+    "(torch 2.11.0+cu130, CUDA 13.0, cuDNN 9.19; {contributed_runs} measured runs: AlexNet "
+    "b512 and ResNet-50 b128 and b32, fp32 and amp, one AlexNet run also profiled; a gloo "
+    "loopback comm sweep on the host CPU; docs/gpu-collection.md) ({rows})",
+    (Step(P + "contribution", ("runs", "layer_timings", "comm"),
+          {"folder": "h200-2026-12-04"},
+          "dgtraces contribute dgtraces/contributions/h200-2026-12-04 && dgtraces release "
+          "0.7.0"),),
+)
+
+RECIPES = (V010, V020, V030, V040, V050, V060, V070)

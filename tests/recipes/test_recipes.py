@@ -31,7 +31,7 @@ def _added(version: str, table: str) -> pd.DataFrame:
 
 def test_shipped_recipes_cover_every_release_with_its_base():
     assert list(recipes()) == st.list_releases() == ["0.1.0", "0.2.0", "0.3.0", "0.4.0",
-                                                     "0.5.0", "0.6.0"]
+                                                     "0.5.0", "0.6.0", "0.7.0"]
     for version, r in recipes().items():
         assert r.base == st.read_manifest(version)["parent"]
     assert get_recipe("v0.3.0") is recipes()["0.3.0"]
@@ -162,6 +162,23 @@ def test_v060_recipe_reproduces_the_stored_rows():
     runs = release.read_table("runs", "0.6.0")
     assert set(runs.loc[runs["provenance"] == "reconstructed", "collector_version"]) == {
         "dgtraces.reconstruct/roofline-1.1"}
+
+
+def test_v070_recipe_reproduces_the_stored_rows():
+    """The H200 collection: the shipped CSV copies of the staged contribution are the rows
+    release 0.7.0 added (exactly: the shards are the ones `dgtraces release` wrote)."""
+    r = get_recipe("0.7.0")
+    assert [s.label() for s in r.deterministic_steps()] == ["contribution"]
+    ctx = context(r)
+    frames = produce(r, ctx, r.steps)
+    for table in ("runs", "layer_timings", "comm"):
+        stored = _added("0.7.0", table)
+        pd.testing.assert_frame_equal(frames[table][list(stored.columns)], stored)
+    runs = frames["runs"]
+    assert set(runs["device"]) == {"h200"} and set(runs["provenance"]) == {"measured"}
+    assert runs["layer_sum_ratio"].between(0.9, 1.1).all()  # none flagged (#36: spin hold)
+    assert r.notes.format_map({**ctx.facts, "rows": "+14 comm, +981 layer_timings, +7 runs"}
+                              ) == st.read_manifest("0.7.0")["notes"]
 
 
 def _recipe(version, base, *steps, notes="built: {rows}"):
