@@ -201,9 +201,9 @@ def validate_published(release: Release | str | None = None, framework: str | No
     setup's own, docs/predictor-published.md R1-R5; a modelled release: every setup) at
     ``nccl_time`` and the mapping ``setups`` (default the shipped one). ``on_step(1)`` after
     each row (progress)."""
-    from dgtraces.comm.nccl import model
     import pandas as pd
 
+    from dgtraces.comm.nccl import model
     from dgtraces.reference import rows as ref_rows
     from dgtraces.store.release import open_if_any
 

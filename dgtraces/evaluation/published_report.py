@@ -181,9 +181,9 @@ class PublishedValidation:
         """The docs' results tables (docs/predictor-published.md), never typed."""
         h = self.headline()
         out = [f"`--framework {self.framework} --overheads {self.overheads}` (NCCL: "
-               f"{self.nccl}): {h['rows']} scored rows, MAPE {_f(h['mape_pct'])}%, mean signed error "
-               f"{_f(h['mean_signed_pct'])}%; linear scaling {_f(h['linear_mape_pct'])}% on "
-               f"its {h['linear_rows']} rows (the predictor "
+               f"{self.nccl}): {h['rows']} scored rows, MAPE {_f(h['mape_pct'])}%, mean "
+               f"signed error {_f(h['mean_signed_pct'])}%; linear scaling "
+               f"{_f(h['linear_mape_pct'])}% on its {h['linear_rows']} rows (the predictor "
                f"{_f(h['predictor_mape_on_linear_rows_pct'])}% there); "
                f"{h['not_representable_rows']} rows not representable. Leave-one-source-out: "
                f"{LOSO}.", "", "| item 4 target | rows | value | bound | met? |",
