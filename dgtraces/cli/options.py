@@ -226,17 +226,21 @@ def nics_option(f: Callable) -> Callable:
                              "efa-p5 32), else 1]")(f)
 
 
-def nccl_options(f: Callable | None = None, *, per_process: bool = False) -> Callable:
+def nccl_options(f: Callable | None = None, *, per_process: bool = False,
+                 default_means: str | None = None) -> Callable:
     """``--nccl VERSION`` and ``--nccl-time run|tuning`` (comm.nccl.Model); with
-    ``per_process``, ``--gpus-per-process`` (nccl-tests ``-g``)."""
+    ``per_process``, ``--gpus-per-process`` (nccl-tests ``-g``); ``default_means``: what the
+    default (None) stands for in a command where it is not the newest release."""
     from dgtraces.comm.nccl_versions import DEFAULT_VERSION, VERSIONS
+
+    means = default_means or DEFAULT_VERSION
 
     def deco(g: Callable) -> Callable:
         opts = [
             click.option("--nccl", "nccl", default=LATEST, show_default=True,
                          callback=lambda c, p, v: None if v in (None, "", LATEST) else v,
                          help=f"NCCL release whose tuning model runs: {', '.join(VERSIONS)} "
-                              f"('latest' = {DEFAULT_VERSION}); a patch release reads as its "
+                              f"('latest' = {means}); a patch release reads as its "
                               "minor (2.18.3 = 2.18)."),
             click.option("--nccl-time", type=click.Choice(("run", "tuning")), default="run",
                          show_default=True,

@@ -301,15 +301,18 @@ def _write_frame(df, out: str) -> None:
                    "(with --published: {measured, published}).")
 @framework_option("each published setup's declared profile (evaluation/scaling_mapping.yaml)")
 @overheads_options
+@nccl_options(default_means="each published setup's own release, docs/predictor-published.md")
 @click.option("--markdown", is_flag=True,
               help="Print the docs' generated tables (the published evaluation at the "
                    "defaults and before them, the terms against the pre-registered rule; "
                    "docs/predictor-published.md, docs/predictor-overheads.md) and stop.")
 def validate_predictor(release, published, plot, out, as_json, framework, overheads,
-                       iteration_cv, host_decode_img_s, markdown) -> None:
+                       iteration_cv, host_decode_img_s, nccl, nccl_time, markdown) -> None:
     """Predict every measured/published iterations row; print MAPE; optional parity plot.
     With --published, the published multi-GPU results too (--out then writes those rows);
-    --framework auto (the default) gives each published row its declared profile."""
+    --framework auto (the default) gives each published row its declared profile; the
+    published rows run each setup's own NCCL release (docs/predictor-published.md) unless
+    --nccl names one for every row (--nccl 2.7 --nccl-time tuning: the model before #34)."""
     from rich.console import Console
     from rich.progress import Progress
 
@@ -334,7 +337,7 @@ def validate_predictor(release, published, plot, out, as_json, framework, overhe
 
         with working("predictor variants (framework x overheads)",
                      total=len(FRAMEWORK_CHOICES) * len(OVERHEAD_CHOICES)) as advance:
-            blocks = docs_tables(release, on_step=advance)
+            blocks = docs_tables(release, on_step=advance, nccl=nccl, nccl_time=nccl_time)
         click.echo("### Published rows (docs/predictor-published.md)\n\n" + blocks["results"]
                    + "\n\n### Terms (docs/predictor-overheads.md)\n\n" + blocks["terms"])
         return
@@ -351,7 +354,8 @@ def validate_predictor(release, published, plot, out, as_json, framework, overhe
         with Progress(console=console, transient=True) as bar:
             task = bar.add_task("published rows", total=len(mapped_rows()))
             pub = validate_published(release, framework, spec,
-                                     on_step=lambda n: bar.advance(task, n))
+                                     on_step=lambda n: bar.advance(task, n), nccl=nccl,
+                                     nccl_time=nccl_time)
     if plot:
         if pub is None:
             parity_plot(res, plot)

@@ -103,14 +103,14 @@ class TermsEvaluation:
 
 
 def _variant(framework: str, overheads: str, release: Release | str | None,
-             cpu: dict) -> Variant:
+             cpu: dict, nccl: tuple[str | None, str] = (None, "run")) -> Variant:
     import math
 
     from dgtraces.evaluation.published import validate_published
     from dgtraces.evaluation.validation import validate
 
     spec = Overheads.parse(overheads)
-    pub = validate_published(release, framework, spec)
+    pub = validate_published(release, framework, spec, nccl=nccl[0], nccl_time=nccl[1])
     h = pub.headline()
     if overheads not in cpu:
         cpu[overheads] = validate(release, spec).headline()["measured"]["mape_pct"]
@@ -123,10 +123,12 @@ def _variant(framework: str, overheads: str, release: Release | str | None,
                    pub)
 
 
-def evaluate_terms(release: Release | str | None = None, on_step=None) -> TermsEvaluation:
+def evaluate_terms(release: Release | str | None = None, on_step=None,
+                   nccl: str | None = None, nccl_time: str = "run") -> TermsEvaluation:
     """Every variant (framework none/auto x overheads none/sync/input/sync,input), the
     first being today's predictor; ``release`` (a Release or a version, default latest) is
-    opened once for all of them (its tables read once)."""
+    opened once for all of them (its tables read once); ``nccl``/``nccl_time`` as in
+    :func:`.published.validate_published` (None: each setup's own release)."""
     from dgtraces.store.release import open_if_any
 
     rel = open_if_any(release)
@@ -134,7 +136,7 @@ def evaluate_terms(release: Release | str | None = None, on_step=None) -> TermsE
     out = []
     for fw in FRAMEWORK_CHOICES:
         for ov in OVERHEAD_CHOICES:
-            out.append(_variant(fw, ov, rel, cpu))
+            out.append(_variant(fw, ov, rel, cpu, (nccl, nccl_time)))
             if on_step:
                 on_step(1)
     return TermsEvaluation(tuple(out))
@@ -145,11 +147,12 @@ BEFORE = ("none", "none")  # the predictor before issue #35's defaults
 
 
 def docs_tables(release: Release | str | None, on_step=None,
-                ev: TermsEvaluation | None = None) -> dict[str, str]:
+                ev: TermsEvaluation | None = None, nccl: str | None = None,
+                nccl_time: str = "run") -> dict[str, str]:
     """The docs' generated blocks, from one run of :func:`evaluate_terms` (or ``ev``):
     ``results`` (the published evaluation at the defaults and before them;
     docs/predictor-published.md) and ``terms`` (docs/predictor-overheads.md)."""
-    ev = evaluate_terms(release, on_step) if ev is None else ev
+    ev = evaluate_terms(release, on_step, nccl, nccl_time) if ev is None else ev
     pubs = {(v.framework, v.overheads): v.validation for v in ev.variants}
     parts = []
     for title, key in (("The defaults (`--framework auto --overheads measured`)", DEFAULTS),

@@ -9,8 +9,10 @@ written before the first score; rows it calls not representable are listed with 
 
 Per row, declared in the mapping and never fitted to the rows:
 
-* the setup's model, device, links, NCCL model and algorithm (``nccl``: ``predict``'s default
-  for the GPU, ``comm.algorithm_default``: NCCL's own choice);
+* the setup's model, device, links, NCCL release and algorithm (``nccl``: ``predict``'s default
+  for the GPU, ``comm.algorithm_default``: NCCL's own choice, run by the setup's modelled release,
+  :func:`.published_mapping.nccl_model`, at run time; ``nccl`` / ``nccl_time`` override every
+  setup, e.g. ``"2.7"`` / ``"tuning"``: the model before issue #34);
 * ``--framework auto`` applies the setup's profile, ``none`` none, a name that profile for every
   row; the setup's explicit policy / bucket win over a profile, as on the command line;
 * calibration: the table's own 1-GPU figure via ``--calibrate-img-s`` (that 1-GPU row is then
@@ -45,8 +47,9 @@ from .published_mapping import (
     Setup,
     load_mapping,
     mapped_rows,
+    nccl_model,
 )
-from .published_report import OLDER_SOURCE, PublishedValidation
+from .published_report import MAPPED_NCCL, OLDER_SOURCE, PublishedValidation
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -93,7 +96,8 @@ def _normalise(file: str, row: dict, setup: Setup, notes: str, one_gpu: dict) ->
                 "row_model": row["model"], "row_device": row["device"]}
     metric = "img_s" if base["published_img_s"] is not None else "speedup"
     base.update(file=file, setup=setup.id, setup_profile=setup.profile or "none",
-                loader=setup.loader, nccl_version=setup.nccl_version, metric=metric,
+                loader=setup.loader, nccl_release=setup.nccl_version or setup.nccl_date,
+                metric=metric,
                 published=base[f"published_{metric}"],
                 model=base["row_model"] if setup.model in (None, FROM_ROW) else setup.model,
                 device=base["row_device"] if setup.device in (None, FROM_ROW) else setup.device)
@@ -104,8 +108,9 @@ def _batch(text: str) -> int | None:
     return int(text) if str(text).strip().isdigit() else None
 
 
-def _configure(s: Setup, r: dict, framework: str | None) -> dict:
-    """The setup's options for row ``r`` under ``--framework framework``."""
+def _configure(s: Setup, r: dict, framework: str | None, nccl: tuple[str | None, str]) -> dict:
+    """The setup's options for row ``r`` under ``--framework framework`` and the NCCL override
+    ``nccl`` = (release or None: the setup's own, time)."""
     from dgtraces.reference.frameworks import get_framework
 
     gpus = r["gpus"]
@@ -122,7 +127,12 @@ def _configure(s: Setup, r: dict, framework: str | None) -> dict:
     else:
         profile, why = get_framework(choice), f"--framework {choice} (forced for every row)"
     algo, algo_why = s.algorithm, "the setup's aggregation (scaling_mapping.yaml)"
+    release, nccl_how = None, None
     if algo == NCCL:
+        release, nccl_how = nccl[0], f"--nccl {nccl[0]} (forced for every row)"
+        if release is None:
+            model, nccl_how = nccl_model(s)
+            release = model.key
         from dgtraces.comm.algorithm_default import default_algorithm
 
         c = default_algorithm(r["device"], [intra], [inter], [(gpus, gpn)])
@@ -135,6 +145,7 @@ def _configure(s: Setup, r: dict, framework: str | None) -> dict:
             "bucket_given": int(s.bucket_mib * MIB) if s.bucket_mib is not None
             else DEFAULT_BUCKET_BYTES,
             "profile": profile, "explicit": frozenset(explicit),
+            "nccl": release, "nccl_time": nccl[1], "nccl_how": nccl_how,
             "framework_profile": "none" if profile is None else profile.key,
             "framework_why": why}
 
@@ -153,7 +164,8 @@ def _predict(r: dict, cfg: dict, rel: Release | str | None, overheads) -> dict:
     policy = Policy(cfg["policy_given"], False, cfg["bucket_given"])
     cluster = Cluster(r["gpus"], cfg["gpus_per_node"], cfg["intra"], cfg["inter"],
                       cfg["algorithm"], cfg["servers"], release=rel or "latest",
-                      nics_per_node=cfg["nics_per_node"], algorithm_why=cfg["algorithm_why"])
+                      nics_per_node=cfg["nics_per_node"], algorithm_why=cfg["algorithm_why"],
+                      nccl=cfg["nccl"], nccl_time=cfg["nccl_time"])
     cluster, policy = apply_framework(cfg["profile"], cluster, policy, cfg["explicit"])
     img_1 = r["source_1gpu_img_s"]
     if img_1 is not None:
@@ -180,14 +192,18 @@ def _predict(r: dict, cfg: dict, rel: Release | str | None, overheads) -> dict:
 
 def validate_published(release: Release | str | None = None, framework: str | None = AUTO,
                        overheads=None, *, setups: tuple[Setup, ...] | None = None,
-                       on_step: Callable[[int], None] | None = None) -> PublishedValidation:
+                       on_step: Callable[[int], None] | None = None, nccl: str | None = None,
+                       nccl_time: str = "run") -> PublishedValidation:
     """Predict every row of both shipped scaling tables (see module doc) with the traces of
     ``release`` (an open Release, or a version, default latest), the ``framework`` choice
     (``auto`` = each setup's declared profile, ``none``, or one profile for every row), the
-    ``overheads`` terms (an ``Overheads``; None = none) and the mapping ``setups`` (default
-    the shipped one). ``on_step(1)`` after each row (progress)."""
+    ``overheads`` terms (an ``Overheads``; None = none), the NCCL release ``nccl`` (None: each
+    setup's own, docs/predictor-published.md R1-R5; a modelled release: every setup) at
+    ``nccl_time`` and the mapping ``setups`` (default the shipped one). ``on_step(1)`` after
+    each row (progress)."""
     import pandas as pd
 
+    from dgtraces.comm.nccl import model
     from dgtraces.reference import rows as ref_rows
     from dgtraces.store.release import open_if_any
 
@@ -195,6 +211,8 @@ def validate_published(release: Release | str | None = None, framework: str | No
         from dgtraces.reference.frameworks import get_framework
 
         get_framework(framework, extra=(AUTO,))  # a bad name fails before any work
+    forced = model(nccl, nccl_time)  # UNKNOWN_NCCL / BAD_INPUT before any work
+    choice = (None if nccl is None else forced.version.key, nccl_time)
     rel = open_if_any(release)
     old = ref_rows(OLD_FILE)
     notes = _old_notes(old)
@@ -213,7 +231,7 @@ def validate_published(release: Release | str | None = None, framework: str | No
             base.update(role="not representable", reason=setup.reason)
             continue
         try:
-            cfg = _configure(setup, base, framework)
+            cfg = _configure(setup, base, framework, choice)
             base.update({k: v for k, v in cfg.items() if k not in ("profile", "explicit")})
             base.update(_predict(base, cfg, rel, overheads))
         except DgtracesError as exc:
@@ -231,8 +249,10 @@ def validate_published(release: Release | str | None = None, framework: str | No
     df["error_pct"] = (df["predicted"] / pd.to_numeric(df["published"], errors="coerce")
                        - 1) * 100
     df["ape_pct"] = df["error_pct"].abs()
+    label = (MAPPED_NCCL if nccl is None else f"--nccl {forced.version.key}") + \
+        f", --nccl-time {nccl_time}"
     return PublishedValidation(_with_linear_baseline(df), framework or "none",
-                               "none" if overheads is None else overheads.label)
+                               "none" if overheads is None else overheads.label, label)
 
 
 def _with_linear_baseline(df: pd.DataFrame) -> pd.DataFrame:

@@ -3,8 +3,11 @@
 ``scaling_mapping.yaml`` (beside this module) declares one *setup* per published table: which
 rows it matches (exact column values), whether they are scored or not representable (with the
 reason), and the options they become (model, device, framework profile, policy, bucket,
-algorithm, links, NCCL model, input loader), each with the evidence it was read from. It was
-written before any of its rows was scored (docs/predictor-published.md). This module reads it,
+algorithm, links, NCCL release, input loader), each with the evidence it was read from. It was
+written before any of its rows was scored (docs/predictor-published.md); the NCCL entries were
+revised, before any re-score, when the predictor gained several NCCL releases (issue #34):
+:func:`nccl_model` derives each setup's modelled release by the rules R1-R5 written there. This
+module reads it,
 checks that every option it names exists in the predictor (an unknown one is a typed error
 naming the setup: the evaluation fails loudly, never falls back) and that every row of both
 reference files is matched by exactly one setup.
@@ -15,9 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dgtraces.errors import Code, DgtracesError, Failure
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dgtraces.comm.nccl_versions import NcclVersion
 
 MAPPING_FILE = Path(__file__).with_name("scaling_mapping.yaml")
 NEW_FILE = "scaling/published_scaling.csv"
@@ -30,7 +36,7 @@ GPU_PAIRS = "gpu-pairs"  # ceil(P / 2) parameter servers: one host uplink per tw
 ONE_NODE = "none"  # no inter-node link: the intra link stands in
 FIELDS = ("id", "file", "match", "rows", "status", "reason", "model", "device", "precision",
           "profile", "policy", "bucket_mib", "algorithm", "servers", "intra", "inter",
-          "nics_per_node", "nccl_version", "loader", "evidence")
+          "nics_per_node", "nccl_version", "nccl_date", "loader", "evidence")
 
 
 @dataclass(frozen=True)
@@ -54,7 +60,8 @@ class Setup:
     intra: str | None = None
     inter: str | None = None
     nics_per_node: int = 1
-    nccl_version: str | None = None
+    nccl_version: str | None = None  # the NCCL release stated / cited for the setup
+    nccl_date: str | None = None  # YYYY-MM-DD when no release is found (rule R3)
     loader: str = "unknown"
     evidence: dict[str, str] = field(default_factory=dict)
 
@@ -92,7 +99,9 @@ def load_mapping(path: Path = MAPPING_FILE) -> tuple[Setup, ...]:
         seen.add(sid)
         match = {str(k): tuple(str(x) for x in (v if isinstance(v, list) else [v]))
                  for k, v in (item.get("match") or {}).items()}
-        setup = Setup(**{**item, "match": match, "evidence": dict(item.get("evidence") or {})})
+        nccl = {k: str(item[k]) for k in ("nccl_version", "nccl_date") if item.get(k) is not None}
+        setup = Setup(**{**item, **nccl, "match": match,
+                         "evidence": dict(item.get("evidence") or {})})
         check_setup(setup)
         out.append(setup)
     return tuple(out)
@@ -118,7 +127,6 @@ def check_setup(s: Setup) -> None:
 def _check_options(s: Setup) -> None:
     from dgtraces.comm.collectives import ALGORITHMS
     from dgtraces.comm.links import known_links
-    from dgtraces.comm.nccl_versions import version_for_release
     from dgtraces.models.registry import REGISTRY
     from dgtraces.predict.overheads import LOADERS
     from dgtraces.predict.policy_registry import POLICY_NAMES
@@ -149,11 +157,47 @@ def _check_options(s: Setup) -> None:
         raise _bad(s.id, "servers", "an integer >= 1 or gpu-pairs", s.servers)
     if not isinstance(s.nics_per_node, int) or s.nics_per_node < 1:
         raise _bad(s.id, "nics_per_node", "an integer >= 1", s.nics_per_node)
-    if (s.algorithm == NCCL) != (s.nccl_version is not None):
-        raise _bad(s.id, "nccl_version", "given exactly when the algorithm is nccl",
-                   s.nccl_version)
+    given = [k for k in ("nccl_version", "nccl_date") if getattr(s, k) is not None]
+    if (s.algorithm == NCCL) != (len(given) == 1) or len(given) > 1:
+        raise _bad(s.id, "nccl_version", "exactly one of nccl_version / nccl_date, given "
+                   "exactly when the algorithm is nccl", given)
+    if given:
+        nccl_model(s)  # UNKNOWN_NCCL / BAD_INPUT naming the setup: no such model
+
+
+def nccl_model(s: Setup) -> tuple[NcclVersion, str]:
+    """The modelled NCCL release of setup ``s`` and how it was derived (rules of
+    docs/predictor-published.md): R1 a stated release -> the newest modelled release not newer
+    (``comm.nccl_versions.version_for_release``); R3 a date -> the newest modelled release tagged
+    by then (``version_for_date``); R4 an NCCL 2 release older than every modelled one (2.0-2.3)
+    or a date before the oldest modelled tag -> the oldest model. Anything else (NCCL 1, a
+    major release other than 2, an unparsable value) is UNKNOWN_NCCL naming the setup."""
+    import re
+
+    from dgtraces.comm.nccl_versions import VERSIONS, version_for_date, version_for_release
+
+    def minor(key: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in key.split("."))
+
+    oldest = min(VERSIONS.values(), key=lambda v: minor(v.key))
+    older = f"older than every modelled release: the oldest model, {oldest.key} (R4)"
     if s.nccl_version is not None:
-        version_for_release(s.nccl_version)  # UNKNOWN_NCCL: the predictor has no such model
+        text = s.nccl_version
+        m = re.fullmatch(r"2\.(\d+)(?:\.\d+)?", text)
+        if m is None:
+            raise _bad(s.id, "nccl_version", "not an NCCL 2 release the predictor can model",
+                       text, code=Code.UNKNOWN_NCCL, expected="2.MINOR[.PATCH]")
+        if (2, int(m[1])) < minor(oldest.key):
+            return oldest, f"{text}: {older}"
+        v = version_for_release(text)
+        return v, f"{text} -> {v.key} (R1: the newest modelled release not newer)"
+    date = str(s.nccl_date)
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", date) is None:
+        raise _bad(s.id, "nccl_date", "a date YYYY-MM-DD", date)
+    if date < oldest.released:
+        return oldest, f"{date}: {older}"
+    v = version_for_date(date)
+    return v, f"{date} -> {v.key} (R3: the newest modelled release tagged by then; inferred)"
 
 
 def match_rows(setups: tuple[Setup, ...], file: str,
@@ -197,7 +241,8 @@ def mapping_markdown(setups: tuple[Setup, ...] | None = None) -> str:
         pol = " / ".join(x for x in (s.policy or "", f"{s.bucket_mib:g} MiB"
                                      if s.bucket_mib is not None else "") if x) or "-"
         algo = "-" if s.algorithm is None else (
-            f"nccl ({s.nccl_version})" if s.algorithm == NCCL else
+            f"nccl ({s.nccl_version or s.nccl_date} -> {nccl_model(s)[0].key})"
+            if s.algorithm == NCCL else
             f"{s.algorithm}" + (f", {s.servers} servers" if s.servers != 1 else ""))
         links = "-" if s.intra is None else (f"{s.intra}" if s.inter == ONE_NODE
                                              else f"{s.intra} / {s.inter} x{s.nics_per_node}")

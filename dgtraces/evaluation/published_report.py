@@ -18,6 +18,7 @@ TARGET_RATIO = 0.5  # item 4: MAPE <= 0.5 x linear scaling's MAPE
 TARGET_MIN_ROWS = 8  # ... in each source with at least this many target rows
 TARGET_BIAS_PCT = 5.0  # ... and no source's mean signed error beyond +-5%
 PAIRED = ("dlperf-pytorch-1.6-dataloader", "dlperf-pytorch-1.6-dali")  # item 3's only check
+MAPPED_NCCL = "each setup's release (scaling_mapping.yaml, rules R1-R5)"
 LOSO = ("nothing is fitted to these rows (the sync term's cv comes from the shipped Kineto "
         "trace, the profiles from the frameworks' code, compute from each table's own 1-GPU "
         "figure), so leave-one-source-out equals the in-sample error")
@@ -56,6 +57,7 @@ class PublishedValidation:
     rows: pd.DataFrame  # one row per reference row: scored, calibration, skipped or not
     framework: str = "auto"  # --framework choice (none, auto, or one profile)
     overheads: str = "none"  # --overheads terms added after the DAG
+    nccl: str = f"{MAPPED_NCCL}, --nccl-time run"  # the NCCL model of the nccl setups
 
     def scored(self) -> pd.DataFrame:
         return self.rows[self.rows["role"] == "scored"]
@@ -73,7 +75,7 @@ class PublishedValidation:
     def headline(self) -> dict:
         sc = self.scored()
         s, lin = sc["ape_pct"], sc["linear_ape_pct"].dropna()
-        return {"framework": self.framework, "overheads": self.overheads,
+        return {"framework": self.framework, "overheads": self.overheads, "nccl": self.nccl,
                 "rows": len(s), "mape_pct": float(s.mean()) if len(s) else None,
                 "median_ape_pct": float(s.median()) if len(s) else None,
                 "mean_signed_pct": float(sc["error_pct"].mean()) if len(s) else None,
@@ -139,8 +141,8 @@ class PublishedValidation:
                                              "mean_signed_pct", "linear_mape_pct",
                                              "mape_on_linear_rows_pct", "ratio")}
         lines = [f"predictor vs published multi-GPU results (modelled predictions; "
-                 f"--framework {self.framework}, --overheads {self.overheads}; mapping "
-                 "dgtraces/evaluation/scaling_mapping.yaml)",
+                 f"--framework {self.framework}, --overheads {self.overheads}; NCCL: "
+                 f"{self.nccl}; mapping dgtraces/evaluation/scaling_mapping.yaml)",
                  f"  all sources: MAPE {_f(h['mape_pct'])}%, mean signed error "
                  f"{_f(h['mean_signed_pct'])}% over {h['rows']} scored rows; "
                  f"{h['not_representable_rows']} rows not representable, "
@@ -155,7 +157,7 @@ class PublishedValidation:
         lines += ["DLPerf DataLoader / DALI pairs (input term's only check):",
                   self.paired_check().to_string(index=False, float_format="{:.4f}".format),
                   "per row:"]
-        cols = ["setup", "model", "device", "gpus", "algorithm", "framework_profile",
+        cols = ["setup", "model", "device", "gpus", "algorithm", "nccl", "framework_profile",
                 "metric", "published", "predicted", "error_pct", "linear", "linear_error_pct",
                 "sync_ms", "input_ms", "input_term"]
         lines.append(self.scored()[cols].to_string(index=False, float_format=lambda v:
@@ -178,10 +180,10 @@ class PublishedValidation:
     def to_markdown(self) -> str:
         """The docs' results tables (docs/predictor-published.md), never typed."""
         h = self.headline()
-        out = [f"`--framework {self.framework} --overheads {self.overheads}`: "
-               f"{h['rows']} scored rows, MAPE {_f(h['mape_pct'])}%, mean signed error "
-               f"{_f(h['mean_signed_pct'])}%; linear scaling {_f(h['linear_mape_pct'])}% on "
-               f"its {h['linear_rows']} rows (the predictor "
+        out = [f"`--framework {self.framework} --overheads {self.overheads}` (NCCL: "
+               f"{self.nccl}): {h['rows']} scored rows, MAPE {_f(h['mape_pct'])}%, mean "
+               f"signed error {_f(h['mean_signed_pct'])}%; linear scaling "
+               f"{_f(h['linear_mape_pct'])}% on its {h['linear_rows']} rows (the predictor "
                f"{_f(h['predictor_mape_on_linear_rows_pct'])}% there); "
                f"{h['not_representable_rows']} rows not representable. Leave-one-source-out: "
                f"{LOSO}.", "", "| item 4 target | rows | value | bound | met? |",

@@ -178,19 +178,22 @@ def _nccl_figures(figures: dict, labels: dict, nccl, w, g, li, le, grid: Grid) -
     from ..comm.nccl import fabric_view, model, topology
 
     m = model(grid.nccl, grid.nccl_time)
+    keys = list(zip(w.tolist(), g.tolist(), li.tolist(), le.tolist(), strict=True))
     views = {}
-    for p, q, a, b in set(zip(w.tolist(), g.tolist(), li.tolist(), le.tolist(), strict=True)):
+    for k in {k for k, on in zip(keys, nccl.tolist(), strict=True) if on}:
+        # only NCCL rows: a per-row ring row (e.g. workers not filling nodes) has no NCCL view
+        p, q, a, b = k
         t = topology(int(p), min(int(q), int(p)), a, b, default_nics(b, grid.nics_per_node))
-        views[p, q, a, b] = fabric_view(m, t)
+        views[k] = fabric_view(m, t)
     for side in ("intra", "inter"):
-        used = [views[k][side] for k in zip(w.tolist(), g.tolist(), li.tolist(), le.tolist(),
-                                             strict=True)]
+        used = [views[k][side] if k in views else None for k in keys]
         figures[f"{side}_alpha_us"] = np.where(nccl, np.nan, figures[f"{side}_alpha_us"])
         figures[f"{side}_bandwidth_gb_s"] = np.where(
-            nccl, [f["bandwidth_gb_s"] for f in used], figures[f"{side}_bandwidth_gb_s"])
+            nccl, [np.nan if f is None else f["bandwidth_gb_s"] for f in used],
+            figures[f"{side}_bandwidth_gb_s"])
         text = np.asarray(labels[f"{side}_source"], dtype=object)
-        text = np.where(nccl, [f"NCCL {m.version.key} model: {f['source']}" for f in used],
-                        text)
+        text = np.where(nccl, ["" if f is None else f"NCCL {m.version.key} model: "
+                               f"{f['source']}" for f in used], text)
         labels[f"{side}_source"] = pd.Categorical(text)
 
 

@@ -48,12 +48,16 @@ GOOD = {"id": "x", "file": pm.OLD_FILE, "match": {"update": "nothing"}, "rows": 
 @pytest.mark.parametrize("field,value,code", [
     ("profile", "horovod@0.99", Code.UNKNOWN_FRAMEWORK),
     ("intra", "nvlink9", Code.UNKNOWN_LINK),
-    ("inter", "ib-xdr", Code.UNKNOWN_LINK),
+    ("inter", "opa-100", Code.UNKNOWN_LINK),  # Omni-Path: no preset (ib-xdr is one since #34)
     ("device", "v200", Code.UNKNOWN_DEVICE),
     ("model", "resnet51", Code.UNKNOWN_MODEL),
     ("algorithm", "butterfly", Code.BAD_INPUT),
     ("policy", "eager", Code.BAD_INPUT),
-    ("nccl_version", "2.18.1", Code.BAD_INPUT),
+    ("nccl_version", "1.3.0", Code.UNKNOWN_NCCL),  # NCCL 1: no model (2.18.1 is one since #34)
+    ("nccl_version", "3.1", Code.UNKNOWN_NCCL),  # no NCCL 3
+    ("nccl_version", "latest", Code.UNKNOWN_NCCL),  # a release, not a default
+    ("nccl_date", "May 2019", Code.BAD_INPUT),  # with nccl_version: exactly one of them
+    ("nccl_version", None, Code.BAD_INPUT),  # an nccl setup names its release
     ("loader", "magic", Code.BAD_INPUT),
     ("servers", 0, Code.BAD_INPUT),
     ("colour", "red", Code.BAD_INPUT),
@@ -66,6 +70,30 @@ def test_a_setup_naming_an_option_the_predictor_lacks_fails_loudly(tmp_path, fie
         pm.load_mapping(_write(tmp_path, [dict(good, **{field: value})], "bad.yaml"))
     assert exc.value.code == code
     assert "'x'" in exc.value.message  # names the setup
+
+
+def test_each_setups_nccl_release_becomes_a_modelled_release(tmp_path):
+    """Rules R1-R4 of docs/predictor-published.md (the NCCL revision)."""
+    base = {k: v for k, v in GOOD.items() if k != "nccl_version"}
+    cases = [({"nccl_version": "2.4.8"}, "2.4"), ({"nccl_version": "2.6.3"}, "2.4"),
+             ({"nccl_version": "2.7.3"}, "2.7"), ({"nccl_version": "2.8.4"}, "2.7"),
+             ({"nccl_version": "2.12.10"}, "2.12"), ({"nccl_version": "2.18.1"}, "2.18"),
+             ({"nccl_version": "2.31.2"}, "2.30"), ({"nccl_version": "2.3.7"}, "2.4"),
+             ({"nccl_date": "2017-09-01"}, "2.4"), ({"nccl_date": "2019-05-01"}, "2.4"),
+             ({"nccl_date": "2020-07-01"}, "2.7"), ({"nccl_date": "2023-06-01"}, "2.12"),
+             ({"nccl_date": "2023-10-10"}, "2.18")]
+    for i, (given, key) in enumerate(cases):
+        (s,) = pm.load_mapping(_write(tmp_path, [dict(base, **given)], f"n{i}.yaml"))
+        assert pm.nccl_model(s)[0].key == key, given
+    older = pm.nccl_model(pm.load_mapping(_write(tmp_path, [dict(base, nccl_version="2.3.7")],
+                                                "older.yaml"))[0])[1]
+    assert "R4" in older
+    # every shipped nccl setup resolves; its evidence says 'inferred' exactly for R2 and R3
+    for s in pm.load_mapping():
+        if s.algorithm == pm.NCCL:
+            assert pm.nccl_model(s)[0].key in ("2.4", "2.7", "2.12"), s.id
+            ev = s.evidence["nccl"]
+            assert ("inferred" in ev) is (s.nccl_date is not None or "(rule R2)" in ev), s.id
 
 
 def test_unmatched_or_doubly_matched_rows_fail(tmp_path):

@@ -83,7 +83,9 @@ def test_the_declared_figures_are_what_the_evaluations_give():
         assert {k: want[k] for k in got} == got, (kind, terms)
 
 
-# Printed by the code before issue #35's defaults (main at 0067650), on release 0.5.0:
+# Printed by the code before issue #35's defaults and #34's NCCL releases (main at 0067650), on
+# release 0.5.0; today's flags for that predictor: --overheads none --framework none and NCCL's
+# former model (--nccl 2.7 --nccl-time tuning: #34 reproduces it exactly)
 OLD = {"gpu": (GPU, 316.45909177207),  # dgtraces predict <GPU args> --json: iter_ms
        "cpu": (CPU, 2403.0406979996887),
        "kineto": (["predict", "--run-id",
@@ -92,13 +94,16 @@ OLD = {"gpu": (GPU, 316.45909177207),  # dgtraces predict <GPU args> --json: ite
                    "ib-edr"], 95.18741905525188)}
 
 
+OLD_PREDICTOR = ["--overheads", "none", "--framework", "none", "--nccl", "2.7", "--nccl-time",
+                 "tuning"]
+
+
 @pytest.mark.parametrize("case", sorted(OLD))
 def test_overheads_none_framework_none_gives_the_old_numbers(case):
     import json
 
     args, old_ms = OLD[case]
-    res = CliRunner().invoke(main, args + ["--release", "0.5.0", "--overheads", "none",
-                                           "--framework", "none", "--json"])
+    res = CliRunner().invoke(main, args + ["--release", "0.5.0", *OLD_PREDICTOR, "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     assert out["iter_ms"] == pytest.approx(old_ms, rel=1e-12)
@@ -108,9 +113,10 @@ def test_overheads_none_framework_none_gives_the_old_numbers(case):
 
 
 def test_the_old_published_rows_give_the_old_numbers():
-    """`validate-predictor --published --framework none --overheads none` on the older set
-    (scaling_published.csv) gives what it gave before the mapping (0067650: MAPE over 21
-    rows, linear baseline over 16); with profiles and sync, #26's adopted figure."""
+    """`validate-predictor --published --framework none --overheads none --nccl 2.7
+    --nccl-time tuning` on the older set (scaling_published.csv) gives what it gave before the
+    mapping (0067650: MAPE over 21 rows, linear baseline over 16); with profiles and sync,
+    #26's adopted figure."""
     from dgtraces.evaluation.published import validate_published
     from dgtraces.predict.overheads import Overheads
 
@@ -118,6 +124,7 @@ def test_the_old_published_rows_give_the_old_numbers():
     # (it sends nothing), which changes T1 and so the sync term of the two Horovod rows
     for fw, terms, mape, rel in (("none", "none", 9.655350302125125, 1e-12),
                                  ("auto", "sync", 5.462918873220179, 1e-4)):
-        rows = validate_published("0.5.0", fw, Overheads.parse(terms)).scored()
+        rows = validate_published("0.5.0", fw, Overheads.parse(terms), nccl="2.7",
+                                  nccl_time="tuning").scored()
         old = rows[rows["file"] == "scaling_published.csv"]
         assert len(old) == 21 and old["ape_pct"].mean() == pytest.approx(mape, rel=rel)

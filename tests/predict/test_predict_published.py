@@ -7,7 +7,7 @@ from dgtraces import reference
 from dgtraces._version import __version__
 from dgtraces.comm.linkfit import link_from_fit
 from dgtraces.comm.links import ring_link_from_allreduce
-from dgtraces.errors import DgtracesError
+from dgtraces.errors import Code, DgtracesError
 from dgtraces.evaluation.published import validate_published
 from dgtraces.predict import Cluster, Policy, calibrate, predict_trace, resolve
 from tests.paths import FIXTURES
@@ -207,3 +207,31 @@ def test_nccl_rows_take_the_gpu_default_and_others_their_aggregation(published):
     nccl = rows[rows["algorithm"] == "auto"]
     assert len(nccl[nccl["file"] == "scaling_published.csv"]) == 13
     assert nccl["algorithm_why"].str.len().min() > 0
+
+
+def test_each_nccl_row_runs_its_setups_release(published):
+    """The NCCL revision (docs/predictor-published.md R1-R5): every `auto` row is costed by its
+    setup's modelled release at run time, and the release reaches the prediction: forcing
+    another release for every row (--nccl) changes a multi-node row whose releases choose
+    different algorithms (DLPerf's NGC PyTorch 20.03 at 16 GPUs: 2.4's trees vs 2.7's ring)."""
+    from dgtraces.evaluation.published_mapping import load_mapping, nccl_model
+
+    setups = {s.id: s for s in load_mapping()}
+    rows = published.rows[published.rows["role"].isin(("scored", "calibration"))]
+    nccl = rows[rows["algorithm"] == "auto"]
+    want = nccl["setup"].map(lambda sid: nccl_model(setups[sid])[0].key)
+    assert (nccl["nccl"] == want).all()
+    assert set(nccl["nccl"]) == {"2.4", "2.7", "2.12"} and set(nccl["nccl_time"]) == {"run"}
+    assert (rows.loc[rows["algorithm"] != "auto", "nccl"].isna()).all()
+    assert "rules R1-R5" in published.nccl and "run" in published.nccl
+    forced = validate_published(nccl="2.7", nccl_time="tuning")
+    assert forced.nccl == "--nccl 2.7, --nccl-time tuning"
+    key = ["setup", "gpus"]
+    a, b = (df[df["algorithm"] == "auto"].set_index(key) for df in (rows, forced.rows))
+    assert set(b["nccl"]) == {"2.7"}
+    row = ("dlperf-ngc-pytorch-20.03", 16)
+    assert a.loc[row, "nccl"] == "2.4"
+    assert a.loc[row, "comm_exposed_ms"] > 1.5 * b.loc[row, "comm_exposed_ms"]
+    with pytest.raises(DgtracesError) as exc:
+        validate_published(nccl="2.9.9.9")
+    assert exc.value.code == Code.UNKNOWN_NCCL
