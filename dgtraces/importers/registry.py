@@ -24,6 +24,10 @@ class Importer:
     reads: str  # what it reads (listed by ``dgtraces import --help``)
     writes: tuple[str, ...]  # the tables it produces
     help: str  # the subcommand's help text
+    # layer times attributed from a profiler's trace (scopes, autograd sequence numbers), not
+    # timed around each layer: the predictor ranks such a run after a layer-wise timed run of
+    # the same setup (docs/predictor.md, "Which stored run")
+    attributed: bool = False
 
     @property
     def module(self) -> str:
@@ -48,7 +52,7 @@ IMPORTERS: tuple[Importer, ...] = (
     neither (a plain torch.profiler run of a torch model) is mapped by op order, kind and
     input shapes per ProfilerStep, with GPU kernel time where it has kernels. Everything
     that cannot be attributed is listed, never dropped.
-    """),
+    """, attributed=True),
     Importer("bcaffe", _P + "bcaffe:import_log", "B-Caffe", RUNS,
              """B-Caffe distributed.cpp per-blob log -> runs + layer_timings (provenance published).
 
@@ -79,6 +83,12 @@ IMPORTERS: tuple[Importer, ...] = (
 )
 
 BY_NAME = {i.name: i for i in IMPORTERS}
+
+
+def attributed_prefixes() -> tuple[str, ...]:
+    """``runs.collector_version`` prefixes of the importers whose layer times are attributed
+    from a profiler's trace (:attr:`Importer.attributed`)."""
+    return tuple(f"{i.module} " for i in IMPORTERS if i.attributed)
 
 
 def importer(name: str) -> Importer:

@@ -89,8 +89,9 @@ def _from_run(run_id: str, rel: Release, whole: bool) -> Trace:
 def find_run(model: str, device: str, batch_size: int, precision: str = "fp32",
              release: "Release | str | None" = None) -> str | None:
     """Best stored run for a setup in ``release`` (a Release or a version, default latest;
-    None without a release or a ``runs`` table): see :func:`pick_run`."""
-    return _find_run(model, device, batch_size, precision, _opened(release))
+    None without a release or a ``runs`` table): see :func:`choose_run`."""
+    chosen = _find_run(model, device, batch_size, precision, _opened(release))
+    return None if chosen is None else chosen[0]
 
 
 def _opened(release: "Release | str | None") -> Release | None:
@@ -102,22 +103,37 @@ def _opened(release: "Release | str | None") -> Release | None:
     return open_or_none(release)
 
 
-def _find_run(model, device, batch_size, precision, rel: Release | None) -> str | None:
-    """:func:`find_run` in an open release (None: no release could be opened)."""
+def _find_run(model, device, batch_size, precision, rel: Release | None
+              ) -> tuple[str, str] | None:
+    """:func:`choose_run` in an open release (None: no release could be opened)."""
     runs = _runs_or_none(rel)
     if runs is None:
         return None
     assert rel is not None
-    return pick_run(runs, lambda: rel.cached("layer_timings"), model, device, batch_size,
-                    precision)
+    return choose_run(runs, lambda: rel.cached("layer_timings"), model, device, batch_size,
+                      precision)
 
 
 def pick_run(runs: "pd.DataFrame", timings: "pd.DataFrame | Callable[[], pd.DataFrame]",
              model: str, device: str, batch_size: int, precision: str = "fp32"
              ) -> str | None:
-    """The best of ``runs`` for a setup (measured > reconstructed > published, unflagged
-    first); a run whose layer timings (``timings``, or a function reading them, called only
-    when some run matches) lack layers of its model is never picked (ask for it by run id)."""
+    """The run id of :func:`choose_run` (None: no complete run matches)."""
+    chosen = choose_run(runs, timings, model, device, batch_size, precision)
+    return None if chosen is None else chosen[0]
+
+
+def choose_run(runs: "pd.DataFrame", timings: "pd.DataFrame | Callable[[], pd.DataFrame]",
+               model: str, device: str, batch_size: int, precision: str = "fp32"
+               ) -> tuple[str, str] | None:
+    """The best of ``runs`` for a setup and why: ``(run_id, why)``, ``why`` empty when it was
+    the only candidate. Ranked by, in order: unflagged first; provenance (measured >
+    reconstructed > published); layer-wise timed before profiler-attributed layer times (an
+    importer declared ``attributed``, e.g. kineto: autograd runs backward kernels outside the
+    forward's record_function scopes, so most of the backward is not attributed to layers);
+    then run id. A run whose layer timings (``timings``, or a function reading them, called
+    only when some run matches) lack layers of its model is never picked (ask for it by run
+    id). docs/predictor.md, "Which stored run"."""
+    from dgtraces.importers.registry import attributed_prefixes
     from dgtraces.tables.coverage import incomplete_runs
 
     m = runs[(runs["model"] == model) & (runs["device"] == device)
@@ -130,8 +146,38 @@ def pick_run(runs: "pd.DataFrame", timings: "pd.DataFrame | Callable[[], pd.Data
     if m.empty:
         return None
     rank = m["provenance"].map({p: i for i, p in enumerate(PREFERENCE)}).fillna(9)
-    m = m.assign(_rank=rank, _flag=m["flagged"].astype(bool))
-    return str(m.sort_values(["_flag", "_rank", "run_id"]).iloc[0]["run_id"])
+    attributed = (m["collector_version"].astype(str).str.startswith(attributed_prefixes())
+                  if "collector_version" in m else False)
+    m = m.assign(_flag=m["flagged"].astype(bool), _rank=rank, _attr=attributed)
+    m = m.sort_values(["_flag", "_rank", "_attr", "run_id"])
+    best = m.iloc[0]
+    return str(best["run_id"]), _why(best, m.iloc[1:], (model, device, batch_size, precision))
+
+
+_SHOWN = 3  # other candidates named in the why
+
+
+def _why(best, others: "pd.DataFrame", key: tuple) -> str:
+    """Why ``best`` won over ``others`` (the first ranking key where each differs)."""
+    if others.empty:
+        return ""
+    reasons = []
+    for _, o in others.head(_SHOWN).iterrows():
+        if o["_flag"] != best["_flag"]:
+            why = f"flagged: {o.get('flag_reason') or 'no reason given'}"
+        elif o["_rank"] != best["_rank"]:
+            why = f"{o['provenance']} ranks after {best['provenance']}"
+        elif o["_attr"] != best["_attr"]:
+            why = (f"profiler-attributed layer times ({o['collector_version']}) rank after "
+                   "layer-wise timed ones")
+        else:
+            why = "same rank, run id order"
+        reasons.append(f"{o['run_id']} ({why})")
+    more = len(others) - _SHOWN
+    model, device, batch, precision = key
+    return (f"chosen among {len(others) + 1} stored runs of {model}/{device}/batch {batch}/"
+            f"{precision} over " + ", ".join(reasons)
+            + (f" and {more} more" if more > 0 else "") + " (docs/predictor.md)")
 
 
 def resolve(model: str | None, device: str | None, batch_size: int | None, *,
@@ -172,10 +218,11 @@ def _resolve(model, device, batch_size, precision, rel: Release | None, label: s
         if value is None:
             raise bad(name, "needed unless a run id is given", "a value", None)
     model, device = _spelled(model, device, rel)
-    run_id = _find_run(model, device, batch_size, precision, rel)
-    if run_id is not None:
+    chosen = _find_run(model, device, batch_size, precision, rel)
+    if chosen is not None:
         assert rel is not None
-        return _from_run(run_id, rel, whole)
+        trace = _from_run(chosen[0], rel, whole)
+        return replace(trace, source=f"{trace.source}; {chosen[1]}") if chosen[1] else trace
     from .devices import no_run_at_batch, shape_trace
 
     if device not in gpu_devices():
