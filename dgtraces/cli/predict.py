@@ -13,6 +13,8 @@ from ..comm.collectives import ALGORITHMS as ALGOS  # the collective registry
 from ..comm.fabrics import default_nics
 from ..comm.nccl import MODEL_NAMES as NCCL_ALGOS  # NCCL's tuning model (auto)
 from ..predict.policy_registry import POLICY_NAMES as POLICIES  # the policy registry
+from ..predict.tracedef import H2D_LINK
+from ..reference.devices import UNKNOWN_HOST_LINK
 from . import OutPath, echo, echo_json, model_option
 from .options import (
     deprecated_alias,
@@ -30,8 +32,12 @@ from .options import (
     split_list,
 )
 
-h2d_link_option = click.option("--h2d-link", default="pcie3", show_default=True,
-                         help="Host link of the modelled input copy of GPU traces.")
+h2d_link_option = click.option(
+    "--h2d-link", default=H2D_LINK, show_default=True,
+    help=f"Host link of the modelled input copy of GPU traces: a link preset, or "
+         f"'{H2D_LINK}' = the GPU's own host interface (dgtraces/reference/host_links.csv: "
+         f"pcie3 for K80/P100/V100, pcie4 for A100, pcie5 for H100/H200; "
+         f"{UNKNOWN_HOST_LINK} for a GPU without a row).")
 io_ms_option = click.option("--io-ms", type=float, default=None,
                             help="Input read+decode time per batch.")
 h2d_ms_option = click.option("--h2d-ms", type=float, default=None,

@@ -47,11 +47,12 @@ def check_workers(workers: int) -> int:
 def load_run_trace(run_id: str, release: "Release | str | None" = None, *,
                    whole: bool = True, h2d_link: str | None = None) -> Trace:
     """The Trace of a stored run of ``release`` (a Release or a version, default latest) as
-    the predictor reads it: with ``h2d_link`` (``predict``'s default ``pcie3``, as the
-    export commands pass it) a GPU trace without a stored copy time gets ``predict``'s
-    modelled input copy over that link, so an export and ``predict`` agree (#36); None
-    leaves the copy as stored (the library default: layer compute only). NOT_FOUND for an
-    unknown run, NO_LAYER_TIMINGS for a run that has only whole-model figures."""
+    the predictor reads it: with ``h2d_link`` (``predict``'s default ``"host"``, the GPU's
+    own host link, as the export commands pass it) a GPU trace without a stored copy time
+    gets ``predict``'s modelled input copy over that link, so an export and ``predict``
+    agree (#36); None leaves the copy as stored (the library default: layer compute only).
+    NOT_FOUND for an unknown run, NO_LAYER_TIMINGS for a run that has only whole-model
+    figures."""
     from dgtraces.store.release import as_release
 
     from ..predict.trace import resolve

@@ -311,13 +311,17 @@ def _spelled(model: str, device: str, rel: Release | None) -> tuple[str, str]:
 def with_default_h2d(trace: Trace, link: str = H2D_LINK,
                      release: "Release | str | None" = "latest") -> Trace:
     """For a GPU trace with no host-to-device time, model the input batch's copy over ``link``
-    (alpha + bytes / bandwidth, fp32 input as in the ``layers`` table); labelled in the source.
+    (alpha + bytes / bandwidth, fp32 input as in the ``layers`` table); labelled in the source
+    with the link and why it was used (:data:`H2D_LINK` ``"host"``: the GPU's own host
+    interface, :func:`dgtraces.reference.devices.host_link`; any other name: given).
 
     The copy goes host -> GPU, so ``link`` is the host link (PCIe on x86 hosts), not the
     GPU-GPU ``intra`` link of the cluster: predict, sweep and validation all use it alike."""
     from ..comm.links import get_link
     from ..models import inferred
+    from ..reference.devices import host_link
 
+    link, why = host_link(trace.device) if link == H2D_LINK else (link, "given")
     lk = get_link(link, field="h2d link", release=release)  # UNKNOWN_LINK for any trace
     if trace.h2d_ms > 0 or trace.device not in gpu_devices():
         return trace
@@ -325,5 +329,5 @@ def with_default_h2d(trace: Trace, link: str = H2D_LINK,
     ms = lk.alpha_us / 1000.0 + nbytes / (lk.bandwidth_gb_s * 1e9) * 1000.0
     return replace(trace, h2d_ms=ms,
                    source=f"{trace.source}; h2d modelled: {nbytes} input bytes over {link} "
-                          f"({lk.bandwidth_gb_s:g} GB/s) = {ms:.3f} ms "
+                          f"({lk.bandwidth_gb_s:g} GB/s; {why}) = {ms:.3f} ms "
                           f"(--h2d-ms / --h2d-link override)")

@@ -21,7 +21,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 PREFERENCE = ("measured", "reconstructed", "published")
-H2D_LINK = "pcie3"  # default host link of the modelled input copy of GPU traces
+# default link of the modelled input copy of GPU traces: the word "host" means the GPU's
+# own host interface (reference.devices.host_link: reference/host_links.csv, pcie3 when
+# the GPU has no row); any other value is a link preset
+H2D_LINK = "host"
 
 
 @dataclass(frozen=True)

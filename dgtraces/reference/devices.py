@@ -71,3 +71,22 @@ def device_entry(gpu_name: str, memory_gb: float | None = None) -> dict:
                           "figures in dgtraces/reference"}
     return {"device": key, "name": row["name"], "kind": "gpu", "datasheet": True,
             **{f: _number(row.get(f)) for f in FIGURES}, "source": row["source"]}
+
+
+HOST_LINK_FILE = "host_links.csv"
+UNKNOWN_HOST_LINK = "pcie3"  # a GPU without a host_links.csv row (said so where used)
+
+
+def host_link(device: str | None) -> tuple[str, str]:
+    """``(link, why)``: the host link of a GPU's input copy, its row of ``host_links.csv``
+    (the GPU's own host interface as its datasheet states it: a host of a lower PCIe
+    generation copies slower, ``--h2d-link`` says so), else :data:`UNKNOWN_HOST_LINK`,
+    stated as assumed."""
+    from dgtraces.reference import rows
+
+    for row in rows(HOST_LINK_FILE):
+        if row["device"] == device:
+            return row["h2d_link"], (f"{device}'s host interface, {row['stated']} "
+                                     f"({HOST_LINK_FILE}): {row['source']}")
+    return UNKNOWN_HOST_LINK, (f"no {HOST_LINK_FILE} row for {device}: "
+                               f"{UNKNOWN_HOST_LINK} assumed")

@@ -62,3 +62,46 @@ def test_predict_and_sweep_agree_for_a_gpu_config(empty_store, tmp_path):
     nv = resolve("resnet50", "k80", 64, h2d_link="nvlink2")
     assert nv.h2d_ms == pytest.approx(with_default_h2d(resolve(
         "resnet50", "k80", 64, h2d_link=None), "nvlink2").h2d_ms) and nv.h2d_ms < h2d
+
+
+def test_every_gpu_has_a_declared_host_link_and_unknown_is_pcie3():
+    """Acceptance review #2: the default input-copy link is the GPU's own host interface
+    (reference/host_links.csv), not pcie3 for every GPU; pcie3 only for a GPU without a row."""
+    from dgtraces.comm.links import get_link
+    from dgtraces.reference import gpu_devices, rows
+    from dgtraces.reference.devices import host_link
+
+    declared = {r["device"]: r for r in rows("host_links.csv")}
+    assert set(gpu_devices()) <= set(declared)
+    for row in declared.values():
+        get_link(row["h2d_link"], use_store=False)  # a known preset
+        assert row["source"] and row["stated"] in ("stated", "inferred")
+    assert [host_link(d)[0] for d in ("k80", "v100", "a100", "h100", "h200")] == [
+        "pcie3", "pcie3", "pcie4", "pcie5", "pcie5"]
+    assert host_link("no-such-gpu")[0] == "pcie3"
+
+
+def test_the_default_copy_of_an_h200_trace_runs_over_pcie5(empty_store):
+    link = get_link("pcie5", use_store=False)
+    nbytes = 32 * 3 * 227 * 227 * 4
+    want_ms = link.alpha_us / 1e3 + nbytes / (link.bandwidth_gb_s * 1e9) * 1e3
+    assert abs(with_default_h2d(_trace("h200")).h2d_ms - want_ms) < 1e-12
+    given = get_link("pcie3", use_store=False)
+    assert abs(with_default_h2d(_trace("h200"), "pcie3").h2d_ms - (
+        given.alpha_us / 1e3 + nbytes / (given.bandwidth_gb_s * 1e9) * 1e3)) < 1e-12
+
+
+def test_predict_h200_defaults_to_its_host_link():
+    import json
+
+    from click.testing import CliRunner
+
+    from dgtraces.cli import main
+
+    args = ["predict", "--model", "alexnet", "--device", "h200", "--batch-size", "512",
+            "--json"]
+    default = json.loads(CliRunner().invoke(main, args).output)
+    pcie5 = json.loads(CliRunner().invoke(main, args + ["--h2d-link", "pcie5"]).output)
+    pcie3 = json.loads(CliRunner().invoke(main, args + ["--h2d-link", "pcie3"]).output)
+    assert default["breakdown"]["h2d"] == pcie5["breakdown"]["h2d"]
+    assert default["breakdown"]["h2d"] < pcie3["breakdown"]["h2d"] / 3.9
