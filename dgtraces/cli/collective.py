@@ -18,6 +18,9 @@ from .options import (
 COLLECTIVE_NAMES = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce",
                     "alltoall")
 DEFAULT_SIZES = ("8,64,512,4KiB,32KiB,256KiB,1MiB,4MiB,16MiB,64MiB,256MiB,1GiB")
+# what validate-comm's --nccl default stands for (not the newest release: each log's own)
+VALIDATE_LATEST = ("each reference log's pre-registered release, docs/collectives.md; for a "
+                   "LOG, the newest")
 
 
 def _algorithm_help() -> str:
@@ -110,7 +113,7 @@ def collective(coll, workers, gpus_per_node, intra, inter, nics_per_node, algori
 @click.option("--collective", "coll", default=None,
               help="Default: inferred from the log (see import nccl-tests).")
 @click.option("--algorithm", default="auto", show_default=True, help=_algorithm_help())
-@nccl_options(per_process=True)
+@nccl_options(per_process=True, default_means=VALIDATE_LATEST)
 @click.option("--no-sharp", is_flag=True,
               help="Ignore the reference logs' SHARP (issue #25's model had no CollNet).")
 @click.option("--per-size", is_flag=True, help="Print every size's error.")

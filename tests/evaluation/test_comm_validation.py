@@ -107,3 +107,15 @@ def test_validate_comm_cli_text():
     assert len(heads) == 1 and "nvlink3" in heads[0] and " 2.12 " in heads[0]
     assert sum(1 for x in lines if x.startswith("  ") and " B  measured " in x) >= 100
     assert sum(1 for x in lines if x.startswith("target ")) == 3
+
+
+def test_the_nccl_help_says_what_the_default_runs():
+    """Acceptance review #3: the help said "'latest' = 2.30" while each reference log runs
+    its own pre-registered release."""
+    from dgtraces.comm.nccl_versions import DEFAULT_VERSION
+
+    res = CliRunner().invoke(main, ["validate-comm", "--nccl", "latest", "--json"])
+    ran = {x["nccl"] for x in json.loads(res.output)["logs"]}
+    assert ran != {DEFAULT_VERSION}  # the default runs the logs' own releases
+    text = " ".join(CliRunner().invoke(main, ["validate-comm", "--help"]).output.split())
+    assert f"('latest' = {DEFAULT_VERSION})" not in text
