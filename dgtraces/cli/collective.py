@@ -20,7 +20,8 @@ COLLECTIVE_NAMES = ("allreduce", "allgather", "reducescatter", "broadcast", "red
 DEFAULT_SIZES = ("8,64,512,4KiB,32KiB,256KiB,1MiB,4MiB,16MiB,64MiB,256MiB,1GiB")
 # what validate-comm's --nccl default stands for (not the newest release: each log's own)
 VALIDATE_LATEST = ("each reference log's pre-registered release, docs/collectives.md; for a "
-                   "LOG, the newest")
+                   "LOG, the newest modelled release not newer than a 'NCCL version x.y.z' "
+                   "line it prints, else the newest")
 
 
 def _algorithm_help() -> str:
@@ -113,7 +114,8 @@ def collective(coll, workers, gpus_per_node, intra, inter, nics_per_node, algori
 @click.option("--collective", "coll", default=None,
               help="Default: inferred from the log (see import nccl-tests).")
 @click.option("--algorithm", default="auto", show_default=True, help=_algorithm_help())
-@nccl_options(per_process=True, default_means=VALIDATE_LATEST)
+@nccl_options(per_process="the reference log's; a LOG's nGpus header, else 1",
+              default_means=VALIDATE_LATEST)
 @click.option("--no-sharp", is_flag=True,
               help="Ignore the reference logs' SHARP (issue #25's model had no CollNet).")
 @click.option("--per-size", is_flag=True, help="Print every size's error.")
@@ -128,7 +130,11 @@ def validate_comm(logs, workers, gpus_per_node, intra, inter, nics_per_node, col
     Without LOG: the reference logs, each with the cluster, NCCL release and SHARP setting
     pre-registered in docs/collectives.md (the CC BY 3.0 sweeps shipped in
     dgtraces/reference/nccl-tests and, when present, the unlicensed ones of
-    ../shared/reference/nccl-tests); --nccl overrides every log's release."""
+    ../shared/reference/nccl-tests); --nccl overrides every log's release.
+
+    With LOG: the options win; what they leave open is read from the log (its rank lines,
+    its header's nGpus, a printed 'NCCL version x.y.z' line), and the output says what was
+    read."""
     from dgtraces.evaluation.comm import LogCluster, validate
 
     given = None

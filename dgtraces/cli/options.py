@@ -226,10 +226,11 @@ def nics_option(f: Callable) -> Callable:
                              "efa-p5 32), else 1]")(f)
 
 
-def nccl_options(f: Callable | None = None, *, per_process: bool = False,
+def nccl_options(f: Callable | None = None, *, per_process: bool | str = False,
                  default_means: str | None = None) -> Callable:
     """``--nccl VERSION`` and ``--nccl-time run|tuning`` (comm.nccl.Model); with
-    ``per_process``, ``--gpus-per-process`` (nccl-tests ``-g``); ``default_means``: what the
+    ``per_process``, ``--gpus-per-process`` (nccl-tests ``-g``; default 1, or, when
+    ``per_process`` is a text, None standing for that text); ``default_means``: what the
     default (None) stands for in a command where it is not the newest release."""
     from dgtraces.comm.nccl_versions import DEFAULT_VERSION, VERSIONS
 
@@ -248,10 +249,12 @@ def nccl_options(f: Callable | None = None, *, per_process: bool = False,
                               "channels, pipeline fill, achieved NIC bandwidth); tuning: "
                               "NCCL's ranking time (issue #25's figure with --nccl 2.7).")]
         if per_process:
+            gpp_means = per_process if isinstance(per_process, str) else None
             opts.append(click.option(
-                "--gpus-per-process", default=1, show_default=True, type=int,
+                "--gpus-per-process", default=None if gpp_means else 1,
+                show_default=not gpp_means, type=int,
                 help="GPUs one process drives (nccl-tests -g): their kernels launch one "
-                     "after another."))
+                     "after another." + (f" [default: {gpp_means}]" if gpp_means else "")))
         for opt in reversed(opts):
             g = opt(g)
         return g

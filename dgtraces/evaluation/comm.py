@@ -145,9 +145,13 @@ class CommReport:
 
 
 def user_log(path: str, given: LogCluster
-             ) -> list[tuple[str, LogCluster, list[tuple[int, float]], str]]:
+             ) -> list[tuple[str, LogCluster, list[tuple[int, float]], str, str]]:
     """A user's nccl-tests log: per block (one run each; several sweeps in one file are
-    several blocks), its id, cluster (options, else its rank lines) and points."""
+    several blocks), its id, cluster, points and what was read from the log. The options
+    win; what they leave open comes from the log: ranks and hosts from its rank lines, GPUs
+    per process from its header's ``nGpus`` (else 1), the NCCL release from a printed
+    ``NCCL version x.y.z`` line (the newest modelled release not newer, as the reference
+    logs' rule; else the newest)."""
     from dgtraces.importers.nccl_tests import collective_of, read_log
 
     log = read_log(path)
@@ -162,14 +166,42 @@ def user_log(path: str, given: LogCluster
         if not workers:
             raise DgtracesError(f"{path}: no rank lines; give --workers", code=Code.BAD_FILE)
         hosts = max(1, len({h for _, h, _ in block.ranks}))
+        gpp, nccl, read = _stated(block, given)
         cluster = replace(given, workers=workers,
                           gpus_per_node=given.gpus_per_node or max(1, workers // hosts),
-                          collective=coll)
+                          collective=coll, gpus_per_process=gpp, nccl=nccl)
         several = len(blocks) > 1
         out.append((Path(path).name + (f"#{k}" if several else ""), cluster,
                     list(zip(block.sizes, block.times_us[0], strict=True)),
-                    path + (f" (block {k}, line {block.start})" if several else "")))
+                    path + (f" (block {k}, line {block.start})" if several else ""), read))
     return out
+
+
+def _stated(block, given: LogCluster) -> tuple[int, str | None, str]:
+    """GPUs per process and NCCL release of a log's block (the options' when given, else
+    what the block states) and what was read from it, as text."""
+    from dgtraces.comm.nccl_versions import version_for_release
+
+    read = []
+    gpp = given.gpus_per_process
+    if block.gpus_per_process is not None:
+        used = gpp is None
+        gpp = block.gpus_per_process if used else gpp
+        read.append(f"nGpus {block.gpus_per_process} (line {block.header_line}) -> "
+                    + (f"{gpp} GPUs per process" if used else "not used: --gpus-per-process "
+                       "given"))
+    nccl = given.nccl
+    if block.nccl_version is not None:
+        line, printed = block.nccl_version
+        if nccl is None:
+            nccl = version_for_release(printed).key
+            read.append(f"NCCL version {printed} (line {line}) -> {nccl} (the newest modelled "
+                        "release not newer)")
+        else:
+            read.append(f"NCCL version {printed} (line {line}) not used: --nccl given")
+    elif nccl is None:
+        read.append("no NCCL version line -> the newest modelled release")
+    return gpp or 1, nccl, "; ".join(read)
 
 
 def _evaluate(log_id: str, source: str, c: LogCluster, pts, algorithm: str,
@@ -187,7 +219,7 @@ def _evaluate(log_id: str, source: str, c: LogCluster, pts, algorithm: str,
                              workers=int(c.workers or 1), gpus_per_node=int(c.gpus_per_node or 1),
                              intra=c.intra, inter=c.inter, nics_per_node=c.nics_per_node,
                              algorithm=algo, release=None, nccl=nccl or c.nccl,
-                             nccl_time=nccl_time, gpus_per_process=c.gpus_per_process)
+                             nccl_time=nccl_time, gpus_per_process=c.gpus_per_process or 1)
     errs = [PointError(n, meas, r.time_us, r.algorithm, r.protocol)
             for (n, meas), r in zip(pts, res.rows, strict=True)]
     return LogResult(log_id, source, res.collective, res.workers, c.intra, c.inter, res.nccl,
@@ -207,9 +239,10 @@ def validate(paths=(), given: LogCluster | None = None, *, algorithm: str = "aut
     if paths:
         assert given is not None
         for path in paths:
-            for log_id, cluster, pts, src in user_log(path, given):
+            for log_id, cluster, pts, src, read in user_log(path, given):
                 results.append(_evaluate(log_id, src, cluster, pts, algorithm, nccl,
                                          nccl_time, sharp))
+                notes.append(f"{log_id}: read from the log: {read}")
     else:
         logs, notes = reference_points()
         for log_id, ref in REFERENCE_LOGS.items():

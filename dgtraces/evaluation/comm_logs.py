@@ -42,8 +42,9 @@ SHARED_MAX_BYTES = 1 << 20
 @dataclass(frozen=True)
 class LogCluster:
     """The cluster a log ran on (``None``: from the log's rank lines) and how NCCL ran:
-    release (``None``: the newest modelled), forced algorithm (``auto``: NCCL's choice) and
-    GPUs driven by one process (nccl-tests ``-g``)."""
+    release (``None``: a user's log's printed release, else the newest modelled), forced
+    algorithm (``auto``: NCCL's choice) and GPUs driven by one process (nccl-tests ``-g``;
+    ``None``: a user's log's ``nGpus``, else 1)."""
 
     workers: int | None
     gpus_per_node: int | None
@@ -53,7 +54,7 @@ class LogCluster:
     collective: str | None = None
     nccl: str | None = None
     algorithm: str = "auto"
-    gpus_per_process: int = 1
+    gpus_per_process: int | None = 1
 
 
 @dataclass(frozen=True)

@@ -119,3 +119,49 @@ def test_the_nccl_help_says_what_the_default_runs():
     assert ran != {DEFAULT_VERSION}  # the default runs the logs' own releases
     text = " ".join(CliRunner().invoke(main, ["validate-comm", "--help"]).output.split())
     assert f"('latest' = {DEFAULT_VERSION})" not in text
+
+
+def _sheffield_block(tmp_path, gpus: int, version_line: str | None):
+    """The first sweep of the shipped Sheffield V100 page as a log of its own (nGpus set,
+    an NCCL INFO version line after the rank lines when given)."""
+    raw = (REPO / "dgtraces" / "reference" / "nccl-tests" / "raw" /
+           "sheffield_bessemer_v100pcie_x4_cuda.rst").read_text().splitlines()
+    start = next(i for i, x in enumerate(raw) if x.strip().startswith("# nThread"))
+    end = next(i for i in range(start, len(raw)) if "Avg bus bandwidth" in raw[i])
+    lines = [x.strip() for x in raw[start:end + 1]]
+    lines[0] = lines[0].replace("nGpus 4", f"nGpus {gpus}")
+    if version_line is not None:
+        at = max(i for i, x in enumerate(lines) if x.startswith("#   Rank"))
+        lines.insert(at + 1, version_line)
+    log = tmp_path / f"v100_{gpus}.log"
+    log.write_text("\n".join(lines) + "\n")
+    return log
+
+
+def test_a_users_log_supplies_gpus_per_process_and_its_printed_nccl_release(tmp_path):
+    """Acceptance review #4: the log's nGpus header and a printed 'NCCL version x.y.z' line
+    are used when the options do not give them (the options win)."""
+    log = _sheffield_block(tmp_path, 4, "bessemer-node026:1:1 [0] NCCL INFO NCCL version "
+                                        "2.8.3+cuda11.1")
+
+    def run(*extra):
+        res = CliRunner().invoke(main, ["validate-comm", str(log), "--intra", "pcie3",
+                                        "--json", *extra])
+        assert res.exit_code == 0, res.output
+        return json.loads(res.output)
+
+    read = run()
+    pinned = run("--gpus-per-process", "4", "--nccl", "2.7")
+    assert read["logs"][0]["nccl"] == "2.7"  # 2.8.3 -> the newest modelled not newer
+    assert read["logs"][0]["points"] == pinned["logs"][0]["points"]
+    assert len(read["notes"]) == 1
+    given = run("--gpus-per-process", "1", "--nccl", "2.4")
+    assert given["logs"][0]["nccl"] == "2.4"
+    one = run("--gpus-per-process", "1", "--nccl", "2.7")
+    assert given["logs"][0]["points"] != pinned["logs"][0]["points"]
+    assert one["logs"][0]["points"] != pinned["logs"][0]["points"]  # nGpus 4 was used
+    bare = _sheffield_block(tmp_path, 1, None)
+    res = CliRunner().invoke(main, ["validate-comm", str(bare), "--intra", "pcie3", "--json"])
+    from dgtraces.comm.nccl_versions import DEFAULT_VERSION
+
+    assert json.loads(res.output)["logs"][0]["nccl"] == DEFAULT_VERSION

@@ -51,6 +51,10 @@ SWEEP = re.compile(r"minBytes\s+(\d{1,20})\s+maxBytes\s+(\d{1,20})\s+step:\s*(\d
                    r"\((factor|bytes)\)", re.ASCII)
 # nccl-tests lowers maxBytes to what the GPUs' memory holds, and says so after the header
 REDUCED = re.compile(r"Reducing maxBytes to (\d{1,20})\b", re.ASCII)
+# what a log states about how NCCL ran: the header's GPUs per process (-g) and the release
+# NCCL prints at init ("NCCL INFO NCCL version 2.18.1+cuda12.1" with NCCL_DEBUG=INFO)
+NGPUS = re.compile(r"\bnGpus\s+(\d{1,9})\b", re.ASCII)
+NCCL_VERSION = re.compile(r"\bNCCL version (\d{1,4}\.\d{1,4}\.\d{1,4})", re.ASCII)
 LONG_NUMBER = re.compile(r"\d{21,}", re.ASCII)  # a header or rank line: no count has 21 digits
 # a first cell that claims to be a number: signed, with letters (1e3, 0x10, 8B), inf, nan
 NUMBER_CELL = re.compile(r"[-+]?(\.?\d[0-9a-z.+-]*|inf[a-z]*|nan)",
@@ -128,6 +132,13 @@ class Block:
     ended: bool = False
     skipped: int = 0
     first_skipped: tuple[int, str] | None = None
+    nccl_version: tuple[int, str] | None = None  # (line, x.y.z) of its "NCCL version" line
+
+    @property
+    def gpus_per_process(self) -> int | None:
+        """The header's ``nGpus`` (nccl-tests ``-g``: GPUs one process drives), if stated."""
+        m = NGPUS.search(self.header or "")
+        return int(m[1]) if m else None
 
     def has_content(self) -> bool:
         return self.header is not None or bool(self.ranks) or self.layout is not None
@@ -158,14 +169,22 @@ def read_log(path: str | Path) -> Log:
     blocks: list[Block] = []
     names: dict[str, tuple[int, str]] = {}
     cur = Block(1)
+    pending: tuple[int, str] | None = None  # an "NCCL version" line not yet given a block
     for lineno, raw in lines:
         line = raw.strip()
         if not line:
             continue
         for m in NAMED.finditer(line):
             names.setdefault(m[1], (lineno, m[0]))
+        if "NCCL version" in line and (v := NCCL_VERSION.search(line)) is not None:
+            if cur.ended:  # after a table's summary: the next run's
+                pending = pending or (lineno, v[1])
+            elif cur.nccl_version is None:
+                cur.nccl_version = (lineno, v[1])
         if line.startswith("#"):
             cur = _comment(cur, blocks, line, lineno, file)
+            if pending is not None and not cur.ended:  # a run opened after the summary
+                cur.nccl_version, pending = cur.nccl_version or pending, None
         elif cur.layout is not None:
             _table_line(cur, line, lineno, file)
     blocks.append(cur)
