@@ -149,6 +149,7 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
     from dgtraces.values import bad_value as bad
 
     from ..predict import Cluster, Policy, calibrate, predict_trace, resolve
+    from ..predict.captions import kind_of, requote
     from ..predict.overheads import Overheads, apply_overheads
     from ..predict.trace import run_row
     from ..reference.frameworks import apply_framework, choose_framework
@@ -208,6 +209,8 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
         pred = replace(pred, notes=pred.notes + fit.notes(
             *presets, max((m.nbytes for m in sched.messages), default=0)))
     pred = replace(apply_overheads(pred, trace, spec), framework=chosen.describe())
+    pred = replace(pred, notes=requote(pred.notes, kind_of(trace.device), spec.label,
+                                       pred.cluster, None if profile is None else profile.key))
     if timeline:
         from ..predict.timeline import write_chrome_trace
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import Code, DgtracesError, Failure
 from ..values import finite_results
-from .captions import is_validation_note, kind_of, validation_note
+from .captions import kind_of, requote
 from .dag import Prediction
 from .trace import Trace
 
@@ -240,8 +240,7 @@ def apply_overheads(pred: Prediction, trace: Trace, spec: Overheads,
     breakdown = dict(pred.breakdown, sync_ms=sync, input_ms=inp)
     notes = pred.notes
     if "sync" in spec.terms:  # quote the validation of the same terms
-        note = validation_note(kind_of(trace.device), "sync", pred.cluster)
-        notes = tuple(note if is_validation_note(n) else n for n in notes)
+        notes = requote(notes, kind_of(trace.device), "sync", pred.cluster, None)
     notes = notes + (f"overheads {spec.label} added after the DAG (pre-registered, "
                      "docs/predictor-overheads.md)",)
     return replace(pred, iter_ms=it, throughput_img_s=p * pred.batch_size * 1000.0 / it,

@@ -65,11 +65,11 @@ def test_the_declared_figures_are_what_the_evaluations_give():
     from dgtraces.predict.captions import VALIDATION_ERROR
     from dgtraces.predict.overheads import Overheads
 
-    for (kind, terms), want in VALIDATION_ERROR.items():
+    for (kind, fw, terms), want in VALIDATION_ERROR.items():
         spec = Overheads.parse(terms)
         if kind == "gpu":
-            fw = "auto" if terms == "sync" else "none"
-            assert want["command"].endswith("--published") is (fw == "auto")
+            assert ("--framework none" in want["command"]) is (fw == "none")
+            assert ("--overheads none" in want["command"]) is (terms == "none")
             rows = validate_published(None, fw, spec).scored()
             err = rows["error_pct"]
         else:
@@ -128,3 +128,23 @@ def test_the_old_published_rows_give_the_old_numbers():
                                   nccl_time="tuning").scored()
         old = rows[rows["file"] == "scaling_published.csv"]
         assert len(old) == 21 and old["ape_pct"].mean() == pytest.approx(mape, rel=rel)
+
+
+@pytest.mark.parametrize("framework,overheads,profiles", [
+    ("none", "sync", "none"), ("none", "none", "none"),
+    ("auto", "none", "none"),  # the reconstructed V100 trace implies no profile
+    ("horovod", "none", "auto"), ("pytorch-ddp", "sync", "auto")])
+def test_the_gpu_caption_quotes_the_validation_of_the_same_framework_and_terms(
+        framework, overheads, profiles):
+    """Acceptance review #5: the caption's row was chosen by --overheads only; it is the
+    published validation with the same terms and the same use of framework profiles."""
+    import json
+
+    from dgtraces.predict.captions import VALIDATION_ERROR
+
+    res = CliRunner().invoke(main, GPU + ["--framework", framework, "--overheads", overheads,
+                                          "--json"])
+    assert res.exit_code == 0, res.output
+    (note,) = [n for n in json.loads(res.output)["notes"] if "published multi-GPU rows" in n]
+    want = VALIDATION_ERROR[("gpu", profiles, overheads)]
+    assert f"MAPE {want['mape_pct']:.1f}%" in note and want["command"] in note
