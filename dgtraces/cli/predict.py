@@ -225,19 +225,28 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
         write_kineto_dir(kineto_dir, sched, pred)
     from dgtraces.cli.reproduce import command_line, inputs
 
+    from ..comm.nccl_versions import DEFAULT_VERSION
+    from ..reference.devices import host_link
+
     ctx = click.get_current_context()
     used = {"bucket_mib": bucket_mib, "link_bandwidth_gb_s": link_bandwidth_gb_s,
             "release": pred.dataset_release,  # deprecated spellings applied, release pinned
             "device": device if device is None else pred.trace_device,  # V100 -> v100
             "algorithm": cluster.algorithm,  # the device's default, resolved
             "framework": "none" if profile is None else profile.key,  # as given or inferred
-            "overheads": spec.label}
+            "overheads": spec.label, "nccl": nccl or DEFAULT_VERSION,
+            "h2d_link": host_link(trace.device)[0] if h2d_link == H2D_LINK else h2d_link}
     pred = replace(pred, inputs=inputs(ctx, used))
+    # the pinned profile decides policy and bucket unless they were given
+    decided = frozenset(() if profile is None else {
+        name for name, field in (("policy", "policy"), ("bucket_mib", "bucket_bytes"))
+        if field not in given})
+    command = command_line(ctx, used, decided)
     if as_json:
         fitted = {} if fit is None else {"link_fit": fit.to_dict(*presets)}
-        echo_json({**pred.to_dict(), **fitted, "reproduce": command_line(ctx, used)})
+        echo_json({**pred.to_dict(), **fitted, "reproduce": command})
         return
-    _print_prediction(pred, timeline, gantt, kineto_dir, command_line(ctx, used))
+    _print_prediction(pred, timeline, gantt, kineto_dir, command)
 
 
 def algorithm_for(device, workers, gpus_per_node, intra, inter, algorithm, link_alpha_us,

@@ -68,3 +68,22 @@ def test_parity_title_names_the_rows_behind_each_mape():
     assert head["rows"] == 9 and head["scope"] == "2-worker cpu runs"
     assert f"measured MAPE {head['mape_pct']:.1f}% (n=9: 2-worker cpu runs)" in \
         parity_title(res)
+
+
+def test_reproduce_pins_the_options_that_shape_the_number_at_their_defaults():
+    """Acceptance review #6: options equal to today's default were left out of
+    ``reproduce:`` (--nccl, --nccl-time, --intra, --inter, --h2d-link), so a package with
+    other defaults would re-run another number; each is written, as resolved."""
+    from dgtraces.comm.nccl_versions import DEFAULT_VERSION
+
+    args = ["predict", "--model", "alexnet", "--device", "h200", "--batch-size", "512",
+            "--workers", "8", "--gpus-per-node", "8", "--intra", "nvlink4", "--json"]
+    out = json.loads(CliRunner().invoke(main, args).output)
+    words = shlex.split(out["reproduce"])
+    pinned = {w: words[i + 1] for i, w in enumerate(words) if w.startswith("--")}
+    assert pinned["--nccl"] == DEFAULT_VERSION and pinned["--nccl-time"] == "run"
+    assert pinned["--inter"] == "10gbe" and pinned["--intra"] == "nvlink4"
+    assert pinned["--h2d-link"] == "pcie5"  # the H200's host link, resolved
+    assert {"--overheads", "--framework", "--release", "--algorithm"} <= set(pinned)
+    again = json.loads(CliRunner().invoke(main, [*words[1:], "--json"]).output)
+    assert again["iter_ms"] == pytest.approx(out["iter_ms"], rel=1e-12)
