@@ -13,7 +13,8 @@ before a fit is taken from it.
   validated as ``comm`` rows.
 * A raw nccl-tests log is imported by :mod:`dgtraces.importers.nccl_tests` (its typed
   errors: a truncated log BAD_FILE, a contradictory name BAD_INPUT, ...); a log of another
-  collective than all-reduce is BAD_INPUT: no fit is made from it.
+  collective than all-reduce is BAD_INPUT: no fit is made from it (a log whose first lines
+  name another binary, e.g. ``alltoall_perf``, before any of its rows is read).
 """
 
 from __future__ import annotations
@@ -132,12 +133,19 @@ def _csv_table(path: Path) -> str | None:
             "comm" if {"message_bytes", "time_ms"} <= header else None)
 
 
-def is_nccl_tests(path: Path) -> bool:
-    """Whether ``path`` (a regular file) looks like an nccl-tests log (its header lines)."""
+HEAD_BYTES = 65536  # what is read to recognise a log and the binary it names
+
+
+def _head(path: Path) -> str:
     from dgtraces.io.lines import open_regular
 
     with open_regular(path) as fh:
-        head = fh.read(65536).decode("utf-8", errors="replace")
+        return fh.read(HEAD_BYTES).decode("utf-8", errors="replace")
+
+
+def is_nccl_tests(path: Path) -> bool:
+    """Whether ``path`` (a regular file) looks like an nccl-tests log (its header lines)."""
+    head = _head(path)
     return "# Using devices" in head or bool(re.search(r"^#\s*nThread\s+\d+", head, re.M))
 
 
@@ -145,7 +153,15 @@ def nccl_tests_fit(path: Path, workers: int | None) -> dict:
     """The allreduce fit of a raw nccl-tests log, with the importer's typed errors; a log
     of another collective is BAD_INPUT."""
     from ..importers.nccl_tests import import_log
+    from ..importers.nccl_tests.reader import NAMED
 
+    # a log naming another binary (alltoall_perf) is refused before its rows are read: its
+    # rows may be what an all-reduce row cannot be (all-to-all's 0-byte sizes)
+    named = sorted({m[1] for m in NAMED.finditer(_head(path))} - {"all_reduce"})
+    if named:
+        raise bad(f"an nccl-tests log of {', '.join(f'{n}_perf' for n in named)} (named in its "
+                  "first lines); a link fit needs an all-reduce log (all_reduce_perf)",
+                  named[0], "allreduce", column="collective")
     imported = import_log(path)
     if imported.collective != "allreduce":
         raise bad(f"an nccl-tests {imported.collective} log ({imported.collective_how}); a "

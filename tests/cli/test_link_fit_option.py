@@ -68,6 +68,29 @@ def test_collective_refuses_a_log_of_another_collective():
     assert getattr(res.exception, "code", None) == "BAD_INPUT", res.output
 
 
+ALLTOALL = "\n".join([  # the NIG page's all-to-all log, cut short (its 0-byte first row)
+    "# nThread 1 nGpus 2 minBytes 2 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20",
+    "#",
+    "# Using devices",
+    *(f"#  Rank  {r} Group  0 Pid {r // 2} on igt00{r // 2} device  {r % 2} [0x1{r}] "
+      "Tesla V100-SXM2-16GB" for r in range(4)),
+    "#",
+    "# size count type redop root time algbw busbw #wrong time algbw busbw #wrong",
+    "# (B) (elements) (us) (GB/s) (GB/s) (us) (GB/s) (GB/s)",
+    "0 0 float none -1 24.28 0.00 0.00 0 18.51 0.00 0.00 N/A",
+    "16 1 float none -1 24.52 0.00 0.00 0 24.88 0.00 0.00 N/A", ""])
+
+
+def test_an_all_to_all_log_is_refused_as_not_all_reduce_before_its_rows(tmp_path):
+    """Acceptance review #7: a real all-to-all log (its 0-byte rows) was PLAUSIBILITY; the
+    binary it names makes it BAD_INPUT first, whatever its rows."""
+    log = tmp_path / "nig.txt"
+    log.write_text("# job: mpirun ./alltoall_perf -b 2 -e 1K -f 2 -g 2\n" + ALLTOALL)
+    res = run("collective", "--workers", "4", "--link-fit", str(log), "--sizes", "512")
+    assert getattr(res.exception, "code", None) == "BAD_INPUT", res.output
+    assert res.exception.failures[0].column == "collective"
+
+
 BASE = ["--device", "k80", "--workers", "4", "--gpus-per-node", "2"]
 
 
