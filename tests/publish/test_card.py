@@ -185,3 +185,30 @@ def test_built_package_ships_the_card_fragments(tmp_path):
     frags = REPO / "cards" / "fragments"
     assert n == len(list(frags.glob("*.md"))) == 4  # published, reconstruction, kernels, 3
     assert figures == sorted(p.name for p in frags.glob("*.png"))
+
+
+def test_the_published_fragment_names_every_table_with_published_rows_and_counts_none():
+    """Acceptance review #8: the fragment typed '4 (k80, v100, p100, h200)' devices (the
+    release has 12 published) and left out the kernels table; the counts are the card's
+    generated "Provenance of rows" table, the fragment names each table's sources."""
+    import re
+
+    rel = release.Release.open(None)
+    stats = cards.provenance_stats(rel)
+    published = {t for t, s in stats.items() if s["provenance"].get("published")}
+    text = dict(cards.fragments(REPO / "cards" / "fragments", stats))["published.md"]
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    named = {re.match(r"\| `(\w+)`", line)[1] for line in rows}
+    assert published <= named | {"layer_timings"}  # named with its runs
+    assert "kernels" in named and all(line.count("|") == 4 for line in rows)  # no rows column
+
+
+def test_the_collectives_not_done_list_names_no_option_the_commands_have():
+    """Acceptance review #8: 'Not done (issue #34)' listed --link-fit in collective and
+    sweep after both had it."""
+    doc = (REPO / "docs" / "collectives.md").read_text()
+    section = doc.split("## Not done (issue #34)")[1].split("\n## ")[0]
+    for command in ("collective", "sweep"):
+        options = {o for p in main.get_command(None, command).params for o in p.opts}
+        assert not [o for o in options if f"`{o}` in `{command}`" in section
+                    or f"`{o}` in `collective` and `{command}`" in section]
