@@ -95,7 +95,8 @@ def collective(coll, workers, gpus_per_node, intra, inter, nics_per_node, algori
                    f"{r.algorithm:>14}  {r.protocol:>6}  {version}")
     for side, link in res.links.items():
         bw = link.get("bandwidth_gb_s")
-        extra = (f", achieved {link['achieved_gb_s']:.4g} GB/s per NIC"
+        extra = (f", achieved {link['achieved_gb_s']:.4g} GB/s per NIC ("
+                 f"{link.get('achieved_source') or 'no source'})"
                  if link.get("achieved_gb_s") else "")
         echo(f"# {side}: {link['link']} {bw:.4g} GB/s{extra} ({link['source']})")
     for note in res.notes:

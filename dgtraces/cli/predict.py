@@ -305,7 +305,8 @@ def _print_prediction(pred, timeline, gantt, kineto_dir=None, command: str = "")
         if nccl:  # NCCL's model uses its own view of the fabric (docs/collectives.md)
             f = nccl[side]
             extra = (f", achieved {f['achieved_gb_s']:.4g} GB/s x {f['nics_per_node']} per "
-                     "node" if f.get("achieved_gb_s") else "")
+                     f"node ({f.get('achieved_source') or 'no source'})"
+                     if f.get("achieved_gb_s") else "")
             echo(f"{side}: {f['link']} ({f['class']}) {f['bandwidth_gb_s']:.4g} GB/s "
                  f"in NCCL {nccl['version']}{extra} ({f['source']})")
             continue

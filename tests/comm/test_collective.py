@@ -215,3 +215,18 @@ def test_vectorised_nccl_cost_equals_the_scalar_choice(intra, inter, workers, gp
         assert v == pytest.approx(nccl.choose(nccl.KINDS["allreduce"], t, n, forced, m)[0]
                                   / 1000.0, rel=1e-12, abs=0.0)
     assert vec[sizes == 0][0] == 0.0
+
+
+@pytest.mark.parametrize("inter", ["efa-p5", "efa-p4d"])
+def test_the_text_output_says_where_the_achieved_bandwidth_comes_from(inter):
+    """Acceptance review #10: the JSON's achieved_source ('line rate assumed' for efa-p5)
+    was missing from the text output of collective and predict."""
+    args = ["--workers", "16", "--intra", "nvlink4", "--inter", inter]
+    out = json.loads(CliRunner().invoke(main, ["collective", *args, "--json"]).output)
+    source = out["links"]["inter"]["achieved_source"]
+    text = CliRunner().invoke(main, ["collective", *args]).output
+    assert source in " ".join(text.split())
+    pred = CliRunner().invoke(main, ["predict", "--model", "resnet50", "--device", "v100",
+                                     "--batch-size", "64", "--gpus-per-node", "8", *args])
+    assert pred.exit_code == 0, pred.output
+    assert source in " ".join(pred.output.split())
