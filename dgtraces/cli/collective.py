@@ -174,8 +174,12 @@ def validate_comm(logs, workers, gpus_per_node, intra, inter, nics_per_node, col
     echo(f"algorithm {report.algorithm}, NCCL time {report.nccl_time}; MAPE over "
                f"sizes >= 1 MiB and < 1 MiB of the out-of-place time")
     for t in report.targets():
+        if t.value is None:
+            echo(f"target {t.name} <= {t.limit:.0%}: n/a (no sizes in its range in the "
+                 f"{t.of} scored log{'s' if t.of != 1 else ''})")
+            continue
         echo(f"target {t.name} <= {t.limit:.0%}: {_pct(t.value)} "
-                   f"({'met' if t.met else 'not met'})")
+             f"({'met' if t.met else 'not met'}; over {t.logs} of {t.of} scored logs)")
     for log_id, why in report.unscored:
         echo(f"not scored: {log_id}: {why}")
     for note in report.notes:

@@ -90,9 +90,14 @@ class LogResult:
 
 @dataclass(frozen=True)
 class Target:
+    """A target's statistic over the scored logs that have sizes in its range (``logs`` of
+    the ``of`` scored logs expected; None: none has such sizes)."""
+
     name: str
     value: float | None
     limit: float
+    logs: int = 0
+    of: int = 0
 
     @property
     def met(self) -> bool:
@@ -106,6 +111,7 @@ class CommReport:
     logs: list[LogResult]
     unscored: list[tuple[str, str]] = field(default_factory=list)  # (log_id, why)
     notes: list[str] = field(default_factory=list)
+    expected: int | None = None  # scored logs the targets are meant over (None: those given)
 
     def _scored(self, attr: str) -> list[float]:
         return [v for x in self.logs if x.scored and (v := getattr(x, attr)) is not None]
@@ -126,7 +132,13 @@ class CommReport:
         return statistics.median(vals) if vals else None
 
     def targets(self) -> list[Target]:
-        return [Target(name, getattr(self, attr), limit) for name, attr, limit in TARGETS]
+        """Each target over the scored logs with sizes in its range, of :attr:`expected`
+        (the reference logs scored when all were read; absent ones are not counted)."""
+        of = self.expected if self.expected is not None else sum(x.scored for x in self.logs)
+        return [Target(name, getattr(self, attr), limit,
+                       len(self._scored("mape_small" if attr.endswith("small")
+                                        else "mape_large")), of)
+                for name, attr, limit in TARGETS]
 
     def to_dict(self) -> dict:
         return {"algorithm": self.algorithm, "nccl_time": self.nccl_time,
@@ -257,7 +269,8 @@ def validate(paths=(), given: LogCluster | None = None, *, algorithm: str = "aut
             results.append(res)
             if not ref.scored:
                 unscored.append((log_id, ref.why))
-    return CommReport(algorithm, nccl_time, results, unscored, notes)
+    expected = None if paths else sum(r.scored for r in REFERENCE_LOGS.values())
+    return CommReport(algorithm, nccl_time, results, unscored, notes, expected)
 
 
 def write_plot(report: CommReport, path: str) -> None:

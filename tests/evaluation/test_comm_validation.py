@@ -165,3 +165,21 @@ def test_a_users_log_supplies_gpus_per_process_and_its_printed_nccl_release(tmp_
     from dgtraces.comm.nccl_versions import DEFAULT_VERSION
 
     assert json.loads(res.output)["logs"][0]["nccl"] == DEFAULT_VERSION
+
+
+def test_targets_say_how_many_scored_logs_they_are_over(monkeypatch):
+    """Acceptance review #11/#12: without ../shared a target was printed over 4 of the 9
+    scored logs without saying so; a log without sizes < 1 MiB printed 'n/a (not met)'."""
+    from dgtraces.evaluation import comm, comm_logs
+
+    monkeypatch.setattr(comm_logs, "SHARED", None)
+    targets = validate().targets()
+    assert [(t.logs, t.of) for t in targets] == [(4, 9)] * 3
+    large = [p for p in validate([str(AR)], LogCluster(None, None, "nvlink4")).logs[0].points
+             if p.message_bytes >= comm.MIB]
+    only = comm.CommReport("auto", "run", [comm.LogResult("big", "-", "allreduce", 8, "nvlink4",
+                                                          "-", "2.30", large)])
+    small = only.targets()[2]
+    assert small.value is None and (small.logs, small.of) == (0, 1)
+    res = CliRunner().invoke(main, ["validate-comm"])
+    assert res.exit_code == 0 and "(not met)" not in res.output
