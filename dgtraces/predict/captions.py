@@ -41,6 +41,9 @@ CPU_VALIDATION_SETTINGS = ("2 workers on one host, the collector's own gloo all-
                            "copies over cpu-memcpy, shared cores when the workers fill them")
 
 
+SIGN = "negative = predicted too fast"  # of an iteration-time error, in both notes
+
+
 def kind_of(device: str | None) -> str:
     """``gpu`` for a GPU of the device registry, else ``cpu``."""
     from dgtraces.reference import gpu_devices
@@ -65,12 +68,14 @@ def validation_note(kind: str, terms: str, cluster: dict | None = None,
     e = VALIDATION_ERROR[validation_key(kind, framework, terms)]
     span = (f"{e['min_pct']:+.1f}% to {e['max_pct']:+.1f}% (mean {e['mean_pct']:+.1f}%, "
             f"MAPE {e['mape_pct']:.1f}%; `{e['command']}`)")
-    if kind == "gpu":
+    if kind == "gpu":  # the same rows' iteration-time error: time = 1 / throughput
+        lo, hi = (100.0 * (100.0 / (100.0 + e[k]) - 1.0) for k in ("max_pct", "min_pct"))
         return (f"on the {e['rows']} published multi-GPU rows scored, predicted throughput was "
-                f"off by {span}: positive = too fast, so this iteration time is more likely too "
-                "short than too long (docs/predictor-published.md)")
+                f"off by {span}, i.e. predicted iteration time by {lo:+.1f}% to {hi:+.1f}% "
+                f"({SIGN}), so this iteration time is more likely too short than too long "
+                "(docs/predictor-published.md)")
     text = (f"on the {e['rows']} measured CPU rows, predicted iteration time was off by "
-            f"{span}; they were predicted with: {CPU_VALIDATION_SETTINGS}")
+            f"{span} ({SIGN}); they were predicted with: {CPU_VALIDATION_SETTINGS}")
     if cluster is None:
         return text
     st = cluster.get("staging")

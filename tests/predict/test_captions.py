@@ -148,3 +148,17 @@ def test_the_gpu_caption_quotes_the_validation_of_the_same_framework_and_terms(
     (note,) = [n for n in json.loads(res.output)["notes"] if "published multi-GPU rows" in n]
     want = VALIDATION_ERROR[("gpu", profiles, overheads)]
     assert f"MAPE {want['mape_pct']:.1f}%" in note and want["command"] in note
+
+
+def test_both_notes_give_the_iteration_time_error_with_its_sign():
+    """Acceptance review #13: the GPU note gave a throughput error (positive = too fast), the
+    CPU note a time error with no sign meaning (negative = too fast); both now give the
+    iteration-time error and say what its sign means."""
+    from dgtraces.predict.captions import SIGN, VALIDATION_ERROR
+
+    (gpu,) = [n for n in _notes(GPU) if "published multi-GPU rows" in n]
+    (cpu,) = [n for n in _notes(CPU) if "measured CPU rows" in n]
+    e = VALIDATION_ERROR[("gpu", "none", "sync")]  # the reconstructed V100 trace: no profile
+    lo, hi = (100 * (100 / (100 + e[k]) - 1) for k in ("max_pct", "min_pct"))
+    assert f"iteration time by {lo:+.1f}% to {hi:+.1f}% ({SIGN})" in gpu
+    assert lo < 0 < hi and SIGN in cpu
