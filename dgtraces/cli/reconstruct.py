@@ -14,7 +14,8 @@ from .progress import working
 
 @click.command()
 @click.option("--device", default=None, help="Device key: with calibration rows (k80, v100) "
-              "for roofline-1.1; any GPU with datasheet peaks and SMs for kernels-2.x.")
+              "for roofline-1.1; any GPU with datasheet peaks and SMs "
+              "(dgtraces/reference/gpu_sms.csv) for kernels-2.x and kernels-3.")
 @model_option(default=None)
 @click.option("--batch-size", type=int, default=None, help="Per-device batch size (> 0).")
 @click.option("--precision", default="fp32", show_default=True,
@@ -49,8 +50,10 @@ from .progress import working
 def reconstruct(device, model, batch_size, precision, out, as_csv, report, release,
                 fragment, method, framework, figure, refit) -> None:
     """Reconstruct a per-layer training trace (provenance=reconstructed), or --report the
-    method's fit and its error against the release's stored measured CPU runs and the
-    B-Caffe logs (nothing is measured on this machine)."""
+    method's fit and its error, from the release's stored rows (nothing is measured on this
+    machine): roofline-1.1 against the measured CPU runs and the B-Caffe logs; kernels-2.x
+    against the DeepBench kernels (leave-one-out); kernels-3 its pre-registered clauses
+    (docs/reconstruction-kernels3.md)."""
     from ..errors import DgtracesError
 
     if refit and not (report and method == "kernels-3"):

@@ -202,3 +202,28 @@ def test_report_for_an_unknown_release_raises(tmp_store):
     assert exc.value.code == "NOT_FOUND"
     res = CliRunner().invoke(main, ["reconstruct", "--report", "--release", "9.9.9"])
     assert res.exit_code != 0 and res.exception.code == "NOT_FOUND"
+
+
+def test_the_no_calibration_hint_and_the_help_name_the_newest_method():
+    """Acceptance review #14/#15: NO_CALIBRATION pointed to the superseded kernels-2.0 and
+    `reconstruct --help` named kernels-2.x only; both name kernels-3, which reconstructs
+    the device."""
+    import re
+
+    from click.testing import CliRunner
+
+    from dgtraces.cli import main
+    from dgtraces.reconstruct.roofline.calibration import calibrate
+
+    with pytest.raises(DgtracesError) as exc:
+        calibrate("h200")
+    assert exc.value.code == "NO_CALIBRATION"
+    (hinted,) = re.findall(r"--method (\S+?)`", str(exc.value))
+    command = main.get_command(None, "reconstruct")
+    methods = next(p for p in command.params if p.name == "method").type.choices
+    assert hinted == methods[-1] == "kernels-3"
+    res = CliRunner().invoke(main, ["reconstruct", "--method", hinted, "--device", "h200",
+                                    "--model", "alexnet", "--batch-size", "32"])
+    assert res.exit_code == 0, res.output
+    device_help = next(p for p in command.params if p.name == "device").help
+    assert "kernels-3" in device_help

@@ -151,7 +151,7 @@ def calibrate(device: str) -> Calibration:
         raise DgtracesError(f"no fp32 calibration rows for device {device!r} in "
                             f"{CALIBRATION_SOURCE}: its whole-model fp32 throughputs there "
                             "would constrain roofline-1.1 (`dgtraces reconstruct --method "
-                            "kernels-2.0` models any GPU with datasheet peaks and an SM count)",
+                            "kernels-3` models any GPU with datasheet peaks and an SM count)",
                             code=Code.NO_CALIBRATION)
     result = fit(dev, [observation(r) for r in rows], winograd=device in WINOGRAD_DEVICES)
     amp_rows = tuple(r for r in calibration_rows(device) if r.model == AMP_MODEL)
