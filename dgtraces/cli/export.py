@@ -72,7 +72,7 @@ def _trace(run_id, release, raw_layer_times, io_ms, h2d_ms, h2d_link):
 @click.option("--inter", default="10gbe", show_default=True, help=inter_help())
 @nics_option
 @nccl_options
-@framework_option()
+@framework_option(wins=None)  # no grouping options: the profile is recorded, not exported
 @overheads_options
 @click.option("--out", type=OutPath(writes=("{}", "{}.meta.json"), dir_okay=False),
               required=True, help="Workload file; a <out>.meta.json sidecar is written beside it.")

@@ -148,17 +148,19 @@ def gbit_to_gbyte(gbit_s: float) -> float:
 
 
 def framework_option(auto_help: str = "the profile the trace's run implies (its source or "
-                     "metadata); none when not inferable") -> Callable:
+                     "metadata); none when not inferable",
+                     wins: str | None = "--policy/--bucket-mib/--algorithm") -> Callable:
     """``--framework auto|NAME[@VERSION]|none`` (the profiles of ``reference.frameworks``;
     ``auto`` is the default, ``none`` the predictor without a profile). Unknown names are
-    UNKNOWN_FRAMEWORK with a did-you-mean."""
+    UNKNOWN_FRAMEWORK with a did-you-mean. ``wins``: the command's own options that override
+    a profile's settings when given (None: it has none; the help then names none)."""
     from ..reference.frameworks import AUTO, NAMES
 
     choices = " | ".join((AUTO,) + NAMES)
+    win = f"; explicit {wins} win" if wins else ""
     return click.option("--framework", default=AUTO, show_default=True,
                         help=f"Framework profile: {choices}; auto = {auto_help} "
-                             "(NAME@VERSION for an older row; explicit --policy/--bucket-mib/"
-                             "--algorithm win).")
+                             f"(NAME@VERSION for an older row{win}).")
 
 
 def overheads_options(f: Callable) -> Callable:

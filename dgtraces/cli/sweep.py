@@ -99,7 +99,7 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
 @click.option("--calibrate-img-s", type=float, default=None,
               help="Scale compute so that 1 worker runs at this many img/s (one model and "
                    "one batch size only; lets datasheet-only devices such as a100 sweep).")
-@framework_option()
+@framework_option(wins="--policies/--bucket-mib/--algorithms")
 @overheads_options
 @click.option("--out", type=OutPath(writes=("{}",), dir_okay=False), default=None,
               help="Write all rows to .parquet or .csv.")
@@ -299,7 +299,8 @@ def _write_frame(df, out: str) -> None:
 @click.option("--json", "as_json", is_flag=True,
               help="Print the headline, per-model, per-policy and per-row results as JSON "
                    "(with --published: {measured, published}).")
-@framework_option("each published setup's declared profile (evaluation/scaling_mapping.yaml)")
+@framework_option("each published setup's declared profile (evaluation/scaling_mapping.yaml)",
+                  wins=None)
 @overheads_options
 @nccl_options(default_means="each published setup's own release, docs/predictor-published.md")
 @click.option("--markdown", is_flag=True,

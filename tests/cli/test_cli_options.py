@@ -45,3 +45,22 @@ def test_release_latest_sentinel_and_registry_choices():
     helptext = run("predict", "--help").output
     for name in ALGORITHMS + POLICY_NAMES:
         assert name in helptext
+
+
+def test_the_framework_help_names_only_options_its_command_has():
+    """Acceptance review #16: export-astra-sim's --framework said explicit
+    --policy/--bucket-mib/--algorithm win, and it has none of them."""
+    import re
+
+    checked = 0
+    for name in main.list_commands(None):
+        command = main.get_command(None, name)
+        fw = next((p for p in command.params if p.name == "framework"), None)
+        if fw is None or not hasattr(command, "params"):
+            continue
+        opts = {o for p in command.params for o in p.opts}
+        m = re.search(r"explicit (\S+) win", fw.help or "")
+        named = m[1].split("/") if m else []
+        assert all(o in opts for o in named), (name, named)
+        checked += 1
+    assert checked >= 5
