@@ -114,8 +114,21 @@ def _params(rows: "pd.DataFrame") -> list[str]:
         val = r["value_frac"] if r["name"] == "e_mem" else r["value_us"]
         unit = "" if r["name"] == "e_mem" else " us"
         who = r["device"] if isinstance(r["device"], str) else r["family"]
-        out.append(f"  {r['scope']} {who} {r['name']}={val:.4g}{unit} ({r['basis']})")
+        shown, at = _bounded(r["name"], float(val))
+        out.append(f"  {r['scope']} {who} {r['name']}={shown}{unit}{at} ({r['basis']})")
     return out
+
+
+def _bounded(name: str, value: float) -> tuple[str, str]:
+    """A stage-F constant as printed: at a bound of its box (within 1e-6 of the box's width),
+    the bound and which one (a fitted 9.4e-11 us is the lower bound 0, not a figure)."""
+    from dgtraces.reconstruct.kernels3.stagef import E_MEM, FLOOR_US, OVERHEAD_US
+
+    box = {"e_mem": E_MEM, "floor": FLOOR_US}.get(name, OVERHEAD_US)
+    for bound, side in zip(box, ("lower", "upper"), strict=True):
+        if abs(value - bound) <= 1e-6 * (box[1] - box[0]):
+            return f"{bound:g}", f" (at the {side} bound)"
+    return f"{value:.4g}", ""
 
 
 def refit(rel: "Release", progress: Callable[[str], None]) -> "pd.DataFrame":

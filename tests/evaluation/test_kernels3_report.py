@@ -93,3 +93,19 @@ def test_docs_and_card_quote_the_stored_figures():
     assert "**Adoption: not adopted.**" in results and not adoption(list(figs.values()))[0]
     card = (REPO / "cards" / "fragments" / "reconstruction_kernels3.md").read_text()
     assert card == "\n".join(markdown(rows, "0.6.0")) + "\n"
+
+
+def test_a_constant_at_its_bound_prints_as_the_bound():
+    """Acceptance review #17: the report printed 'framework caffe overhead=9.358e-11 us'
+    (the fit at its lower bound 0, as the docs say)."""
+    import re
+
+    from click.testing import CliRunner
+
+    from dgtraces.cli import main
+
+    res = CliRunner().invoke(main, ["reconstruct", "--report", "--method", "kernels-3"])
+    assert res.exit_code == 0, res.output
+    shown = [float(x) for x in re.findall(r"^  framework \S+ overhead\S*=(\S+) us", res.output,
+                                          re.M)]
+    assert shown and 0.0 in shown and all(x == 0.0 or x >= 1e-3 for x in shown)
