@@ -85,6 +85,7 @@ class PublishedValidation:
                 if len(lin) else None,
                 "pred_linear_rows": int(sc["pred_linear"].sum()),
                 "pred_exact_linear_rows": int(sc["pred_exact_linear"].sum()),
+                "calibration_rows": int((self.rows["role"] == "calibration").sum()),
                 "not_representable_rows": int((self.rows["role"] == "not representable").sum()),
                 "skipped_rows": int((self.rows["role"] == "skipped").sum()),
                 "leave_one_source_out": LOSO}
@@ -145,8 +146,10 @@ class PublishedValidation:
                  f"{self.nccl}; mapping dgtraces/evaluation/scaling_mapping.yaml)",
                  f"  all sources: MAPE {_f(h['mape_pct'])}%, mean signed error "
                  f"{_f(h['mean_signed_pct'])}% over {h['rows']} scored rows; "
+                 f"{h['calibration_rows']} 1-GPU rows used as anchors (calibration), "
                  f"{h['not_representable_rows']} rows not representable, "
-                 f"{h['skipped_rows']} skipped", self._baseline_line(h),
+                 f"{h['skipped_rows']} skipped ({len(self.rows)} rows in all)",
+                 self._baseline_line(h),
                  f"  leave-one-source-out: {LOSO}", "item 4 targets:"]
         lines += [f"  {'met    ' if t['met'] else 'NOT met'} {t['target']}: {t['value']:.2f}"
                   f" (bound {t['bound']:.2f}; {t['rows']} rows)" for t in self.targets()]

@@ -235,3 +235,13 @@ def test_each_nccl_row_runs_its_setups_release(published):
     with pytest.raises(DgtracesError) as exc:
         validate_published(nccl="2.9.9.9")
     assert exc.value.code == Code.UNKNOWN_NCCL
+
+
+def test_the_printed_accounting_covers_every_row(published):
+    """Acceptance review #18: '87 scored rows; 95 rows not representable' left out the 36
+    1-GPU anchor rows of the 218; the headline counts every role."""
+    h = published.headline()
+    counted = h["rows"] + h["calibration_rows"] + h["not_representable_rows"] + \
+        h["skipped_rows"]
+    assert counted == len(published.rows) and h["calibration_rows"] > 0
+    assert h["calibration_rows"] == int((published.rows["role"] == "calibration").sum())
