@@ -102,6 +102,9 @@ class Overheads:
         bad_words = [w for w in words if w not in CHOICES]
         if bad_words:
             raise _bad("overheads", "unknown overhead term", " | ".join(CHOICES), bad_words[0])
+        if "none" in words and len(set(words)) > 1:  # "measured,none" contradicts itself
+            raise _bad("overheads", "none cannot be combined with other terms",
+                       "none alone, or a comma list of " + " | ".join(CHOICES[1:]), text)
         terms = (set(words) - {"none", "measured"}) | (set(ADOPTED) if "measured" in words
                                                         else set())
         return cls(frozenset(terms), **measurements)
@@ -243,6 +246,11 @@ def apply_overheads(pred: Prediction, trace: Trace, spec: Overheads,
         notes = requote(notes, kind_of(trace.device), "sync", pred.cluster, None)
     notes = notes + (f"overheads {spec.label} added after the DAG (pre-registered, "
                      "docs/predictor-overheads.md)",)
+    left = [t for t in ADOPTED if t not in spec.terms]
+    if left:  # e.g. --overheads input: the adopted sync term is off, say so
+        notes = notes + (f"the adopted term{'s' if len(left) > 1 else ''} "
+                         f"{', '.join(left)} not added (not in --overheads {spec.label}; "
+                         f"'measured,{spec.label}' adds {'them' if len(left) > 1 else 'it'})",)
     return replace(pred, iter_ms=it, throughput_img_s=p * pred.batch_size * 1000.0 / it,
                    speedup_vs_1=speedup, efficiency=speedup / p, breakdown=breakdown,
                    notes=notes, overheads=detail)

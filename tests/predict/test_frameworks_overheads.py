@@ -320,3 +320,22 @@ def test_cli_sweep_and_predict_agree_for_every_framework_name(name, tmp_path):
             {k: v for k, v in plain.items() if k not in ("framework", "inputs", "reproduce")}
         rows = rows[rows["policy"] == "wfbp"]
     assert rows["iter_ms"].tolist() == pytest.approx([pred["iter_ms"]], rel=1e-9)
+
+
+def test_none_with_other_terms_is_refused_and_a_dropped_adopted_term_is_noted():
+    """Acceptance review #21: --overheads measured,none was accepted, and --overheads input
+    dropped the adopted sync term without a word."""
+    from dgtraces.predict.overheads import ADOPTED
+
+    for text in ("measured,none", "none,sync", "input, none"):
+        with pytest.raises(DgtracesError) as exc:
+            Overheads.parse(text)
+        assert exc.value.code == Code.BAD_INPUT and exc.value.failures[0].column == "overheads"
+    assert Overheads.parse("none,none").terms == frozenset()
+    t = trace(batch=64)
+    pred, _ = predict_trace(t, Cluster(8, 4, "nvlink2", "10gbe"), Policy())
+    spec = Overheads.parse("input", host_decode_img_s=1000.0)
+    extra = set(apply_overheads(pred, t, spec).notes) - set(pred.notes)
+    (dropped,) = [n for n in extra if all(term in n for term in ADOPTED)]  # named
+    full = apply_overheads(pred, t, Overheads.parse("measured,input", host_decode_img_s=1e3))
+    assert dropped not in full.notes
