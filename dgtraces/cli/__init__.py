@@ -116,8 +116,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
                       "Predict nccl-tests logs row by row; per-log MAPE and a plot."),
     "collect": ("dgtraces.cli.collect:collect",
                 "Measure layer timings, collectives and S-SGD iterations with PyTorch."),
-    "import": ("dgtraces.cli.importers:import_group",
-               "Import kineto / B-Caffe / OSU traces and the published tables as CSVs."),
+    "import": ("dgtraces.cli.importers:import_group",  # names no importer: the registry does
+               "Import traces, logs and published tables recorded elsewhere as table CSVs "
+               "(`dgtraces import --help` lists the importers)."),
     "sql": ("dgtraces.cli.query:sql", "Run sandboxed, read-only SQL on a release (DuckDB)."),
     "export-hf": ("dgtraces.cli.query:export_hf", "Write a Hugging Face Hub-ready dataset folder."),
     "card": ("dgtraces.cli.query:card", "Regenerate the dataset card and croissant.json."),

@@ -23,7 +23,9 @@ GPU_DEVICES = ("k80", "v100")
 WITHIN_PCT = 5.0
 V15_CHECK_BATCHES = (64, 128, 256)
 V15_FP32_IMG_S = 367.0
-H200_NOTE = ("No H200 validation of the method has been run: no H200 numbers are given. "
+H200_NOTE = ("No H200 number is given: roofline-1.1 has no H200 calibration rows, so the "
+             "measured H200 traces of release 0.7.0 on (collect layers on a lent H200, "
+             "docs/gpu-collection.md) are not compared with it here. "
              "Its per-layer error on a GPU is measured only against the published V100 "
              "Kineto traces (real GPU layers, from release v0.4.0) and the B-Caffe K80 "
              "backward times; the K80/V100 whole-model numbers are fits to, and comparisons "

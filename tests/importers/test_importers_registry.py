@@ -156,3 +156,13 @@ def test_gpu_run_row_published_for_shipped_measured_otherwise():
     assert json.loads(other["params_json"]) == {"k": 1}
     caffe = next(s for s in SOURCES if s.importer == "caffe-time")
     assert gpu_run_row(known=caffe, **args)["timestamp_utc"] == caffe.date_utc
+
+
+def test_the_import_one_liner_names_all_importers_or_none():
+    """Acceptance review #24: `dgtraces --help` said 'Import kineto / B-Caffe / OSU traces
+    and the published tables', leaving out nccl-tests, caffe-time, PipeDream and DeepBench."""
+    from dgtraces.cli import COMMANDS
+
+    line = COMMANDS["import"][1].lower()
+    named = [i.name for i in IMPORTERS if i.reads.lower() in line]  # "B-Caffe", "OSU", ...
+    assert named in ([], [i.name for i in IMPORTERS])
