@@ -201,7 +201,10 @@ def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_t
     comm = sum(1 for n in graph.nodes if n.name.startswith("comm/"))
     click.echo(f"wrote {len(paths)} Chakra ET file(s) {paths[0]} ... ({len(graph.nodes)} nodes "
                f"each: {len(graph.nodes) - comm} compute, {comm} COMM_COLL all-reduce)")
-    click.echo(f"modelled iteration {graph.iter_ms:.3f} ms; trace: {trace.provenance} "
+    total = graph.iter_ms + terms["sync_ms"] + terms["input_ms"]  # what predict prints
+    click.echo(f"DAG iteration (before overheads) {graph.iter_ms:.3f} ms; with the overheads "
+               f"{terms['overheads']} (below) {total:.3f} ms, as predict; trace: "
+               f"{trace.provenance} "
                f"({trace.run_id}); algorithm {cluster.algorithm} ({cluster.algorithm_why})")
     if fit is not None:
         from dgtraces.io.terminal_text import inert

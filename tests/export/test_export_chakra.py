@@ -331,3 +331,26 @@ def test_export_chakra_and_predict_agree_for_the_same_options(monkeypatch, tmp_p
         if ms > 0:
             assert phases[name].duration_micros == round(ms * 1000)
             assert attrs(phases[name])["is_cpu_op"] is (name == "io")
+
+
+def test_the_printed_iteration_is_labelled_before_overheads_and_gives_predicts_total(tmp_path):
+    """Acceptance review #25: export-chakra printed 'modelled iteration 336.378 ms' where
+    predict printed 344.079 ms with the same options (the sync term); the DAG time is
+    labelled as such and the total with the overheads matches predict's."""
+    import json
+    import re
+
+    from click.testing import CliRunner
+
+    from dgtraces.cli import main
+
+    args = ["--run-id", REC, "--release", RELEASE, "--workers", "8", "--gpus-per-node", "4",
+            "--intra", "pcie3", "--inter", "10gbe"]
+    out = CliRunner().invoke(main, ["export-chakra", *args, "--out", str(tmp_path / "x")])
+    assert out.exit_code == 0, out.output
+    pred = json.loads(CliRunner().invoke(main, ["predict", *args, "--json"]).output)
+    dag, total = (float(x) for x in re.search(
+        r"DAG iteration \(before overheads\) ([\d.]+) ms; .*? ([\d.]+) ms, as predict",
+        out.output).groups())
+    assert total == pytest.approx(pred["iter_ms"], abs=5e-4)
+    assert dag == pytest.approx(pred["iter_ms"] - pred["breakdown"]["sync_ms"], abs=5e-4)
