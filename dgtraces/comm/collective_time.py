@@ -32,7 +32,8 @@ from dgtraces.values import bad_value as bad
 
 NCCL_ALGORITHMS = MODEL_NAMES
 UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024 ** 2, "mb": 1024 ** 2,
-         "mib": 1024 ** 2, "g": 1024 ** 3, "gb": 1024 ** 3, "gib": 1024 ** 3}
+         "mib": 1024 ** 2, "g": 1024 ** 3, "gb": 1024 ** 3, "gib": 1024 ** 3,
+         "t": 1024 ** 4, "tb": 1024 ** 4, "tib": 1024 ** 4}
 MAX_BYTES = 1 << 40
 FLOAT_BYTES = 4  # the element type of every row (nccl-tests' default, -d float)
 
@@ -47,7 +48,7 @@ def parse_size(text: str) -> int:
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text), re.ASCII)
     unit = m[2].lower() if m else None
     if m is None or unit not in UNITS:
-        raise bad("sizes", "not a size (bytes, or with K/KiB/M/MiB/G/GiB)",
+        raise bad("sizes", "not a size (bytes, or with K/KiB/M/MiB/G/GiB/T/TiB)",
                   "e.g. 8,64KiB,1MiB", text)
     value = float(m[1]) * UNITS[unit]
     if not 0 < value <= MAX_BYTES or value != int(value):

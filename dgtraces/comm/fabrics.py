@@ -125,10 +125,13 @@ def unsupported(what: str, reason: str, found: object) -> DgtracesError:
 
 def _with_sharp(f: Fabric, text: str) -> Fabric:
     if f.kind != "ib":
-        raise unsupported("sharp", f"SHARP reduces in InfiniBand (Quantum) switches; {f.name} "
+        raise unsupported("inter", f"SHARP reduces in InfiniBand (Quantum) switches; {f.name} "
                           f"is {f.kind or f.hw}", text)
     return replace(f, name=f"{f.name},{SHARP}", sharp=True,
                    source=f"{f.source}; SHARP (NCCL CollNet) in the switches")
+
+
+MAX_GBIT = 1e5  # a custom NIC's rate: 100 Tb/s at most
 
 
 def _spec(text: str) -> Fabric:
@@ -137,12 +140,14 @@ def _spec(text: str) -> Fabric:
     if kind not in SPEC_KINDS:
         raise unknown("NIC kind", kind_text, SPEC_KINDS, Code.UNKNOWN_LINK)
     m = _RATE.fullmatch(rate_text)
-    if m is None or not 0 < float(m[1]) <= 1e5:
-        raise DgtracesError(
-            f"{text!r}: the rate is not in Gb/s (e.g. ethernet:50gbps, ib:400gbps)",
-            code=Code.BAD_INPUT, failures=[Failure(Code.BAD_INPUT, "bad NIC rate",
-                                                   column="inter", expected="KIND:RATEgbps",
-                                                   found=repr(text))])
+    if m is None or not 0 < float(m[1]) <= MAX_GBIT:
+        why, expected = (("the rate is not in Gb/s (e.g. ethernet:50gbps, ib:400gbps)",
+                          "KIND:RATEgbps") if m is None else
+                         (f"the rate must be > 0 and <= {MAX_GBIT:g} Gb/s",
+                          f"0 < RATE <= {MAX_GBIT:g}"))
+        raise DgtracesError(f"{text!r}: {why}", code=Code.BAD_INPUT, failures=[Failure(
+            Code.BAD_INPUT, "bad NIC rate", column="inter", expected=expected,
+            found=repr(text))])
     nic_kind, like = SPEC_KINDS[kind]
     gbit = float(m[1])
     name = f"{kind}:{gbit:g}gbps"

@@ -212,11 +212,14 @@ RUNS = {**{a: ("allreduce",) for a in ("tree", "nvls", "nvls-tree") + COLLNET},
 
 def _check(m: Model, k: Kind, t: Topology, forced: str) -> None:
     v = m.version
+    if forced != "auto" and not v.has(forced):  # the release first (2.18 has no PAT)
+        raise unsupported("algorithm", why_not(v, k, t, forced), forced)
     if forced in RUNS and k.name not in RUNS[forced]:
         raise bad_value("algorithm", f"NCCL runs {forced} for {' and '.join(RUNS[forced])} "
                         "only", "auto | nccl-ring", forced)
     if t.nic.sharp and t.nodes > 1 and not any(v.has(a) for a in COLLNET):
-        raise unsupported("sharp", f"NCCL {v.key} has no CollNet: SHARP is not used", v.key)
+        raise unsupported("inter", f"NCCL {v.key} has no CollNet: SHARP (',sharp') is not "
+                          "used", v.key)
     if forced != "auto" and not enabled(v, k, t, forced):
         raise unsupported("algorithm", why_not(v, k, t, forced), forced)
 

@@ -93,7 +93,9 @@ class Overheads:
             v = getattr(self, name)
             if v is not None and not (isinstance(v, (int, float)) and 0 <= v < math.inf
                                       and (v > 0 or name == "iteration_cv")):
-                raise _bad(name, "must be a finite number (> 0 for a rate)", ">= 0", v)
+                rate = name != "iteration_cv"
+                raise _bad(name, f"must be a finite number {'> 0' if rate else '>= 0'}",
+                           "> 0" if rate else ">= 0", v)
 
     @classmethod
     def parse(cls, text: str | None, **measurements) -> Overheads:

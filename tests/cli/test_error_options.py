@@ -42,3 +42,57 @@ def test_an_error_names_only_its_commands_options(args):
     text = OTHER_COMMAND.sub("", res.exception.report())
     named = set(OPTION.findall(text))
     assert named <= _options(args[0]), (named - _options(args[0]), text)
+
+
+def _refused(args):
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 1 and res.exception is not None, res.output
+    return res.exception
+
+
+GPU = ["predict", "--model", "resnet50", "--device", "v100", "--batch-size", "64",
+       "--workers", "8", "--gpus-per-node", "4"]
+
+
+def test_error_reports_show_five_failures_and_say_how_many_more(monkeypatch, capsys):
+    """Acceptance review #20: INCOMPLETE_TRACE printed 94 failure lines."""
+    import sys
+
+    from dgtraces.cli import SHOWN_FAILURES, run
+
+    monkeypatch.setattr(sys, "argv", ["dgtraces", "predict", "--run-id",
+                                      "bcaffe-googlenet-tmp4comm"])
+    with pytest.raises(SystemExit) as done:
+        run()
+    assert done.value.code == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("error [INCOMPLETE_TRACE]")
+    assert sum(line.startswith("  - ") for line in err) == SHOWN_FAILURES
+    assert err[SHOWN_FAILURES + 1] == f"  ... and {94 - SHOWN_FAILURES} more"
+
+
+def test_error_wordings_name_the_right_cause_and_bound():
+    """Acceptance review #20: the wordings that contradicted their own bound or blamed the
+    wrong thing."""
+    from dgtraces.comm.collective_time import MAX_BYTES, parse_size
+    from dgtraces.errors import DgtracesError
+    from dgtraces.predict.overheads import Overheads
+
+    exc = _refused(GPU + ["--framework", "horovd"])  # the known names once, not three times
+    assert exc.code == "UNKNOWN_FRAMEWORK"
+    assert exc.report().count("caffe-mpi@1.0-2.0") == 1
+    with pytest.raises(DgtracesError) as rate:
+        Overheads(host_decode_img_s=0.0)
+    assert rate.value.failures[0].expected == "> 0"
+    with pytest.raises(DgtracesError) as cv:
+        Overheads(iteration_cv=-1.0)
+    assert cv.value.failures[0].expected == ">= 0"
+    zero = _refused(GPU + ["--inter", "ethernet:0gbps"])
+    assert zero.code == "BAD_INPUT" and zero.failures[0].expected != "KIND:RATEgbps"
+    assert parse_size("1TiB") == MAX_BYTES  # the bound the error states is reachable
+    pat = _refused(["collective", "--algorithm", "nccl-pat", "--nccl", "2.18"])
+    assert pat.code == "UNSUPPORTED_HARDWARE"  # 2.18 has no PAT: the release, not all-reduce
+    assert _refused(["collective", "--algorithm", "nccl-pat"]).code == "BAD_INPUT"
+    sharp = _refused(["collective", "--workers", "64", "--intra", "nvlink4", "--inter",
+                      "ib-ndr,sharp", "--nccl", "2.4"])
+    assert sharp.code == "UNSUPPORTED_HARDWARE" and sharp.failures[0].column == "--inter"
