@@ -42,8 +42,13 @@ class _Checker:
         self.report = report
         self.deep = deep
         self.seen: dict[Path, tuple[str | None, int]] = {}  # file -> (sha256, bytes) found
+        self.current: str | None = None  # the release being checked (its failures name it)
 
     def fail(self, msg, file=None, expected=None, found=None) -> None:
+        """An INTEGRITY failure, prefixed with the release being checked: a shard two
+        releases share fails once for each, and each says which."""
+        if self.current is not None:
+            msg = f"release {self.current}: {msg}"
         self.report.failures.append(Failure(Code.INTEGRITY, msg, file=file, expected=expected,
                                             found=found))
 
@@ -62,6 +67,13 @@ class _Checker:
             self.fail(f"table {name}: sha256 changed", str(path), want["sha256"], digest)
 
     def release(self, path: Path) -> None:
+        self.current = path.name[1:]
+        try:
+            self._release(path)
+        finally:
+            self.current = None
+
+    def _release(self, path: Path) -> None:
         mpath = path / store.MANIFEST
         try:
             manifest = json.loads(mpath.read_text(encoding="utf-8"))

@@ -170,3 +170,21 @@ def test_edited_shard_row_counts_fail_verify(store):
     ok = not report.ok and any("rows" in f.message for f in report.failures)
     record(f"{CLS} (edited rows)", ok)
     assert ok
+
+
+def test_a_shared_shard_fails_once_per_release_and_each_failure_names_it(mini_release_root,
+                                                                         tmp_path):
+    """Acceptance review #22: a flipped byte in a shard two releases share printed the same
+    failure twice, naming neither release."""
+    import shutil
+
+    root = tmp_path / "data"
+    shutil.copytree(mini_release_root, root)
+    (shard,) = release.table_files("0.1.0", root)["layers"]
+    assert shard in release.table_files("0.2.0", root)["layers"]  # shared
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    failures = [f for f in verify_mod.verify(root).failures if f.file == str(shard)]
+    assert len(failures) == 2 and len({f.message for f in failures}) == 2
+    assert {f.message.split(":")[0] for f in failures} == {"release 0.1.0", "release 0.2.0"}
