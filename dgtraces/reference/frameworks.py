@@ -13,6 +13,7 @@ Kept free of heavy imports.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -158,11 +159,36 @@ def infer_framework(run: dict | None) -> FrameworkChoice:
                                f"inferred from the run's metadata ({METADATA_KEY})")
     text = str(run.get("framework") or "")
     word = text.split(" ")[0].split("(")[0].strip().lower()
-    if word in SOURCE_PROFILES:
-        return FrameworkChoice(get_framework(SOURCE_PROFILES[word]),
-                               f"inferred from the run's source: framework {text!r}")
-    return FrameworkChoice(None, f"not inferable: the run's framework {text!r} names no "
-                                 "profile")
+    if word not in SOURCE_PROFILES:
+        return FrameworkChoice(None, f"not inferable: the run's framework {text!r} names no "
+                                     "profile")
+    profile = get_framework(SOURCE_PROFILES[word])
+    assert profile is not None
+    how = f"inferred from the run's source: framework {text!r}"
+    stated = re.match(rf"{re.escape(word)}\s+v?(\d+)\.(\d+)", text.strip().lower())
+    if stated is None:  # PipeDream's 2019 profiles, Kineto samples: no version given
+        return FrameworkChoice(profile, f"{how}; its version is not stated: the newest "
+                                        f"{profile.name} profile ({profile.version}) assumed")
+    version = (int(stated[1]), int(stated[2]))
+    if not _covers(profile.version, version):
+        return FrameworkChoice(None, f"not inferable: the run's framework {text!r} is "
+                                     f"outside the versions of the {profile.key} profile")
+    return FrameworkChoice(profile, how)
+
+
+def _covers(versions: str, version: tuple[int, int]) -> bool:
+    """Whether a profile's version range (``>=1.8``, ``0.16-0.20``) holds ``version``; a
+    range in another form (``1.x-replicated``) is taken to hold it."""
+    def number(text: str) -> tuple[int, int] | None:
+        m = re.fullmatch(r"(\d+)\.(\d+)", text.strip())
+        return (int(m[1]), int(m[2])) if m else None
+
+    if versions.startswith(">="):
+        low = number(versions[2:])
+        return low is None or version >= low
+    low_text, _, high_text = versions.partition("-")
+    low, high = number(low_text), number(high_text)
+    return low is None or high is None or low <= version <= high
 
 
 def get_framework(spec: str | None, extra: tuple[str, ...] = ()) -> FrameworkProfile | None:

@@ -103,3 +103,18 @@ def test_the_demo_predicts_with_predicts_defaults(tmp_path):
     assert (p["overheads"] == "sync").all() and (p["sync_ms"] > 0).all()
     assert (p["iter_ms"] > p["dag_iter_ms"]).all()
     assert p["framework"].str.startswith("none (not inferable").all()  # reconstructed trace
+
+
+@pytest.mark.parametrize("framework,key,stated", [
+    ("pytorch 2.13.0", "pytorch-ddp@>=1.8", True),
+    ("pytorch (PipeDream profiler)", "pytorch-ddp@>=1.8", False),  # 2019, version unknown
+    ("pytorch 1.1.0", None, True),  # before DDP's bucketing defaults of the 1.8 profile
+])
+def test_inference_uses_the_stated_version_and_says_when_none_is_stated(framework, key,
+                                                                         stated):
+    """Acceptance review #23: PipeDream's 2019 runs were mapped to pytorch-ddp@>=1.8 as if
+    their version were known; a stated version outside the profile infers none."""
+    got = infer_framework({"framework": framework})
+    assert (None if got.profile is None else got.profile.key) == key
+    plain = f"inferred from the run's source: framework {framework!r}"
+    assert (got.how == plain) is (stated and key is not None)
