@@ -51,9 +51,9 @@ def reconstruct(device, model, batch_size, precision, out, as_csv, report, relea
                 fragment, method, framework, figure, refit) -> None:
     """Reconstruct a per-layer training trace (provenance=reconstructed), or --report the
     method's fit and its error, from the release's stored rows (nothing is measured on this
-    machine): roofline-1.1 against the measured CPU runs and the B-Caffe logs; kernels-2.x
-    against the DeepBench kernels (leave-one-out); kernels-3 its pre-registered clauses
-    (docs/reconstruction-kernels3.md)."""
+    machine): roofline-1.1 against the release's stored measured CPU runs and the B-Caffe
+    logs; kernels-2.x against the DeepBench kernels (leave-one-out); kernels-3 its
+    pre-registered clauses (docs/reconstruction-kernels3.md)."""
     from ..errors import DgtracesError
 
     if refit and not (report and method == "kernels-3"):
