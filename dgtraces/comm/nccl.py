@@ -49,6 +49,7 @@ from dgtraces.comm.nccl_versions import (
     NcclVersion,
     version,
 )
+from dgtraces.errors import Code
 from dgtraces.values import bad_value, whole_number
 
 __all__ = ["DEFAULT_VERSION", "FABRICS", "Fabric", "UNUSED_NIC", "fabric", "nic", "unknown"]
@@ -60,6 +61,18 @@ MODEL_NAMES = {"auto": "auto", "nccl-ring": "ring", "nccl-tree": "tree",
                "nccl-nvls-tree": "nvls-tree", "nccl-pat": "pat"}
 TIMES = ("run", "tuning")
 MAX_RANKS = 2 ** 31 - 1  # NCCL's nranks is a C int (ncclCommInitRank); as predict's MAX_COUNT
+# The ranks a prediction models: 2^20 (1,048,576), about ten times the largest GPU clusters
+# reported (about 100,000 GPUs); more is PLAUSIBILITY (a typo, not a cluster)
+PLAUSIBLE_RANKS = 1 << 20
+
+
+def plausible_ranks(workers: int) -> int:
+    """``workers`` (a whole number already) when it is at most :data:`PLAUSIBLE_RANKS`."""
+    if workers > PLAUSIBLE_RANKS:
+        raise bad_value("workers", f"more than {PLAUSIBLE_RANKS} ranks, about ten times the "
+                        "largest GPU cluster reported", f"<= {PLAUSIBLE_RANKS}", workers,
+                        code=Code.PLAUSIBILITY)
+    return workers
 
 
 @dataclass(frozen=True)
@@ -319,7 +332,7 @@ def _alltoall_us(t: Topology, n: np.ndarray) -> np.ndarray:
 
 def check_cluster(workers: int, gpus_per_node: int, nics_per_node: int) -> int:
     """Nodes of a cluster; BAD_INPUT for counts that cannot be."""
-    workers = whole_number("workers", workers, least=1, most=MAX_RANKS)
+    workers = plausible_ranks(whole_number("workers", workers, least=1, most=MAX_RANKS))
     gpus_per_node = whole_number("gpus_per_node", gpus_per_node, least=1, most=MAX_RANKS)
     nics = whole_number("nics_per_node", nics_per_node, least=1)
     if workers % gpus_per_node and workers > gpus_per_node:

@@ -10,7 +10,7 @@ from dgtraces.errors import Code
 from ..comm.collectives import ALGORITHMS, CommCost, Phase, collective
 from ..comm.fabrics import link_or_spec
 from ..comm.links import Link, get_link, link_dict
-from ..comm.nccl import MODEL_NAMES, model
+from ..comm.nccl import MODEL_NAMES, model, plausible_ranks
 from ..values import bad_value as bad
 from ..values import whole_number
 from .policy_registry import POLICY_NAMES
@@ -60,6 +60,7 @@ class Cluster:
         for name in ("workers", "gpus_per_node", "servers", "staging_passes", "nics_per_node"):
             object.__setattr__(self, name, whole_number(name, getattr(self, name),
                                                         most=MAX_COUNT))
+        plausible_ranks(self.workers)  # PLAUSIBILITY past any cluster (comm.nccl)
         for name in ("intra", "inter", "staging"):
             value = getattr(self, name)
             if not (isinstance(value, (str, Link)) or (name == "staging" and value is None)):

@@ -139,12 +139,25 @@ def reconstruct_trace(device: str, model: str, batch_size: int, precision: str =
 METHODS = (f"roofline-{METHOD_VERSION}", "kernels-2.0", "kernels-2.1", "kernels-3")
 
 
+# per-device batch a reconstruction prices: 2^16; ResNet-50's fp32 activations take about
+# 0.1 GB an image, so a 141 GB H200 holds about 1,400 (AlexNet some thousands); more is
+# PLAUSIBILITY (a typo, not a batch)
+MAX_BATCH = 1 << 16
+
+
 def checked(model: str, batch_size: int, precision: str) -> int:
-    """The batch size as an int; BAD_INPUT for batch <= 0 or a bad precision, UNKNOWN_MODEL."""
+    """The batch size as an int; BAD_INPUT for batch <= 0 or a bad precision, PLAUSIBILITY
+    above :data:`MAX_BATCH`, UNKNOWN_MODEL."""
     from ..models import get_spec
     from ..values import positive_int
 
     batch_size = positive_int("batch size", batch_size)  # numpy integers too (Parquet)
+    if batch_size > MAX_BATCH:
+        from ..values import bad_value
+
+        raise bad_value("batch_size", "more images per device than any GPU's memory holds "
+                        "for these models", f"<= {MAX_BATCH}", batch_size,
+                        code=Code.PLAUSIBILITY)
     if precision not in PRECISIONS:
         raise DgtracesError(f"precision must be one of {', '.join(PRECISIONS)}, got "
                             f"{precision!r}", code=Code.BAD_INPUT)

@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from dgtraces.cli import main
 from dgtraces.comm.collective_time import parse_sizes, predict_collective
-from dgtraces.comm.nccl import MAX_RANKS
+from dgtraces.comm.nccl import MAX_RANKS, PLAUSIBLE_RANKS
 from dgtraces.errors import DgtracesError
 from tests.attack_tally import record
 
@@ -37,7 +37,19 @@ def test_unbounded_ranks_are_refused(workers, gpus):
     assert exc.value.code == "BAD_INPUT"
 
 
-def test_the_largest_rank_count_is_modelled():
-    res = predict_collective("allreduce", [1 << 20], workers=MAX_RANKS - MAX_RANKS % 8,
+def test_the_largest_plausible_rank_count_is_modelled_and_more_is_plausibility():
+    """Acceptance review #26: 10**9 ranks (125 M nodes) were modelled; the bound is
+    PLAUSIBLE_RANKS (about ten times the largest GPU cluster), below NCCL's C int."""
+    res = predict_collective("allreduce", [1 << 20], workers=PLAUSIBLE_RANKS,
                              gpus_per_node=8, intra="nvlink3", inter="ib-hdr")
     assert res.rows[0].time_us > 0
+    for workers in (PLAUSIBLE_RANKS + 8, 10 ** 9, MAX_RANKS - MAX_RANKS % 8):
+        with pytest.raises(DgtracesError) as exc:
+            predict_collective("allreduce", [1 << 20], workers=workers, gpus_per_node=8,
+                               intra="nvlink3", inter="ib-hdr")
+        assert exc.value.code == "PLAUSIBILITY" and exc.value.failures[0].column == "workers"
+    from dgtraces.predict import Cluster
+
+    with pytest.raises(DgtracesError) as exc:
+        Cluster(10 ** 9, 8)
+    assert exc.value.code == "PLAUSIBILITY"

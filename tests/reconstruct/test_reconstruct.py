@@ -227,3 +227,15 @@ def test_the_no_calibration_hint_and_the_help_name_the_newest_method():
     assert res.exit_code == 0, res.output
     device_help = next(p for p in command.params if p.name == "device").help
     assert "kernels-3" in device_help
+
+
+@pytest.mark.parametrize("method", ["roofline-1.1", "kernels-2.0", "kernels-3"])
+def test_a_batch_no_gpu_holds_is_plausibility(method):
+    """Acceptance review #26: a batch of 10**8 images per device was reconstructed."""
+    from dgtraces.reconstruct import MAX_BATCH
+
+    with pytest.raises(DgtracesError) as exc:
+        reconstruct_trace("v100", "resnet50", 10 ** 8, method=method)
+    assert exc.value.code == "PLAUSIBILITY" and exc.value.failures[0].column == "batch_size"
+    assert reconstruct_trace("v100", "alexnet", MAX_BATCH, method=method).run["batch_size"] \
+        == MAX_BATCH
