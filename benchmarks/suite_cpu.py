@@ -1,7 +1,8 @@
 """CPU time of the test suite: a baseline checkout against this one, side by side (issue #36).
 
-Runs, in each round and in this order, with the same interpreter and environment (each
-checkout on ``PYTHONPATH``, its own folder as working directory, ``-p no:cacheprovider``):
+Runs, in each round (every other round in reverse order), with the same interpreter and
+environment (each checkout on ``PYTHONPATH``, its own folder as working directory,
+``-p no:cacheprovider``):
 
 (a)  the baseline's whole suite, the README's test command (``python -m pytest``: min(CPUs,
      4) xdist workers, ``--dist loadscope``, as ``tests/conftest.py`` sets it);
@@ -23,11 +24,14 @@ ids that no longer exist (renamed or re-parametrised tests) are counted and list
 ``--out``. The targets of issue #36: (b) <= 0.5 x (a), and (c) <= 0.5 x (a) + the new
 tests' own CPU.
 
-    python benchmarks/suite_cpu.py BASELINE [CHECKOUT] [--rounds 2] [--ci] [--out FILE]
+    python benchmarks/suite_cpu.py BASELINE [CHECKOUT] [--rounds 2] [--ci] [--workers N]
+                                    [--only a,am,b,c,n] [--out FILE]
 
 ``--ci`` runs every side with ``CI=true`` (full sizes: Hypothesis "ci" profile, every SIGKILL
-trial). Nothing is timed inside a test; the figures are for the README and
-docs/DEVELOPING.md.
+trial); ``--workers 0`` runs everything serially. The machine's speed drifts (a shared VM:
+the same run took 195 s and 252 s of CPU an hour apart), so only figures of one sitting
+compare, and the ratios of neighbouring runs more than the absolute seconds. Nothing is
+timed inside a test; the figures are for the README and docs/DEVELOPING.md.
 """
 
 from __future__ import annotations
@@ -137,17 +141,21 @@ def match(base_ids: list[str], new_ids: list[str], moved: dict[str, str]
     return matched, as_base, gone
 
 
-def run(label: str, checkout: Path, ids: list[str] | None, workers: int, ci: bool) -> dict:
-    """One pytest run; ``ids`` None: the README's test command (the whole suite)."""
+def run(label: str, checkout: Path, ids: list[str] | None, workers: int, ci: bool,
+        forced: bool = False) -> dict:
+    """One pytest run; ``ids`` None: the README's test command (the whole suite), unless
+    ``forced`` (``--workers``): then ``-n workers`` for every run (0: serial)."""
     with tempfile.TemporaryDirectory(prefix="suite-cpu-") as tmp:
         rows = Path(tmp, "rows")
         rows.mkdir()
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                "-p", "suite_cpu"]
+        if ids is not None or forced:
+            cmd += ["-n", str(workers)] + (["--dist", "loadscope"] if workers else [])
         if ids is not None:
             listing = Path(tmp, "ids.txt")
             listing.write_text("\n".join(ids) + "\n", encoding="utf-8")
-            cmd += ["-n", str(workers), "--dist", "loadscope", f"@{listing}"]
+            cmd.append(f"@{listing}")
         log = Path(tmp, "output.txt")
         t0 = time.perf_counter()
         with log.open("w", encoding="utf-8") as fh:
@@ -176,12 +184,15 @@ def main() -> int:
     ap.add_argument("--ci", action="store_true", help="CI=true on every side (full sizes)")
     ap.add_argument("--only", default="a,am,b,c,n",
                     help="runs to do, comma-separated among a,am,b,c,n")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="-n N for every run, whole suites included (0: serial); default: "
+                         "the README command's min(CPUs, 4)")
     ap.add_argument("--out", type=Path, help="write every figure and the id lists as JSON")
     args = ap.parse_args()
     base, new = args.baseline.resolve(), args.checkout.resolve()
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
         os.cpu_count() or 1)
-    workers = min(4, usable)
+    workers = min(4, usable) if args.workers is None else args.workers
     base_ids, new_ids = collect(base), collect(new)
     moved = renames(base, new)
     matched, as_base, gone = match(base_ids, new_ids, moved)
@@ -194,9 +205,11 @@ def main() -> int:
     wanted = [k for k in plan if k in args.only.split(",")]
     results: dict[str, list[dict]] = {k: [] for k in wanted}
     for r in range(args.rounds):
-        for key in wanted:
+        # every other round in reverse order: a slow spell of a shared machine (its speed
+        # drifts by 20 % over minutes) then weighs on both sides alike
+        for key in (wanted if r % 2 == 0 else wanted[::-1]):
             checkout, ids = plan[key]
-            res = run(key, checkout, ids, workers, args.ci)
+            res = run(key, checkout, ids, workers, args.ci, args.workers is not None)
             results[key].append(res)
             print(f"round {r + 1} {key:2}: cpu {res['cpu_s']:7.1f} s  wall {res['wall_s']:6.1f} s"
                   f"  rc {res['rc']}  {res['summary']}", flush=True)
