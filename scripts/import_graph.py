@@ -18,6 +18,7 @@ import ast
 import json
 import sys
 from collections import defaultdict
+from functools import cache
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "dgtraces"
@@ -58,6 +59,18 @@ def modules(package: Path = PACKAGE) -> dict[str, Path]:
     return out
 
 
+def parse(path: Path) -> ast.Module:
+    """The syntax tree of ``path``, parsed once per process while the file is unchanged (its
+    size and modification time): the checks walk every module several times. Read it only."""
+    st = path.stat()
+    return _parsed(path, st.st_mtime_ns, st.st_size)
+
+
+@cache
+def _parsed(path: Path, mtime_ns: int, size: int) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def _type_checking_nodes(tree: ast.AST) -> set[int]:
     skip: set[int] = set()
     for node in ast.walk(tree):
@@ -76,7 +89,7 @@ def edges(mods: dict[str, Path]) -> dict[str, set[str]]:
 
     graph: dict[str, set[str]] = defaultdict(set)
     for mod, path in mods.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parse(path)
         pkg = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
         skip = _type_checking_nodes(tree)
         for node in ast.walk(tree):
@@ -155,7 +168,7 @@ def private_uses(mods: dict[str, Path]) -> list[tuple[str, str]]:
     or reads as ``module._name`` (dunders excluded)."""
     found = []
     for mod, path in mods.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parse(path)
         aliases = {}
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dgtraces") \
@@ -184,7 +197,7 @@ def signatures(package: Path = PACKAGE) -> dict[str, list[str]]:
     whose parameter of that name defaults to ``None`` (positional or keyword-only)."""
     found: dict[str, list[str]] = {name: [] for name in SIGNATURE_PARAMS}
     for mod, path in sorted(modules(package).items()):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parse(path)
         for node in ast.walk(tree):
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue

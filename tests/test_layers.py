@@ -3,6 +3,7 @@ layer, few modules flat in ``dgtraces/``, no private name used outside its modul
 codes raised as ``Code`` members, and light imports where commands start."""
 
 import ast
+import functools
 import importlib.util
 import subprocess
 import sys
@@ -11,7 +12,10 @@ from pathlib import Path
 from tests.paths import REPO
 
 
-def _graph():
+@functools.cache
+def graph_module():
+    """scripts/import_graph.py, loaded once per test process (its parsed trees are shared by
+    the tests that read the package's sources: tests/importers/test_importers_registry.py)."""
     spec = importlib.util.spec_from_file_location("import_graph",
                                                   REPO / "scripts" / "import_graph.py")
     mod = importlib.util.module_from_spec(spec)
@@ -19,24 +23,34 @@ def _graph():
     return mod
 
 
+_graph = graph_module
+
+
+@functools.cache
+def _shipped_report() -> dict:
+    """The report of the shipped package, computed once per test process (the four checks
+    below read it, none changes it)."""
+    return _graph().report()
+
+
 def test_no_import_circles():
-    assert _graph().report()["cycles"] == []
+    assert _shipped_report()["cycles"] == []
 
 
 def test_no_import_runs_up_a_layer():
-    assert _graph().report()["upward"] == []
+    assert _shipped_report()["upward"] == []
 
 
 def test_every_module_has_a_layer_and_few_are_flat():
     graph = _graph()
-    rep = graph.report()
+    rep = _shipped_report()
     for mod in graph.modules():
         graph.layer_of(mod)  # KeyError: a module outside every layer
     assert len(rep["flat"]) <= 8, rep["flat"]
 
 
 def test_no_private_name_is_used_outside_its_module():
-    assert _graph().report()["private"] == []
+    assert _shipped_report()["private"] == []
 
 
 def test_the_graph_finds_what_it_should(tmp_path):
@@ -79,7 +93,7 @@ def test_root_and_release_none_defaults_do_not_grow(tmp_path):
 
 def _string_codes(path: Path) -> list[int]:
     """Lines raising or recording a reason code as a string, not a ``Code`` member."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _graph().parse(path)
     bad = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):

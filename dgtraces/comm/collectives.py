@@ -28,7 +28,7 @@ agreement test iterate the registry.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +69,11 @@ class CommCost:
 
     def phase_times(self, nbytes: float) -> list[tuple[Phase, float]]:
         return [(p, p.a_ms + p.b_ms_per_byte * nbytes) for p in self.phases]
+
+    def times_ms(self, sizes: Sequence[float]) -> list[float]:
+        """:meth:`time_ms` of each size (the merged-gradient dynamic program asks for all
+        ``n(n+1)/2`` contiguous merges at once); a cost with a vectorised model overrides it."""
+        return [self.time_ms(s) for s in sizes]
 
 
 

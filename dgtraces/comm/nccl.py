@@ -383,6 +383,16 @@ class NcclCost(CommCost):
         return [(p, self._nccl_ms(nbytes) if p.name == "nccl" else p.a_ms
                  + p.b_ms_per_byte * nbytes) for p in self.phases]
 
+    def times_ms(self, sizes) -> list[float]:
+        """:meth:`time_ms` of every size in one vectorised call (:func:`allreduce_ms`, as
+        the sweep's cost): the dynamic program of ``mgwfbp`` costs all its merges at once."""
+        assert self.topology is not None
+        n = np.asarray(sizes, float)
+        if not self.phases or n.size == 0:
+            return [0.0] * n.size
+        nccl = allreduce_ms(self.topology, n, self.forced, self.model)
+        return np.where(n > 0, nccl + self.a_ms + self.b_ms_per_byte * n, 0.0).tolist()
+
 
 def nccl_allreduce_cost(algorithm: str, workers: int, gpus_per_node: int, intra: str,
                         inter: str, nics_per_node: int | None, m: Model | None = None

@@ -103,15 +103,19 @@ def optimal_groups(nbytes: Sequence[float], ready: Sequence[float],
     prefix = [0.0]
     for b in nbytes:
         prefix.append(prefix[-1] + b)
+    # the cost of every contiguous merge, asked at once (row i: m = 0 .. i-1)
+    table = cost.times_ms([prefix[i] - prefix[m] for i in range(1, n + 1) for m in range(i)])
     finish = [0.0] * (n + 1)
     choice = [0] * (n + 1)
+    k = 0
     for i in range(1, n + 1):
         best, arg = float("inf"), 0
         r = ready[i - 1]
         for m in range(i):  # message = units m+1..i, starting after the first m are done
-            t = max(finish[m], r) + cost.time_ms(prefix[i] - prefix[m])
+            t = max(finish[m], r) + table[k + m]
             if t < best:
                 best, arg = t, m
+        k += i
         finish[i], choice[i] = best, arg
     groups, i = [], n
     while i > 0:

@@ -195,6 +195,21 @@ def resolve(model: str | None, device: str | None, batch_size: int | None, *,
     ``shape_only``: the caller calibrates the compute time (``--calibrate-img-s``), so a GPU
     with datasheet peaks but no calibration rows gets a shape-only trace
     (:func:`.devices.shape_trace`) instead of NO_CALIBRATION."""
+    from dgtraces.store.release import Release
+
+    if isinstance(release, Release):  # a trace is immutable: resolved once per handle
+        key = ("resolve", model, device, batch_size, precision, run_id, whole, h2d_link,
+               shape_only)
+        return release.memo(key, lambda: _resolved(model, device, batch_size, precision,
+                                                    run_id, release, whole, h2d_link,
+                                                    shape_only))
+    return _resolved(model, device, batch_size, precision, run_id, release, whole, h2d_link,
+                     shape_only)
+
+
+def _resolved(model, device, batch_size, precision, run_id, release, whole, h2d_link,
+              shape_only) -> Trace:
+    """:func:`resolve`, computed."""
     from dgtraces.store.release import Release, as_release
 
     if run_id is not None:

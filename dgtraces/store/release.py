@@ -9,11 +9,11 @@ its tables, files and verification without re-reading it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from dgtraces.errors import Code, StoreError
 from dgtraces.store import manifest as mf
@@ -22,6 +22,8 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     import pyarrow as pa
     import pyarrow.dataset as pads
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,6 +35,7 @@ class Release:
     manifest: Mapping = field(repr=False)
     _verified: set = field(default_factory=set, repr=False, compare=False)
     _frames: dict = field(default_factory=dict, repr=False, compare=False)
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def open(cls, version: str | None = None, root=None) -> Release:
@@ -119,6 +122,14 @@ class Release:
         if key not in self._frames:
             self._frames[key] = self.table(table, columns)
         return self._frames[key].copy()
+
+    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()`` once per handle and ``key``, shared by later calls: for immutable
+        values derived from this release alone (a resolved trace: the published evaluation
+        asks for the same trace row after row). An error is raised each time, never kept."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table of the release as DataFrames."""

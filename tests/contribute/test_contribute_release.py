@@ -5,8 +5,6 @@ import os
 import random
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,6 +16,7 @@ from dgtraces.contribute.staging import list_staged
 from dgtraces.errors import DgtracesError
 from dgtraces.store import manifest as st
 from dgtraces.store import release, verify
+from tests.cli_forks import CliForks
 from tests.contribute.test_contribute import (
     TEST_DEVICE,
     fill_template,
@@ -87,17 +86,14 @@ def test_release_refuses_dirty_store(store, tmp_path):
 
 # ---- crash safety ------------------------------------------------------------------------
 
-CHILD = ("import sys, pandas, pyarrow.parquet, pandera.pandas, filelock, yaml\n"
-         "from dgtraces.cli import run\n"
-         "sys.argv = ['dgtraces', 'release', '0.2.0']\nrun()\n")
-
-
-def _spawn(root: Path, **env):
+def _start(forks: CliForks, root: Path, **env) -> tuple[int, Path]:
+    """``dgtraces release 0.2.0`` on the store ``root`` in a forked child (tests/cli_forks.py:
+    a real process, its imports paid once per test); (pid, its output file)."""
     full = dict(os.environ, DGTRACES_DATA=str(root),
                 DGTRACES_CHANGELOG=str(root.parent / "CHANGELOG.md"),
                 DGTRACES_CARDS=str(root.parent / "cards"), **env)
-    return subprocess.Popen([sys.executable, "-c", CHILD], env=full,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    log = root.parent / "release.log"
+    return forks.start(["release", "0.2.0"], full, log), log
 
 
 def _check_state(root: Path, base_rows: dict) -> str:
@@ -113,8 +109,15 @@ def _check_state(root: Path, base_rows: dict) -> str:
     return "new"
 
 
+@pytest.fixture(scope="module")
+def forks():
+    """One fork server for this module's process tests (its imports paid once)."""
+    with CliForks() as server:
+        yield server
+
+
 @pytest.mark.slow
-def test_release_survives_sigkill_anywhere(tmp_path, ci_full):
+def test_release_survives_sigkill_anywhere(tmp_path, ci_full, forks):
     seed = tmp_path / "seed"
     root = make_store(seed)
     _stage(root, tmp_path, "k1")
@@ -127,46 +130,57 @@ def test_release_survives_sigkill_anywhere(tmp_path, ci_full):
     for i, (mode, point) in enumerate(modes):
         trial = tmp_path / f"t{i}"
         shutil.copytree(seed, trial)
-        troot = trial / "data"
-        if mode == "crash":
-            proc = _spawn(troot, DGTRACES_TEST_RELEASE_CRASH=point)
-            proc.wait(timeout=60)
-            assert proc.returncode == -signal.SIGKILL, proc.stderr.read()
-        else:
-            proc = _spawn(troot, DGTRACES_TEST_RELEASE_DELAY="0.04")
-            deadline = time.monotonic() + 60
-            while not (troot / ".lock").exists() and proc.poll() is None:
-                assert time.monotonic() < deadline
-                time.sleep(0.005)
-            time.sleep(rng.uniform(0.0, 0.9))
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=60)
-        outcomes.append(_check_state(troot, expected))
-        if (troot / JOURNAL).exists() or outcomes[-1] == "old":
-            assert build_release("0.2.0", root=troot).version == "0.2.0"  # rerun completes
-        assert _check_state(troot, expected) == "new"
-        assert list_staged(troot) == [] and not (troot / JOURNAL).exists()
-        assert (trial / "CHANGELOG.md").read_text().count("### [v0.2.0]") == 1
-        assert not list((troot / "releases").glob(".tmp-*"))
-        # no journal/CHANGELOG temp of the killed run is left (issue #14 item 8)
-        assert not list(troot.glob(".tmp-*")) and not list(trial.glob(".tmp-*"))
-        again = build_release("0.2.0", root=troot)  # once complete, a rerun is a no-op
-        assert again.resumed and again.ids == []
-        shutil.rmtree(trial)
+        outcomes.append(_kill_one_release(forks, trial, mode, point, rng, expected))
     assert {"old", "new"} <= set(outcomes), outcomes
 
 
-def test_concurrent_contribute(tmp_path):
+def _kill_one_release(forks, trial: Path, mode: str, point: str | None, rng,
+                      expected: dict) -> str:
+    """One trial of test_release_survives_sigkill_anywhere: the release killed at a
+    checkpoint (``crash``) or at a random time (``kill``), then the store checked, the rerun
+    completing it and a second rerun a no-op; the state the kill left (old or new)."""
+    troot = trial / "data"
+    if mode == "crash":
+        pid, log = _start(forks, troot, DGTRACES_TEST_RELEASE_CRASH=point)
+        rc = forks.wait(pid, timeout=60)
+        assert rc == -signal.SIGKILL, log.read_text()
+    else:
+        pid, log = _start(forks, troot, DGTRACES_TEST_RELEASE_DELAY="0.04")
+        deadline = time.monotonic() + 60
+        while not (troot / ".lock").exists() and forks.poll(pid) is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        time.sleep(rng.uniform(0.0, 0.9))
+        if forks.poll(pid) is None:  # running, or a zombie the server has not reaped
+            os.kill(pid, signal.SIGKILL)
+        forks.wait(pid, timeout=60)
+    outcome = _check_state(troot, expected)
+    if (troot / JOURNAL).exists() or outcome == "old":
+        assert build_release("0.2.0", root=troot).version == "0.2.0"  # rerun completes
+    assert _check_state(troot, expected) == "new"
+    assert list_staged(troot) == [] and not (troot / JOURNAL).exists()
+    assert (trial / "CHANGELOG.md").read_text().count("### [v0.2.0]") == 1
+    assert not list((troot / "releases").glob(".tmp-*"))
+    # no journal/CHANGELOG temp of the killed run is left (issue #14 item 8)
+    assert not list(troot.glob(".tmp-*")) and not list(trial.glob(".tmp-*"))
+    again = build_release("0.2.0", root=troot)  # once complete, a rerun is a no-op
+    assert again.resumed and again.ids == []
+    shutil.rmtree(trial)
+    return outcome
+
+
+def test_concurrent_contribute(tmp_path, forks):
     root = make_store(tmp_path)
     folders = []
     for run_id in ("p1", "p2"):
         runs, lt = variant(run_id, scale=1.1 if run_id == "p2" else 1.0)
         folders.append(write_contrib(tmp_path / run_id, runs, lt))
     env = dict(os.environ, DGTRACES_DATA=str(root))
-    procs = [subprocess.Popen([sys.executable, "-m", "dgtraces", "contribute", str(f),
-                               "--lock-timeout", "30"], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for f in folders]
-    results = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
+    # two real processes racing for the store's lock
+    started = [(forks.start(["contribute", str(f), "--lock-timeout", "30"], env,
+                            tmp_path / f"{f.name}.log"), tmp_path / f"{f.name}.log")
+               for f in folders]
+    results = [(forks.wait(pid), log.read_text()) for pid, log in started]
     staged = list_staged(root)
     for rc, err in results:
         assert rc == 0 or (rc == 1 and "[LOCKED]" in err), err

@@ -3,29 +3,27 @@ the import graph of ``dgtraces/importers`` (no cycle)."""
 
 from __future__ import annotations
 
+import functools
 import json
-from pathlib import Path
 
 import pytest
 
-import dgtraces
 from dgtraces.errors import Code, DgtracesError
 from dgtraces.importers.registry import BY_NAME, IMPORTERS, importer
 from dgtraces.tables.runrow import MEASURES, runs_columns, runs_row
 
 
 def _graph_module():
-    """scripts/import_graph.py: the one import-graph reader (tests/test_layers.py too)."""
-    import importlib.util
+    """scripts/import_graph.py: the one import-graph reader, loaded once per process
+    (tests/test_layers.py), its parsed trees shared."""
+    from tests.test_layers import graph_module
 
-    path = Path(dgtraces.__file__).resolve().parents[1] / "scripts" / "import_graph.py"
-    spec = importlib.util.spec_from_file_location("import_graph", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return graph_module()
 
 
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
+    """The package's import graph, computed once per test process (the tests read it)."""
     g = _graph_module()
     return g.edges(g.modules())
 

@@ -127,6 +127,43 @@ def test_optimal_groups_match_brute_force():
         assert sorted(i for g in groups for i in g) == list(range(n))
 
 
+def test_optimal_groups_under_nccl_match_brute_force():
+    """The dynamic program with NCCL's cost (its merges costed in one vectorised call)."""
+    rng = np.random.default_rng(5)
+    cost = Cluster(16, 8, "nvlink3", "ib-hdr", "auto", nics_per_node=4).comm_cost()
+    for _ in range(5):
+        n = 7
+        nbytes = list(rng.uniform(1e3, 8e6, n))
+        ready = list(np.cumsum(rng.uniform(0.01, 1.0, n)))
+        groups, best = optimal_groups(nbytes, ready, cost)
+        brute = float("inf")
+        for mask in range(1 << (n - 1)):
+            end, start = 0.0, 0
+            for i in range(n):
+                if i == n - 1 or mask >> i & 1:
+                    end = max(end, ready[i]) + cost.time_ms(sum(nbytes[start:i + 1]))
+                    start = i + 1
+            brute = min(brute, end)
+        assert best == pytest.approx(brute, rel=1e-12)
+        assert sorted(i for g in groups for i in g) == list(range(n))
+
+
+@pytest.mark.parametrize("cluster", [
+    Cluster(16, 8, "nvlink3", "ib-hdr", "auto", nics_per_node=4),
+    Cluster(8, 2, "pcie3", "10gbe", "nccl-ring", staging="pcie3", staging_passes=2),
+    Cluster(1, 1, "nvlink2", "10gbe", "auto"),
+    Cluster(4, 4, "nvlink2", "10gbe", "ring")], ids=["auto", "ring-staged", "one", "affine"])
+def test_times_ms_is_time_ms_of_each_size(cluster):
+    """The dynamic program's batch of costs (one vectorised NCCL call) equals the scalar
+    cost of each size, staging phase, one worker and sizes <= 0 included."""
+    cost = cluster.comm_cost()
+    sizes = [0.0, -5.0, 1.0, 3.0, 4096.0, 1e5 + 0.5, 2.5e6, 6.4e7, 1.7e8]
+    batch = cost.times_ms(sizes)
+    assert len(batch) == len(sizes) and cost.times_ms([]) == []
+    for n, v in zip(sizes, batch, strict=True):
+        assert v == pytest.approx(cost.time_ms(n), rel=1e-12, abs=0.0)
+
+
 def test_bucketed_fuses_in_backward_order():
     t = trace()
     sched = simulate(t, Cluster(2, 1, "10gbe", "10gbe"), Policy("bucketed", bucket_bytes=1))

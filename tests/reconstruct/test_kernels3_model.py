@@ -231,6 +231,21 @@ def test_stage_f_recovers_memory_constants_and_overheads():
     assert e.value.code == Code.NO_CALIBRATION
 
 
+def test_stage_f_predict_is_each_rows_constants():
+    """predict looks each GPU's and family's constants up once: every row still gets its own
+    (a fitted GPU, a pooled one; a fitted family, an unknown one, none)."""
+    f = stagef.StageF({"v100": 0.8, "titanx-maxwell": 0.6}, {"v100": 4.0, "titanx-maxwell": 2.0},
+                      {"pytorch": 12.0, "mxnet": 20.0})
+    memory = ["v100", "k80", "titanx-maxwell", "k80", "v100"]
+    family = ["pytorch", "mxnet", "paddle", "none", "mxnet"]
+    obs = stagef.FRows.concat([stagef.frows("b", m, fam, 1.5, 4e8, 900.0, 3.0, 2.0, [1.0])
+                               for m, fam in zip(memory, family, strict=True)])
+    want = [1.5 + obs.bytes_ms[i] / f.memory(m)[0] + 3.0 * f.memory(m)[1] * 1e-3
+            + 2.0 * f.overhead(fam) * 1e-3 for i, (m, fam) in enumerate(zip(memory, family,
+                                                                             strict=True))]
+    assert stagef.predict(obs, f).tolist() == want
+
+
 def _model(deepbench):
     rows = _synthetic([A], lambda g: THETA)
     fit = fit_kernels(rows, {"m40": A}, "fp32")

@@ -243,6 +243,30 @@ def test_a_release_handle_is_passed_down_and_reads_each_table_once(mini_store, m
     assert exc.value.code == "NOT_FOUND"
 
 
+def test_a_handle_resolves_each_trace_once(monkeypatch):
+    """Release.memo computes a key once per handle (an error is not kept); resolve with a
+    handle gives the same trace again without resolving it again, equal to a fresh one."""
+    from dgtraces.predict import trace as tr
+    from dgtraces.store.release import Release
+
+    monkeypatch.delenv("DGTRACES_DATA", raising=False)  # the checkout's store
+    rel = Release.open("0.3.0")
+    calls = []
+    assert rel.memo("k", lambda: calls.append(1) or 7) == 7
+    assert rel.memo("k", lambda: calls.append(1) or 8) == 7 and calls == [1]
+    with pytest.raises(ZeroDivisionError):
+        rel.memo("bad", lambda: 1 / 0)
+    assert rel.memo("bad", lambda: 3) == 3  # the failure was not kept
+    first = tr.resolve("alexnet", "cpu", 4, release=rel)
+    assert first.provenance == "measured"
+    fresh = tr.resolve("alexnet", "cpu", 4, release="0.3.0")  # a version: no handle
+    monkeypatch.setattr(tr, "_resolved", lambda *a: (_ for _ in ()).throw(AssertionError))
+    assert tr.resolve("alexnet", "cpu", 4, release=rel) is first and first == fresh
+    with pytest.raises(AssertionError):  # another handle, other options: resolved anew
+        tr.resolve("alexnet", "cpu", 4, release=Release.open("0.3.0"))
+    with pytest.raises(AssertionError):
+        tr.resolve("alexnet", "cpu", 4, release=rel, whole=False)
+
 def test_find_run_is_none_without_a_release(mini_store, tmp_path, monkeypatch):
     """find_run: None when no such release opens (the predictor then reconstructs)."""
     from dgtraces.predict.trace import find_run

@@ -98,11 +98,13 @@ class StageF:
 
 
 def predict(rows: FRows, f: StageF) -> np.ndarray:
-    """Each observation's time (ms) under ``f``."""
-    mem = [f.memory(d) for d in rows.memory]
-    e = np.array([m[0] for m in mem])
-    floor = np.array([m[1] for m in mem])
-    o = np.array([f.overhead(x) for x in rows.family])
+    """Each observation's time (ms) under ``f`` (each GPU's and family's constants looked up
+    once, not once per row: the fit calls this at every step)."""
+    mem = {d: f.memory(d) for d in set(rows.memory)}
+    over = {x: f.overhead(x) for x in set(rows.family)}
+    e = np.array([mem[d][0] for d in rows.memory])
+    floor = np.array([mem[d][1] for d in rows.memory])
+    o = np.array([over[x] for x in rows.family])
     return rows.gemm_ms + rows.bytes_ms / e + rows.kernels * floor * 1e-3 + rows.dirs * o * 1e-3
 
 
