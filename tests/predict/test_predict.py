@@ -107,13 +107,13 @@ def test_vector_costs_equal_scalar_costs():
         assert b[0] == pytest.approx(ref.b_ms_per_byte, rel=1e-12, abs=1e-18)
 
 
-def test_optimal_groups_match_brute_force():
-    rng = np.random.default_rng(3)
-    cost = collective("ring", 4, 4, Link("x", 300.0, 0.5), Link("x", 300.0, 0.5))
-    for _ in range(20):
+def _check_optimal_groups(cost, rng, trials: int, sizes: tuple[float, float],
+                          gaps: tuple[float, float]) -> None:
+    """optimal_groups against every way of cutting 7 gradients into consecutive groups."""
+    for _ in range(trials):
         n = 7
-        nbytes = list(rng.uniform(1e4, 2e6, n))
-        ready = list(np.cumsum(rng.uniform(0.1, 5.0, n)))
+        nbytes = list(rng.uniform(*sizes, n))
+        ready = list(np.cumsum(rng.uniform(*gaps, n)))
         groups, best = optimal_groups(nbytes, ready, cost)
         brute = float("inf")
         for mask in range(1 << (n - 1)):  # cut after unit i when bit i is set
@@ -127,25 +127,15 @@ def test_optimal_groups_match_brute_force():
         assert sorted(i for g in groups for i in g) == list(range(n))
 
 
+def test_optimal_groups_match_brute_force():
+    cost = collective("ring", 4, 4, Link("x", 300.0, 0.5), Link("x", 300.0, 0.5))
+    _check_optimal_groups(cost, np.random.default_rng(3), 20, (1e4, 2e6), (0.1, 5.0))
+
+
 def test_optimal_groups_under_nccl_match_brute_force():
     """The dynamic program with NCCL's cost (its merges costed in one vectorised call)."""
-    rng = np.random.default_rng(5)
     cost = Cluster(16, 8, "nvlink3", "ib-hdr", "auto", nics_per_node=4).comm_cost()
-    for _ in range(5):
-        n = 7
-        nbytes = list(rng.uniform(1e3, 8e6, n))
-        ready = list(np.cumsum(rng.uniform(0.01, 1.0, n)))
-        groups, best = optimal_groups(nbytes, ready, cost)
-        brute = float("inf")
-        for mask in range(1 << (n - 1)):
-            end, start = 0.0, 0
-            for i in range(n):
-                if i == n - 1 or mask >> i & 1:
-                    end = max(end, ready[i]) + cost.time_ms(sum(nbytes[start:i + 1]))
-                    start = i + 1
-            brute = min(brute, end)
-        assert best == pytest.approx(brute, rel=1e-12)
-        assert sorted(i for g in groups for i in g) == list(range(n))
+    _check_optimal_groups(cost, np.random.default_rng(5), 5, (1e3, 8e6), (0.01, 1.0))
 
 
 @pytest.mark.parametrize("cluster", [
