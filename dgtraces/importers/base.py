@@ -89,17 +89,24 @@ def read_text(path: str | os.PathLike) -> tuple[str, str]:
     return text, hashlib.sha256(data).hexdigest()
 
 
+def _table_columns(table: str, names: set) -> list[str]:
+    """``table``'s columns in schema order; SCHEMA when ``names`` holds one it lacks."""
+    from dgtraces.tables.schema import TABLES
+
+    columns = list(TABLES[table].to_schema().columns)
+    extra = names - set(columns)
+    if extra:
+        raise DgtracesError(f"{table}: unknown columns {sorted(extra)}", code=Code.SCHEMA)
+    return columns
+
+
 def frame(table: str, rows: list[dict]):
     """Rows -> a schema-valid DataFrame of ``table`` (absent columns become null)."""
     import pandas as pd
 
     from dgtraces.tables.checks import validate_frame
-    from dgtraces.tables.schema import TABLES
 
-    columns = list(TABLES[table].to_schema().columns)
-    extra = {k for r in rows for k in r} - set(columns)
-    if extra:
-        raise DgtracesError(f"{table}: unknown columns {sorted(extra)}", code=Code.SCHEMA)
+    columns = _table_columns(table, {k for r in rows for k in r})
     df = pd.DataFrame([{c: r.get(c) for c in columns} for r in rows], columns=columns)
     return validate_frame(table, df)
 
@@ -112,14 +119,10 @@ def columns_frame(table: str, parts: list[dict]):
     import pandas as pd
 
     from dgtraces.tables.checks import validate_frame
-    from dgtraces.tables.schema import TABLES
     from dgtraces.tables.strict import column_kinds
 
-    columns = list(TABLES[table].to_schema().columns)
     names = set().union(*parts) if parts else set()
-    extra = names - set(columns)
-    if extra:
-        raise DgtracesError(f"{table}: unknown columns {sorted(extra)}", code=Code.SCHEMA)
+    columns = _table_columns(table, names)
     n = sum(len(next(iter(p.values()))) for p in parts if p)
     floats = {c for c, kind in column_kinds(table).items() if kind == "float"}
     df = pd.DataFrame({c: np.concatenate([p[c] for p in parts]) if c in names

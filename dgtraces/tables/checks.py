@@ -235,11 +235,12 @@ def _schema_failures(table: str, errors, file: str | None,
     return cells + [f for f in frame_wide if f.row is None or f.row not in bad_rows]
 
 
-def typed_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
-                ) -> "tuple[pd.DataFrame | None, list[Failure]]":
+def typed_frame(table: str, df: "pd.DataFrame", *, file: str | None = None,
+                partial: bool = False) -> "tuple[pd.DataFrame | None, list[Failure]]":
     """Validate one table lazily: (the coerced frame, or None when it fails its schema;
     every failure). A cell refused by the strict pass alone (set to null there, e.g. a
-    spelled-out NaN: PLAUSIBILITY) leaves the frame typed."""
+    spelled-out NaN: PLAUSIBILITY) leaves the frame typed. ``partial``: only the columns
+    ``df`` has are required (every check of those columns and of the table still runs)."""
     import pandas as pd
     import pandera.errors as pe
 
@@ -250,10 +251,16 @@ def typed_frame(table: str, df: "pd.DataFrame", *, file: str | None = None
         raise DgtracesError(f"unknown table {table!r}", code=Code.BAD_INPUT)
     if not df.index.is_unique or not isinstance(df.index, pd.RangeIndex):
         df = df.reset_index(drop=True)  # rows are reported by position
+    schema = TABLES[table].to_schema()
+    if partial:
+        present = [c for c in schema.columns if c in df.columns]
+        unique = [c for c in schema.unique or () if c in present] or None
+        schema = schema.select_columns(present)
+        schema.unique = unique
     df, failures = strict_cells(table, df, file)  # no guessing of booleans and integers
     out = None
     try:
-        out = TABLES[table].validate(df, lazy=True)
+        out = schema.validate(df, lazy=True)
     except pe.SchemaErrors as errors:
         skip = frozenset((f.row, f.column) for f in failures)
         failures += _schema_failures(table, errors, file, skip)
@@ -282,27 +289,7 @@ def validate_columns(table: str, df: "pd.DataFrame", *, file: str | None = None
     lacks are not required (a hand-made ``comm_fits`` file with only the columns a fit
     needs). Raises ValidationError coded SCHEMA, or PLAUSIBILITY when every failure is
     (a spelled-out NaN or inf)."""
-    import pandas as pd
-    import pandera.errors as pe
-
-    from dgtraces.tables.schema import TABLES
-    from dgtraces.tables.strict import infinite_failures, strict_cells
-
-    if not df.index.is_unique or not isinstance(df.index, pd.RangeIndex):
-        df = df.reset_index(drop=True)
-    full = TABLES[table].to_schema()
-    present = [c for c in full.columns if c in df.columns]
-    schema = full.select_columns(present)
-    schema.unique = [c for c in full.unique or () if c in present] or None
-    df, failures = strict_cells(table, df, file)
-    out = None
-    try:
-        out = schema.validate(df, lazy=True)
-    except pe.SchemaErrors as errors:
-        skip = frozenset((f.row, f.column) for f in failures)
-        failures += _schema_failures(table, errors, file, skip)
-    if out is not None and not any(f.code == Code.SCHEMA for f in failures):
-        failures += infinite_failures(table, out, file)  # the one finite check (#36 item 7)
+    out, failures = typed_frame(table, df, file=file, partial=True)
     if failures or out is None:
         codes = {f.code for f in failures}
         code = Code.PLAUSIBILITY if codes == {Code.PLAUSIBILITY} else Code.SCHEMA
