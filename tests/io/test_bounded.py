@@ -14,15 +14,11 @@ from dgtraces.contribute.metadata import parse_meta
 from dgtraces.errors import DgtracesError
 from dgtraces.importers.kineto import load_trace
 from dgtraces.io import bounded
-from tests.attack_tally import record
+from tests.attack_tally import refused
 
 
 def _refused(call, cls) -> DgtracesError:
-    with pytest.raises(DgtracesError) as exc:
-        call()
-    record(cls, exc.value.code == "BAD_FILE")
-    assert exc.value.code == "BAD_FILE", exc.value.report()
-    return exc.value
+    return refused(call, "BAD_FILE", cls)
 
 
 def _dict_column(value: str, rows: int) -> pa.Array:

@@ -9,9 +9,8 @@ import pytest
 
 from dgtraces.contribute import Limits, contribute
 from dgtraces.contribute.intake import read_bounded
-from dgtraces.errors import DgtracesError
 from dgtraces.io import bounded
-from tests.attack_tally import record
+from tests.attack_tally import record, refused
 from tests.contribute.test_contribute import tree_digest, variant, write_contrib
 from tests.parquet_forge import (
     CMD_DATA_OFFSET,
@@ -30,11 +29,7 @@ N = 200_000  # rows the pages really hold (RLE: a few kB on disk)
 
 
 def _refused(call, how: str):
-    with pytest.raises(DgtracesError) as exc:
-        call()
-    record(f"{CLS} ({how})", exc.value.code == "BAD_FILE")
-    assert exc.value.code == "BAD_FILE", exc.value.report()
-    return exc.value
+    return refused(call, "BAD_FILE", f"{CLS} ({how})")
 
 
 def _table(path, rows=N, **kw):

@@ -20,7 +20,7 @@ from dgtraces.errors import DgtracesError
 from dgtraces.io import bounded
 from dgtraces.io.parquet_pages import footer_schema_length
 from dgtraces.tables.checks import EXTRA_COLUMNS, column_cap
-from tests.attack_tally import record
+from tests.attack_tally import refused
 from tests.contribute.test_contribute import tree_digest, variant, write_contrib
 
 WIDE = 1_000_000
@@ -68,12 +68,7 @@ class ReadCounter:
 
 
 def _refused(call, cls):
-    with pytest.raises(DgtracesError) as exc:
-        call()
-    ok = exc.value.code == "BAD_FILE"
-    record(cls, ok)
-    assert ok, exc.value.report()
-    return exc.value
+    return refused(call, "BAD_FILE", cls)
 
 
 def test_contribute_dry_run_refuses_a_million_column_runs_csv_reading_1_mib(
