@@ -190,9 +190,10 @@ def main() -> int:
     ap.add_argument("--out", type=Path, help="write every figure and the id lists as JSON")
     args = ap.parse_args()
     base, new = args.baseline.resolve(), args.checkout.resolve()
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
-    workers = min(4, usable) if args.workers is None else args.workers
+    sys.path.insert(0, str(HERE.parent))  # this checkout's tests/: the README command's rule
+    from tests.workers import suite_workers
+
+    workers = suite_workers() if args.workers is None else args.workers
     base_ids, new_ids = collect(base), collect(new)
     moved = renames(base, new)
     matched, as_base, gone = match(base_ids, new_ids, moved)

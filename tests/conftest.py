@@ -7,14 +7,12 @@ from hypothesis import settings as _hyp_settings
 
 from dgtraces.store import shards
 from tests.paths import REPO
+from tests.workers import suite_workers
 
 CI_FULL = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
 
 
 # --- parallel whole-suite runs (pytest-xdist, the [test] extra) -----------------------------
-MAX_WORKERS = 4  # a cap: every worker pays the suite's imports (~10 s CPU)
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
     """``python -m pytest`` without paths (the whole suite) runs on min(CPUs, 4) xdist
@@ -27,10 +25,8 @@ def pytest_cmdline_main(config):
     if (opt.numprocesses is not None or opt.dist != "no" or opt.tx or opt.collectonly
             or opt.usepdb or config.args_source is not pytest.Config.ArgsSource.TESTPATHS):
         return
-    usable = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-              else os.cpu_count() or 1)
-    workers = min(MAX_WORKERS, usable)
-    if workers > 1:
+    workers = suite_workers()
+    if workers:
         opt.numprocesses = workers
         opt.dist = "loadscope"  # a module's tests on one worker: module fixtures built once
 
