@@ -46,9 +46,9 @@ SIGN = "negative = predicted too fast"  # of an iteration-time error, in both no
 
 def kind_of(device: str | None) -> str:
     """``gpu`` for a GPU of the device registry, else ``cpu``."""
-    from dgtraces.reference import gpu_devices
+    from dgtraces.comm.algorithm_default import is_gpu
 
-    return "gpu" if device is not None and str(device).lower() in gpu_devices() else "cpu"
+    return "gpu" if is_gpu(device) else "cpu"
 
 
 def validation_key(kind: str, framework: str | None, terms: str) -> tuple[str, str, str]:
