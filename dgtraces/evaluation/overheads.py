@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from dgtraces.predict.overheads import Overheads
+from dgtraces.predict.overheads import DEFAULT, Overheads
+from dgtraces.reference.frameworks import AUTO, NONE
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -142,8 +143,9 @@ def evaluate_terms(release: Release | str | None = None, on_step=None,
     return TermsEvaluation(tuple(out))
 
 
-DEFAULTS = ("auto", "sync")  # the commands' defaults: --framework auto --overheads measured
-BEFORE = ("none", "none")  # the predictor before issue #35's defaults
+# The commands' defaults (--framework auto --overheads measured), from their declarations
+DEFAULTS = (AUTO, Overheads.parse(DEFAULT).label)
+BEFORE = (NONE, Overheads.parse(NONE).label)  # the predictor before issue #35's defaults
 
 
 def docs_tables(release: Release | str | None, on_step=None,

@@ -36,6 +36,7 @@ from dgtraces.errors import Code, DgtracesError
 from dgtraces.predict.cluster import DEFAULT_BUCKET_BYTES, Cluster, Policy
 from dgtraces.predict.dag import predict_trace
 from dgtraces.predict.trace import resolve
+from dgtraces.reference.frameworks import AUTO, MIB  # AUTO: each setup's declared profile
 
 from .published_mapping import (
     FROM_ROW,
@@ -55,9 +56,6 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from dgtraces.store.release import Release
-
-AUTO = "auto"  # --framework auto: each setup's declared profile
-MIB = 1024 * 1024
 
 
 def _num(text: str | None) -> float | None:
