@@ -43,26 +43,26 @@ DEFAULT = "measured"  # the commands' --overheads default (issue #35 item 1)
 @dataclass(frozen=True)
 class Loader:
     """An input pipeline: where it decodes (``none``: synthetic input, ``gpu``, ``cpu``,
-    ``unknown``) and, for a host decoder, a decode rate per core with its named source
-    (None: no published or measured rate exists; docs/predictor-overheads.md, I2)."""
+    ``unknown``) and the source of what the input term knows of it. No loader has a published
+    or measured decode rate (docs/predictor-overheads.md, I2), so none is held: a host
+    decoder's rate comes only from ``--host-decode-img-s`` or a trace's measured io."""
 
     name: str
     decodes_on: str
-    img_s_per_core: float | None
     source: str
 
 
 _NO_RATE = "no published or measured decode rate for this loader (I2)"
 LOADERS: dict[str, Loader] = {x.name: x for x in (
-    Loader("synthetic", "none", None, "synthetic input: no input pipeline"),
-    Loader("dali-gpu", "gpu", None, "DALI's mixed decoder: nvJPEG on the GPU, inside each "
+    Loader("synthetic", "none", "synthetic input: no input pipeline"),
+    Loader("dali-gpu", "gpu", "DALI's mixed decoder: nvJPEG on the GPU, inside each "
            "GPU's own (calibrated) work; nothing shared on the host"),
-    Loader("dali-cpu", "cpu", None, _NO_RATE),
-    Loader("dali", "unknown", None, "DALI, CPU or GPU decoding not stated; " + _NO_RATE),
-    Loader("pytorch-dataloader", "cpu", None, _NO_RATE),
-    Loader("tf-data", "cpu", None, _NO_RATE),
-    Loader("mxnet-recordio", "cpu", None, _NO_RATE),
-    Loader("unknown", "unknown", None, "loader not known; " + _NO_RATE),
+    Loader("dali-cpu", "cpu", _NO_RATE),
+    Loader("dali", "unknown", "DALI, CPU or GPU decoding not stated; " + _NO_RATE),
+    Loader("pytorch-dataloader", "cpu", _NO_RATE),
+    Loader("tf-data", "cpu", _NO_RATE),
+    Loader("mxnet-recordio", "cpu", _NO_RATE),
+    Loader("unknown", "unknown", "loader not known; " + _NO_RATE),
 )}
 
 
