@@ -88,7 +88,7 @@ def export_astra_sim(run_id, workers, parallelism, clock_ghz, update, release,
     from ..export import check_workers
     from ..export.astra import astra_workload, nccl_reference, write_astra
     from ..export.terms import ASTRA_PROFILE_NOTE, export_terms
-    from ..predict import Cluster, Policy
+    from ..predict import Cluster, Policy, predict_trace
     from ..predict.overheads import Overheads
     from ..predict.trace import run_row
     from ..reference.frameworks import choose_framework
@@ -100,7 +100,8 @@ def export_astra_sim(run_id, workers, parallelism, clock_ghz, update, release,
     rel = open_if_any(release)
     trace = _trace(run_id, rel, raw_layer_times, io_ms, h2d_ms, h2d_link)
     chosen = choose_framework(framework, run_row(run_id, rel))
-    terms = export_terms(trace, Cluster(workers), Policy(), spec, chosen)
+    terms, _ = export_terms(predict_trace(trace, Cluster(workers), Policy())[0], trace, spec,
+                            chosen)
     wl = astra_workload(trace, workers=workers, parallelism=parallelism, clock_ghz=clock_ghz,
                         update=update, extra={**terms, "framework_note": ASTRA_PROFILE_NOTE})
     if intra is not None:
@@ -165,7 +166,7 @@ def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_t
     from ..export import check_workers
     from ..export.chakra import build_et, write_et
     from ..export.terms import export_terms
-    from ..predict import Cluster, Policy
+    from ..predict import Cluster, Policy, predict_trace
     from ..predict.overheads import Overheads
     from ..predict.trace import run_row
     from ..reference.frameworks import apply_framework, choose_framework
@@ -195,13 +196,13 @@ def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_t
     _, pol = apply_framework(chosen.profile, cluster, Policy(
         policy, io_overlap == "on", bucket_bytes_option(bucket_mib)), given)
     cluster = framework_cluster(chosen.profile, cluster, pol, given)
-    terms = export_terms(trace, cluster, pol, spec, chosen)
-    graph = build_et(trace, cluster, pol, extra=terms)
+    simulated = predict_trace(trace, cluster, pol)  # once, for the terms and the ET
+    terms, total = export_terms(simulated[0], trace, spec, chosen)  # total: what predict prints
+    graph = build_et(trace, cluster, pol, extra=terms, simulated=simulated)
     paths = write_et(out, graph, workers)
     comm = sum(1 for n in graph.nodes if n.name.startswith("comm/"))
     click.echo(f"wrote {len(paths)} Chakra ET file(s) {paths[0]} ... ({len(graph.nodes)} nodes "
                f"each: {len(graph.nodes) - comm} compute, {comm} COMM_COLL all-reduce)")
-    total = graph.iter_ms + terms["sync_ms"] + terms["input_ms"]  # what predict prints
     click.echo(f"DAG iteration (before overheads) {graph.iter_ms:.3f} ms; with the overheads "
                f"{terms['overheads']} (below) {total:.3f} ms, as predict; trace: "
                f"{trace.provenance} "

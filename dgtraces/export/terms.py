@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..predict.cluster import Cluster, Policy
+    from ..predict.dag import Prediction
     from ..predict.overheads import Overheads
     from ..predict.trace import Trace
     from ..reference.frameworks import FrameworkChoice
@@ -21,16 +21,15 @@ TERMS_NOTE = ("added after the DAG by dgtraces predict (docs/predictor-overheads
               "simulated: add them to the simulator's iteration time")
 
 
-def export_terms(trace: Trace, cluster: Cluster, policy: Policy, spec: Overheads,
-                 chosen: FrameworkChoice) -> dict:
-    """The framework profile (and how it was chosen) and each overhead term in ms for this
-    cluster, as ``predict`` adds them after the DAG."""
-    from ..predict.dag import predict_trace
+def export_terms(pred: Prediction, trace: Trace, spec: Overheads,
+                 chosen: FrameworkChoice) -> tuple[dict, float]:
+    """The framework profile (and how it was chosen) and each overhead term in ms for the
+    DAG's prediction ``pred``, as ``predict`` adds them after the DAG; and the iteration with
+    them (ms), the figure ``predict`` prints."""
     from ..predict.overheads import apply_overheads
 
-    pred, _ = predict_trace(trace, cluster, policy)
     after = apply_overheads(pred, trace, spec)
     return {"framework": chosen.describe(), "overheads": spec.label,
             "sync_ms": float(after.breakdown.get("sync_ms", 0.0)),
             "input_ms": float(after.breakdown.get("input_ms", 0.0)),
-            "overheads_note": TERMS_NOTE}
+            "overheads_note": TERMS_NOTE}, float(after.iter_ms)

@@ -31,6 +31,7 @@ from .. import check_workers
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...predict.cluster import Cluster, Policy
+    from ...predict.dag import Prediction, Schedule
     from ...predict.trace import Trace
 
 SCHEMA = "1.0.2-chakra.0.0.4"  # the GlobalMetadata "schema" attribute Chakra's converters set
@@ -89,9 +90,11 @@ def _io(pb, node, tensors) -> None:
 
 
 def build_et(trace: Trace, cluster: Cluster, policy: Policy,
-             extra: dict | None = None) -> EtGraph:
-    """Simulate one iteration of ``trace`` and turn its DAG into Chakra nodes; ``extra``
-    (e.g. :func:`dgtraces.export.terms.export_terms`) joins the global metadata."""
+             extra: dict | None = None,
+             simulated: tuple[Prediction, Schedule] | None = None) -> EtGraph:
+    """Simulate one iteration of ``trace`` (or take ``simulated``, ``predict_trace``'s result
+    for the same arguments) and turn its DAG into Chakra nodes; ``extra`` (e.g.
+    :func:`dgtraces.export.terms.export_terms`) joins the global metadata."""
     from dgtraces.export.work import task_tensors, task_work
 
     from ..._version import __version__
@@ -99,7 +102,7 @@ def build_et(trace: Trace, cluster: Cluster, policy: Policy,
 
     pb = _pb()
     check_workers(cluster.workers)
-    pred, sched = predict_trace(trace, cluster, policy)
+    pred, sched = predict_trace(trace, cluster, policy) if simulated is None else simulated
     work = task_work(trace)
     tensors = task_tensors(trace, sched.messages)
     sizes = {m.task_id: m.nbytes for m in sched.messages}
