@@ -88,7 +88,7 @@ def export_astra_sim(run_id, workers, parallelism, clock_ghz, update, release,
     from ..export import check_workers
     from ..export.astra import astra_workload, nccl_reference, write_astra
     from ..export.terms import ASTRA_PROFILE_NOTE, export_terms
-    from ..predict import Cluster, Policy, predict_trace
+    from ..predict import predict_trace
     from ..predict.overheads import Overheads
     from ..predict.trace import run_row
     from ..reference.frameworks import choose_framework
@@ -100,8 +100,12 @@ def export_astra_sim(run_id, workers, parallelism, clock_ghz, update, release,
     rel = open_if_any(release)
     trace = _trace(run_id, rel, raw_layer_times, io_ms, h2d_ms, h2d_link)
     chosen = choose_framework(framework, run_row(run_id, rel))
-    terms, _ = export_terms(predict_trace(trace, Cluster(workers), Policy())[0], trace, spec,
-                            chosen)
+    # the terms on predict's cluster for these options (--intra: predict's default when not
+    # given), so the input term's g and T_dag are predict's
+    cluster, pol, _, _ = _cluster(trace, rel, chosen, {}, workers, gpus_per_node,
+                                  "pcie3" if intra is None else intra, inter, nics_per_node,
+                                  nccl, nccl_time, release=release)
+    terms, _ = export_terms(predict_trace(trace, cluster, pol)[0], trace, spec, chosen)
     wl = astra_workload(trace, workers=workers, parallelism=parallelism, clock_ghz=clock_ghz,
                         update=update, extra={**terms, "framework_note": ASTRA_PROFILE_NOTE})
     if intra is not None:
@@ -138,6 +142,33 @@ def _echo_terms(terms: dict) -> None:
                f"{terms['input_ms']:.3f} ms per iteration ({terms['overheads_note']})")
 
 
+def _cluster(trace, rel, chosen, given, workers, gpus_per_node, intra, inter, nics_per_node,
+             nccl, nccl_time, *, policy="wfbp", io_overlap="off", bucket_mib=25.0,
+             algorithm=None, servers=1, link_alpha_us=None, link_bandwidth_gb_s=None,
+             release=None, staging=None, staging_passes=2, shared_cpu=False, link_fit=None):
+    """The cluster and policy ``predict --run-id`` uses for the same options (the keyword
+    defaults are predict's option defaults), after the framework profile; with the link fit
+    and the presets it replaced (None and (intra, inter) without --link-fit)."""
+    from ..predict import Cluster, Policy
+    from ..reference.frameworks import apply_framework
+
+    fit, presets = None, (intra, inter)
+    if link_fit is not None:
+        from ..comm.linkfit import fit_link
+
+        fit = fit_link(link_fit, rel)
+        intra = inter = fit.replacing(*presets)  # both presets: docs/collectives.md
+    choice = algorithm_for(trace.device, workers, gpus_per_node, intra, inter, algorithm,
+                           link_alpha_us, link_bandwidth_gb_s, link_fit)
+    cluster = Cluster(workers, gpus_per_node, intra, inter, choice.algorithm, servers,
+                      link_alpha_us, gbps_option(link_bandwidth_gb_s), release or "latest", staging,
+                      staging_passes, shared_cpu, default_nics(inter, nics_per_node), choice.why,
+                      nccl, nccl_time)
+    _, pol = apply_framework(chosen.profile, cluster, Policy(
+        policy, io_overlap == "on", bucket_bytes_option(bucket_mib)), given)
+    return framework_cluster(chosen.profile, cluster, pol, given), pol, fit, presets
+
+
 @click.command("export-chakra")
 @click.option("--run-id", required=True, help="Stored run whose layer trace is exported.")
 @click.option("--workers", default=1, show_default=True, type=int,
@@ -166,10 +197,10 @@ def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_t
     from ..export import check_workers
     from ..export.chakra import build_et, write_et
     from ..export.terms import export_terms
-    from ..predict import Cluster, Policy, predict_trace
+    from ..predict import predict_trace
     from ..predict.overheads import Overheads
     from ..predict.trace import run_row
-    from ..reference.frameworks import apply_framework, choose_framework
+    from ..reference.frameworks import choose_framework
 
     choose_framework(framework, None)  # a bad name fails before any work
     spec = Overheads.parse(overheads, iteration_cv=iteration_cv,
@@ -178,24 +209,15 @@ def export_chakra(run_id, workers, intra, inter, policy, io_overlap, raw_layer_t
     rel = open_if_any(release)  # opened once: the run and a --link-fit read it
     trace = _trace(run_id, rel, raw_layer_times, io_ms, h2d_ms, h2d_link)
     chosen = choose_framework(framework, run_row(run_id, rel))
-    fit, presets = None, (intra, inter)
-    if link_fit is not None:
-        from ..comm.linkfit import fit_link
-
-        fit = fit_link(link_fit, rel)
-        intra = inter = fit.replacing(*presets)  # both presets: docs/collectives.md
-    choice = algorithm_for(trace.device, workers, gpus_per_node, intra, inter, algorithm,
-                           link_alpha_us, link_bandwidth_gb_s, link_fit)
-    cluster = Cluster(workers, gpus_per_node, intra, inter, choice.algorithm, servers,
-                      link_alpha_us, gbps_option(link_bandwidth_gb_s), release or "latest", staging,
-                      staging_passes, shared_cpu, default_nics(inter, nics_per_node), choice.why,
-                      nccl, nccl_time)
     given = explicit(click.get_current_context(), {"policy": "policy",
                                                    "bucket_mib": "bucket_bytes",
                                                    "algorithm": "algorithm"})
-    _, pol = apply_framework(chosen.profile, cluster, Policy(
-        policy, io_overlap == "on", bucket_bytes_option(bucket_mib)), given)
-    cluster = framework_cluster(chosen.profile, cluster, pol, given)
+    cluster, pol, fit, presets = _cluster(
+        trace, rel, chosen, given, workers, gpus_per_node, intra, inter, nics_per_node, nccl,
+        nccl_time, policy=policy, io_overlap=io_overlap, bucket_mib=bucket_mib,
+        algorithm=algorithm, servers=servers, link_alpha_us=link_alpha_us,
+        link_bandwidth_gb_s=link_bandwidth_gb_s, release=release, staging=staging,
+        staging_passes=staging_passes, shared_cpu=shared_cpu, link_fit=link_fit)
     simulated = predict_trace(trace, cluster, pol)  # once, for the terms and the ET
     terms, total = export_terms(simulated[0], trace, spec, chosen)  # total: what predict prints
     graph = build_et(trace, cluster, pol, extra=terms, simulated=simulated)

@@ -285,3 +285,23 @@ def test_sidecar_holds_nccls_time_per_gradient_when_a_cluster_is_given(shipped, 
     assert grads and all(r["allreduce_us"] > 0 for r in grads)
     assert all(r["allreduce_us"] == 0 for r in nr["layers"] if not r["grad_bytes"])
     assert "nccl_reference: NCCL 2.18 (run)" in res.output
+
+
+@pytest.mark.parametrize("terms", [[], ["--overheads", "input", "--host-decode-img-s", "300"]])
+def test_sidecar_terms_are_predicts_on_the_same_cluster(shipped, tmp_path, terms):
+    """The sidecar's overhead terms are those predict adds for the same options: the input
+    term's g is --gpus-per-node and its T_dag the DAG on predict's cluster (it was computed on
+    Cluster(workers), one GPU per node: input_ms 0 where predict's is 117 ms)."""
+    opts = ["--run-id", REC, "--release", RELEASE, "--workers", "8", "--gpus-per-node", "4",
+            *terms]
+    res = CliRunner().invoke(main, ["predict", *opts, "--json"])
+    assert res.exit_code == 0, res.output
+    b = json.loads(res.output)["breakdown"]
+    out = tmp_path / "r50.txt"
+    res = CliRunner().invoke(main, ["export-astra-sim", *opts, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    meta = json.loads(meta_path(out).read_text())
+    assert meta["sync_ms"] == pytest.approx(b["sync_ms"], abs=1e-9)
+    assert meta["input_ms"] == pytest.approx(b["input_ms"], abs=1e-9)
+    if terms:
+        assert b["input_ms"] > 0
