@@ -56,6 +56,18 @@ def test_k80_goes_through_the_m40_and_a_datasheet_gpu_through_the_prior(rel):
     np.testing.assert_allclose(same.layer_timings["fwd_ms"], v100.layer_timings["fwd_ms"])
 
 
+def test_an_aliased_device_records_the_memory_constants_that_priced_it(rel):
+    """v100-dgxs-32gb is priced with v100's stage-F constants; its params_json says so."""
+    from dgtraces.reconstruct.kernels3.trace import model_of
+
+    same = json.loads(kernels3_trace("v100-dgxs-32gb", "resnet50", 32, rel).run["params_json"])
+    v100 = json.loads(kernels3_trace("v100", "resnet50", 32, rel).run["params_json"])
+    assert same["memory"] == v100["memory"]
+    e_mem, floor = model_of(rel).memory("v100-dgxs-32gb")
+    assert same["memory"]["e_mem"] == pytest.approx(e_mem)
+    assert same["memory"]["floor_us"] == pytest.approx(floor)
+
+
 def test_framework_overhead_comes_from_the_registry_and_the_fit(rel):
     none = kernels3_trace("v100", "alexnet", 64, rel, framework="none")
     mx = kernels3_trace("v100", "alexnet", 64, rel, framework="mxnet-kvstore")

@@ -81,11 +81,19 @@ class Model:
 
     def times(self, p: Parts, device: str, family: str | None) -> LayerTimes:
         """Layer times of ``p`` on ``device`` with ``family``'s overhead (``none``: 0)."""
+        e_mem, floor = self.memory(device)
+        return compose(p, e_mem, floor, get_device(device).bandwidth_gb_s,
+                       self._stage().overhead(family))
+
+    def memory(self, device: str) -> tuple[float, float]:
+        """(e_mem, floor_us) that price ``device``: stage F's constants of its same part (the
+        one lookup for times() and the trace's params_json)."""
+        return self._stage().memory(data_device(device))
+
+    def _stage(self) -> StageF:
         if self.stage is None:
             raise DgtracesError("kernels-3 model without stage F", code=Code.NO_CALIBRATION)
-        e_mem, floor = self.stage.memory(data_device(device))
-        return compose(p, e_mem, floor, get_device(device).bandwidth_gb_s,
-                       self.stage.overhead(family))
+        return self.stage
 
     def memory_extrapolated(self, p: Parts) -> list[str]:
         """Layers with a memory-bound direction whose bytes lie outside the fitted range."""

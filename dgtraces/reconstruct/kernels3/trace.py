@@ -77,7 +77,7 @@ def reconstruct(device: str, model: str, batch_size: int, precision: str,
     extra = sorted({*(str(x) for x in p.layer[p.extrapolated]), *mem_extra})
     rid = f"rec-{device}-{model}-b{batch_size}-{precision}-k3-{fw}"
     fwd, bwd = float(t.fwd_ms.sum()), float(t.bwd_ms.sum())
-    e_mem, floor = m.stage.memory(device) if m.stage else (None, None)
+    e_mem, floor = m.memory(device)  # the constants times() priced with
     kind_, _, origin = basis.partition(":")
     detail = {
         "method": METHOD, "precision": precision, "framework": fw,
