@@ -235,3 +235,14 @@ def evaluate(model: "Model", obs: "FRows", kernels: "pd.DataFrame", runs: "pd.Da
     progress("kernels-3 evaluation: Kineto folds, calibration leave-one-out, overheads")
     return (deepbench_rows(logo, model) + kineto_rows(obs, runs, timings)
             + calibration_rows(obs) + overhead_rows(obs))
+
+
+def method_params(kernels: "pd.DataFrame", runs: "pd.DataFrame", timings: "pd.DataFrame",
+                  progress: Progress = lambda what: None) -> "pd.DataFrame":
+    """kernels-3 fitted on the three tables and evaluated: the ``method_params`` rows. The one
+    recipe of the release build (``recipes.producers.kernels3_params``) and of ``--refit``."""
+    from dgtraces.reconstruct.kernels3.build import fit_model
+    from dgtraces.reconstruct.kernels3.params import to_frame
+
+    model, obs = fit_model(kernels, runs, timings, progress)
+    return to_frame(model, evaluate(model, obs, kernels, runs, timings, progress))

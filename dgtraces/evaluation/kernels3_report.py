@@ -133,13 +133,10 @@ def _bounded(name: str, value: float) -> tuple[str, str]:
 
 def refit(rel: "Release", progress: Callable[[str], None]) -> "pd.DataFrame":
     """The ``method_params`` rows recomputed from ``rel``'s tables (minutes)."""
-    from dgtraces.evaluation.kernels3 import evaluate
-    from dgtraces.reconstruct.kernels3.build import fit_model
-    from dgtraces.reconstruct.kernels3.params import to_frame
+    from dgtraces.evaluation.kernels3 import method_params
 
-    kernels, runs, lt = (rel.table(t) for t in ("kernels", "runs", "layer_timings"))
-    model, obs = fit_model(kernels, runs, lt, progress)
-    return to_frame(model, evaluate(model, obs, kernels, runs, lt, progress))
+    kernels, runs, timings = (rel.table(t) for t in ("kernels", "runs", "layer_timings"))
+    return method_params(kernels, runs, timings, progress)
 
 
 def differences(stored: "pd.DataFrame", fresh: "pd.DataFrame", rtol: float = 1e-6

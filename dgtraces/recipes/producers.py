@@ -77,14 +77,10 @@ def kernels3_params(ctx: "Context") -> Frames:
     """kernels-3 fitted once (K1-K4 on the release's ``kernels`` rows, stage F on its
     published per-layer GPU runs and calibration.csv) and its pre-registered evaluation: the
     ``method_params`` table (docs/reconstruction-kernels3.md). Minutes; progress on stderr."""
-    from dgtraces.evaluation.kernels3 import evaluate
-    from dgtraces.reconstruct.kernels3.build import fit_model
-    from dgtraces.reconstruct.kernels3.params import to_frame
+    from dgtraces.evaluation.kernels3 import method_params
 
     kernels, runs, timings = (ctx.frame(t) for t in ("kernels", "runs", "layer_timings"))
-    model, obs = fit_model(kernels, runs, timings, ctx.progress)
-    extra = evaluate(model, obs, kernels, runs, timings, ctx.progress)
-    df = to_frame(model, extra)
+    df = method_params(kernels, runs, timings, ctx.progress)
     ctx.facts.update(method_params=len(df))
     return {"method_params": df}
 
