@@ -9,7 +9,6 @@ held-out predictions. The figures become ``method_params`` rows (scope metric / 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,10 +19,10 @@ from dgtraces.evaluation.kernels3_deepbench import CONV, Logo, habitat_check, le
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from dgtraces.reconstruct.kernels3.fit import Progress
     from dgtraces.reconstruct.kernels3.model import Model
     from dgtraces.reconstruct.kernels3.stagef import FRows
 
-Progress = Callable[[str], None]
 KINETO = "kineto-"  # the Kineto V100 run ids start so
 CALIBRATION = "calibration.csv row"
 

@@ -6,14 +6,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dgtraces.reconstruct.kernels3 import stagef
 from dgtraces.reconstruct.kernels3.devices import get_device
-from dgtraces.reconstruct.kernels3.fit import KernelFit, fit_kernels
+from dgtraces.reconstruct.kernels3.fit import KernelFit, Progress, fit_kernels
 from dgtraces.reconstruct.kernels3.kernelrows import KernelRows, digest, kernel_rows
 from dgtraces.reconstruct.kernels3.model import Model
 from dgtraces.reconstruct.kernels3.price import measured_index
@@ -21,8 +20,6 @@ from dgtraces.reconstruct.kernels3.sources import calibration_rows, trace_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
-
-Progress = Callable[[str], None]
 
 
 def engine_gpus(rows: KernelRows, precision: str) -> dict:

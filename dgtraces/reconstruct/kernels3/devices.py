@@ -16,7 +16,6 @@ from dgtraces.reconstruct.kernels3.kernelrows import SAME_PART
 # GPUs priced by transfer from the closest GPU with kernels (item 4 of issue #33: no Kepler
 # kernels exist; Habitat's wave scaling, Yu et al., USENIX ATC 2021)
 TRANSFERRED = ("k80",)
-PRECISIONS = ("fp32", "amp")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,7 +26,6 @@ from dgtraces.reconstruct.kernels2.gemm import (
 # every (tile, split) candidate, and the log operand reuse of its tile: rho = exp(gamma * this)
 CANDIDATES = tuple((a, b, s) for a, b in TILES for s in SPLITS)
 LOG_REUSE = np.array([np.log((a * b / (a + b)) / 64.0) for a, b, _ in CANDIDATES])
-N_PARAMS = len(CLASSES) + 1  # five class efficiencies and the floor t0_us
 
 
 @dataclass(frozen=True)
@@ -100,7 +99,7 @@ def seconds(b: Batch, eff: np.ndarray, gamma: float, t0_us: np.ndarray
 
 def per_kernel(theta: np.ndarray, unit: np.ndarray, cls: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray]:
-    """(efficiency, t0_us) of each kernel from ``theta`` (units x :data:`N_PARAMS`: the five
+    """(efficiency, t0_us) of each kernel from ``theta`` (units x (classes + 1): the five
     class efficiencies, then t0_us) and each kernel's unit and class."""
     return theta[unit, cls], theta[unit, len(CLASSES)]
 

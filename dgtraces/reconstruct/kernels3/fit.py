@@ -43,10 +43,6 @@ class KernelFit:
     rms_log: dict[str, float]  # device -> rms log error of its kernels under the full model
     kernels: dict[str, int]  # device -> kernel times fitted
 
-    def device_theta(self, device: str | None) -> np.ndarray:
-        """A device's constants, or the shared prior for a device without kernels."""
-        return self.theta.get(device, self.theta0) if device else self.theta0
-
 
 def _log_s(rows: KernelRows) -> np.ndarray:
     return np.log(rows.time_ms * 1e-3)

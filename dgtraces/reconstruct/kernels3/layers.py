@@ -84,9 +84,6 @@ class LayerTimes:
     bwd_ms: np.ndarray
     update_ms: float
 
-    def total_ms(self) -> float:
-        return float(self.fwd_ms.sum() + self.bwd_ms.sum()) + self.update_ms
-
 
 def compose(p: Parts, e_mem: float, floor_us: float, bandwidth_gb_s: float,
             overhead_us: float) -> LayerTimes:

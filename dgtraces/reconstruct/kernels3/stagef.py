@@ -7,7 +7,7 @@ kernels, layer-directions), so that a fit, a fold or a leave-one-out is a few mi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -151,8 +151,3 @@ def fit(rows: FRows, keep: np.ndarray | None = None) -> StageF:
             best = (x, cost)
     assert best is not None
     return _stage(box.values(best[0]), devices, families)
-
-
-def without_family_data(f: StageF, family: str) -> StageF:
-    """``f`` with ``family`` dropped (it then takes the mean of the others)."""
-    return replace(f, overhead_us={k: v for k, v in f.overhead_us.items() if k != family})
