@@ -6,7 +6,9 @@ kind and direction; :meth:`KernelSummary.text` is what ``dgtraces reconstruct --
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -180,15 +182,22 @@ def markdown(summary: KernelSummary) -> list[str]:
 
 def write(summary: KernelSummary, folder) -> list:
     """Write the fragment and its figure into ``folder``; returns the paths."""
-    from pathlib import Path
+    return write_pair(folder, FRAGMENT, markdown(summary), FIGURE,
+                      lambda png: figure(summary, png))
 
+
+def write_pair(folder, md_name: str, lines: list[str], png_name: str,
+               draw: Callable[[Path], None]) -> list[Path]:
+    """A card fragment ``md_name`` (``lines``) and its figure ``png_name`` (``draw(path)``)
+    written into ``folder``; a link at either name is refused (BAD_INPUT) before either is
+    written. Returns [markdown path, figure path]."""
     from dgtraces.io.files import atomic_file, check_targets
 
     folder = Path(folder)
-    md, png = folder / FRAGMENT, folder / FIGURE
+    md, png = folder / md_name, folder / png_name
     check_targets([md, png], "--fragment")  # both before either is written
     folder.mkdir(parents=True, exist_ok=True)
     with atomic_file(md, "w") as fh:
-        fh.write("\n".join(markdown(summary)) + "\n")
-    figure(summary, png)
+        fh.write("\n".join(lines) + "\n")
+    draw(png)
     return [md, png]

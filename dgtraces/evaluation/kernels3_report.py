@@ -280,15 +280,7 @@ def _k80(rows: "pd.DataFrame") -> list[str]:
 
 def write(rel: "Release", folder) -> list:
     """Write the fragment and its figure into ``folder``; returns the paths."""
-    from pathlib import Path
+    from dgtraces.evaluation.kernel_summary import write_pair
 
-    from dgtraces.io.files import atomic_file
-
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    md = folder / FRAGMENT
-    with atomic_file(md, "w") as fh:
-        fh.write("\n".join(markdown(rel.table("method_params"), rel.version)) + "\n")
-    png = folder / FIGURE
-    figure(rel, png)
-    return [md, png]
+    return write_pair(folder, FRAGMENT, markdown(rel.table("method_params"), rel.version),
+                      FIGURE, lambda png: figure(rel, png))

@@ -109,3 +109,23 @@ def test_a_constant_at_its_bound_prints_as_the_bound():
     shown = [float(x) for x in re.findall(r"^  framework \S+ overhead\S*=(\S+) us", res.output,
                                           re.M)]
     assert shown and 0.0 in shown and all(x == 0.0 or x >= 1e-3 for x in shown)
+
+
+@pytest.mark.parametrize("name", ["FRAGMENT", "FIGURE"])
+def test_the_fragment_writer_refuses_a_link_at_either_name(tmp_path, name):
+    """kernels3_report.write shares kernel_summary's writer, so a link at either output name
+    is refused before either file is written (a library caller, not only the CLI)."""
+    import os
+
+    from dgtraces.evaluation import kernels3_report
+
+    target = tmp_path / "target"
+    target.write_bytes(b"keep")
+    folder = tmp_path / "frag"
+    folder.mkdir()
+    os.symlink(target, folder / getattr(kernels3_report, name))
+    with pytest.raises(DgtracesError) as err:
+        kernels3_report.write(_stored(), folder)
+    assert err.value.code is Code.BAD_INPUT
+    assert target.read_bytes() == b"keep"
+    assert sorted(p.name for p in folder.iterdir()) == [getattr(kernels3_report, name)]
