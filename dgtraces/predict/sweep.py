@@ -227,10 +227,10 @@ def run_sweep(grid: Grid, trace_loader: Callable[[str, int], Trace] | None = Non
         for pname in grid.policies:
             policy = grid.policy(pname)
             with np.errstate(over="ignore", invalid="ignore"):
-                rel_end = _comm_ends(grid, cg, prep, policy)
                 # one worker sends nothing: no fusion cycle to wait for (as dag.simulate)
                 rel_single = comm_end(prep, replace(policy, cycle_ms=0.0), np.zeros(1),
                                       np.zeros(1), grid.shared_cpu)
+                rel_end = _comm_ends(grid, cg, prep, policy, rel_single)
                 frames.extend(_rows(grid, cg, trace, prep, pname, rel_end, rel_single))
             if progress:
                 progress(n * len(grid.io_overlap))
@@ -240,18 +240,19 @@ def run_sweep(grid: Grid, trace_loader: Callable[[str, int], Trace] | None = Non
     return out
 
 
-def _comm_ends(grid: Grid, cg: dict, prep, policy: Policy) -> np.ndarray:
-    """Relative comm finish of every row: affine rows by :func:`.fast.comm_end`, NCCL rows
-    by :func:`.fast_nccl.comm_ends`."""
+def _comm_ends(grid: Grid, cg: dict, prep, policy: Policy,
+               rel_single: np.ndarray) -> np.ndarray:
+    """Relative comm finish of every row: one-worker rows are ``rel_single[0]`` (computed
+    once by the caller), affine rows by :func:`.fast.comm_end`, NCCL rows by
+    :func:`.fast_nccl.comm_ends`."""
     from .fast_nccl import comm_ends
 
-    one = cg["workers"] == 1  # sends nothing, waits for no fusion cycle (as dag.simulate)
+    one = cg["workers"] == 1
     nccl = cg["nccl"] & ~one
     affine = ~cg["nccl"] & ~one
     out = np.empty(len(one))
     if one.any():
-        out[one] = comm_end(prep, replace(policy, cycle_ms=0.0), np.zeros(1), np.zeros(1),
-                            grid.shared_cpu)[0]
+        out[one] = rel_single[0]
     if affine.any():
         out[affine] = comm_end(prep, policy, cg["a_ms"][affine], cg["b_ms_per_byte"][affine],
                                grid.shared_cpu)
