@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dgtraces.comm.fabrics import PCI_GB_S
 from dgtraces.comm.nccl_tuning import NVLS, Entry, Graph, algo_parts, graph, nvls_graph
 from dgtraces.comm.nccl_versions import NcclVersion
 
@@ -42,7 +43,6 @@ BUFF = {"Simple": 1 << 22, "LL": 8 * 512 * STEPS * 16,
 DATA = {"Simple": 1.0, "LL": 0.5, "LL128": 120 / 128}  # data per byte of a protocol's line
 THREADS = {"LL": 512, "LL128": 640, "Simple": 512}  # NCCL_{LL,LL128,SIMPLE}_MAX_NTHREADS
 THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}  # NCCL_*_THREAD_THRESHOLD (bytes per thread)
-PCI_BW = 12.0  # ring Simple runs 256 threads when its graph carries <= PCI_BW (tuning.cc)
 
 
 def launch_us(gpus_per_process: int) -> float:
@@ -54,7 +54,8 @@ def launched_channels(t: "Topology", e: Entry, g: Graph, n: np.ndarray) -> np.nd
     if e.algorithm not in ("ring", "tree"):
         return np.full(n.shape, float(g.comm_channels))
     nt = THREADS[e.protocol]
-    if e.algorithm == "ring" and e.protocol == "Simple" and g.bus_gb_s <= PCI_BW:
+    # ring Simple runs 256 threads when its graph carries <= PCI_BW (tuning.cc)
+    if e.algorithm == "ring" and e.protocol == "Simple" and g.bus_gb_s <= PCI_GB_S:
         nt = 256
     thr = THRESHOLD[e.protocol] * (t.ranks if (e.algorithm, e.protocol) == ("ring", "LL")
                                    else 1)

@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from dgtraces.comm.fabrics import NVLINK_GB_S
 from dgtraces.errors import Code, DgtracesError, Failure
 
 Triple = tuple[float, float, float]
@@ -107,7 +108,6 @@ class NcclVersion:
 
 
 _TUNING = "src/graph/tuning.cc, src/graph/search.cc, src/graph/topo.h, src/enqueue.cc"
-_NVLINK_2_7 = {60: 18.0, 70: 20.0, 80: 20.0, 90: 20.6}  # issue #25's widths (kept for 2.7)
 
 VERSIONS: dict[str, NcclVersion] = {v.key: v for v in (
     NcclVersion(
@@ -120,7 +120,7 @@ VERSIONS: dict[str, NcclVersion] = {v.key: v for v in (
         hw_lat={"nvlink": {"tree": (.5, 1.9, 28.0), "ring": (.4, 2.5, 5.7)},
                 "pci": {"tree": (1.0, 1.9, 28.0), "ring": (1.0, 2.5, 5.7)},
                 "net": {"tree": (5.0, 7.5, 50.0), "ring": (.9, 2.5, 6.6)}},
-        tree_corr=_TREE_CORR_22, nvlink_gb_s=_NVLINK_2_7, select="threshold", graph="bus",
+        tree_corr=_TREE_CORR_22, nvlink_gb_s=NVLINK_GB_S, select="threshold", graph="bus",
         nic="net12", ring_ll=(4.0, 4.0), ll128_cc=(), tree_cap="absolute-2.5",
         tree_ll_div=3.0, ring_inter_steps="all", ll_intra_multinode=1.0,
         notes=("2.4 picks tree and LL by size thresholds, not by a time model; the time of "
@@ -137,7 +137,7 @@ VERSIONS: dict[str, NcclVersion] = {v.key: v for v in (
                         "collnet": (1.0, 1.9, 5.5)},
                 "net": {"tree": (5.0, 8.5, 50.0), "ring": (2.7, 4.0, 9.6),
                         "collnet": (5.0, 5.0, 10.7)}},
-        tree_corr=_TREE_CORR_22, nvlink_gb_s=_NVLINK_2_7, graph="bus", nic="net12",
+        tree_corr=_TREE_CORR_22, nvlink_gb_s=NVLINK_GB_S, graph="bus", nic="net12",
         cc80_bus_cap=235.0, ll128_cc=(70, 80, 90),
         notes=("issue #25's model, unchanged: the bus rule for channels and NET_BW 12 per "
                "100 Gbit, LL128 extended to compute capability 9.0",)),
