@@ -210,9 +210,13 @@ def inter_help(plural: bool = False) -> str:
 
 
 def inter_list(text: str) -> tuple[str, ...]:
-    """A comma list of ``--inter`` values where ``,sharp`` belongs to the NIC before it."""
+    """A comma list of ``--inter`` values where ``,sharp`` belongs to the NIC before it.
+    Repeats are removed only after ``sharp`` is attached (``ib-ndr,sharp,ib-hdr,sharp``
+    keeps SHARP on both NICs)."""
     out: list[str] = []
-    for item in split_list(text) if "," in str(text) else (str(text),):
+    for item in (x.strip() for x in str(text).split(",")):
+        if not item:
+            continue
         if item.lower() == "sharp" and out:
             out[-1] = f"{out[-1]},{item}"
         else:

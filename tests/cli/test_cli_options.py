@@ -64,3 +64,11 @@ def test_the_framework_help_names_only_options_its_command_has():
         assert all(o in opts for o in named), (name, named)
         checked += 1
     assert checked >= 5
+
+
+def test_inter_list_keeps_sharp_on_every_nic_and_drops_only_true_repeats():
+    from dgtraces.cli.options import inter_list
+
+    assert inter_list("ib-ndr,sharp,ib-hdr,sharp") == ("ib-ndr,sharp", "ib-hdr,sharp")
+    assert inter_list("ib-ndr,sharp,ib-ndr,sharp,ib-ndr") == ("ib-ndr,sharp", "ib-ndr")
+    assert inter_list("ib-ndr") == ("ib-ndr",)
