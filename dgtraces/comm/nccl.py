@@ -33,6 +33,7 @@ from dgtraces.comm.fabrics import (
 from dgtraces.comm.nccl_run import launch_us, run_us
 from dgtraces.comm.nccl_tuning import (
     COLLNET,
+    RUNS,
     Entry,
     algo_time,
     board_gb_s,
@@ -216,11 +217,6 @@ def why_not(v: NcclVersion, k: Kind, t: Topology, a: str) -> str:
     if a == "pat":
         return "PAT runs all-gather and reduce-scatter with one GPU per node"
     return f"NCCL runs {a} for all-reduce only" + (" across nodes" if v.key == "2.4" else "")
-
-
-# the collectives each non-ring NCCL algorithm runs (tuning.cc skips the others)
-RUNS = {**{a: ("allreduce",) for a in ("tree", "nvls", "nvls-tree") + COLLNET},
-        "pat": ("allgather", "reducescatter")}
 
 
 def _check(m: Model, k: Kind, t: Topology, forced: str) -> None:

@@ -27,6 +27,10 @@ if TYPE_CHECKING:  # pragma: no cover
 PROTOCOLS = ("LL", "LL128", "Simple")
 COLLNET = ("collnet", "collnet-direct", "collnet-chain")
 NVLS = ("nvls", "nvls-tree")
+# the collectives each non-ring NCCL algorithm runs (tuning.cc skips the others); read by
+# enabled and by nccl's check of a forced algorithm
+RUNS = {**{a: ("allreduce",) for a in ("tree", *NVLS, *COLLNET)},
+        "pat": ("allgather", "reducescatter")}
 CHANNEL_GB_S = 20.0  # issue #25's bus rule: one channel per 20 GB/s of bus bandwidth
 LL128_PER_COLL_GB_S = {"broadcast": 18.8, "reduce": 12.0, "allgather": 18.3,
                        "reducescatter": 15.2, "allreduce": 16.7}  # 2.7 ll128MaxBwPerCh
@@ -266,10 +270,10 @@ def enabled(v: NcclVersion, k: "Kind", t: "Topology", a: str) -> bool:
         return False
     if a == "ring":
         return True
-    if a == "pat":
-        return k.name in ("allgather", "reducescatter") and t.per_node == 1 and t.nodes > 1
-    if k.name != "allreduce":
+    if k.name not in RUNS[a]:
         return False
+    if a == "pat":
+        return t.per_node == 1 and t.nodes > 1
     if a == "tree":
         return v.select != "threshold" or t.nodes > 1
     if a in COLLNET:
