@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from ..comm.fabrics import default_nics
 from . import OutPath
 from .options import (
     explicit,
@@ -19,15 +18,14 @@ from .options import (
 )
 from .predict import (
     POLICIES,
-    algorithm_for,
     bucket_bytes_option,
     cluster_options,
     framework_cluster,
     framework_line,
-    gbps_option,
     h2d_link_option,
     h2d_ms_option,
     io_ms_option,
+    option_cluster,
     with_phases,
 )
 
@@ -149,21 +147,14 @@ def _cluster(trace, rel, chosen, given, workers, gpus_per_node, intra, inter, ni
     """The cluster and policy ``predict --run-id`` uses for the same options (the keyword
     defaults are predict's option defaults), after the framework profile; with the link fit
     and the presets it replaced (None and (intra, inter) without --link-fit)."""
-    from ..predict import Cluster, Policy
+    from ..predict import Policy
     from ..reference.frameworks import apply_framework
 
-    fit, presets = None, (intra, inter)
-    if link_fit is not None:
-        from ..comm.linkfit import fit_link
-
-        fit = fit_link(link_fit, rel)
-        intra = inter = fit.replacing(*presets)  # both presets: docs/collectives.md
-    choice = algorithm_for(trace.device, workers, gpus_per_node, intra, inter, algorithm,
-                           link_alpha_us, link_bandwidth_gb_s, link_fit)
-    cluster = Cluster(workers, gpus_per_node, intra, inter, choice.algorithm, servers,
-                      link_alpha_us, gbps_option(link_bandwidth_gb_s), release or "latest", staging,
-                      staging_passes, shared_cpu, default_nics(inter, nics_per_node), choice.why,
-                      nccl, nccl_time)
+    cluster, fit, presets = option_cluster(
+        trace, rel, workers, gpus_per_node, intra, inter, nics_per_node, nccl, nccl_time,
+        algorithm=algorithm, servers=servers, link_alpha_us=link_alpha_us,
+        link_bandwidth_gb_s=link_bandwidth_gb_s, release=release, staging=staging,
+        staging_passes=staging_passes, shared_cpu=shared_cpu, link_fit=link_fit)
     _, pol = apply_framework(chosen.profile, cluster, Policy(
         policy, io_overlap == "on", bucket_bytes_option(bucket_mib)), given)
     return framework_cluster(chosen.profile, cluster, pol, given), pol, fit, presets

@@ -191,18 +191,11 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
     _, pol = apply_framework(profile, Cluster(1), pol, given)  # before calibrating
     if calibrate_img_s is not None:
         trace = calibrate(trace, calibrate_img_s, pol)
-    fit, presets = None, (intra, inter)
-    if link_fit is not None:
-        from ..comm.linkfit import fit_link
-
-        fit = fit_link(link_fit, rel)
-        intra = inter = fit.replacing(*presets)  # both presets: docs/collectives.md
-    choice = algorithm_for(trace.device, workers, gpus_per_node, intra, inter, algorithm,
-                           link_alpha_us, link_bandwidth_gb_s, link_fit)
-    cluster = Cluster(workers, gpus_per_node, intra, inter, choice.algorithm, servers,
-                      link_alpha_us, gbps_option(link_bandwidth_gb_s), release or "latest", staging,
-                      staging_passes, shared_cpu, default_nics(inter, nics_per_node), choice.why,
-                      nccl, nccl_time)
+    cluster, fit, presets = option_cluster(
+        trace, rel, workers, gpus_per_node, intra, inter, nics_per_node, nccl, nccl_time,
+        algorithm=algorithm, servers=servers, link_alpha_us=link_alpha_us,
+        link_bandwidth_gb_s=link_bandwidth_gb_s, release=release, staging=staging,
+        staging_passes=staging_passes, shared_cpu=shared_cpu, link_fit=link_fit)
     cluster = framework_cluster(profile, cluster, pol, given)
     pred, sched = predict_trace(trace, cluster, pol)
     if fit is not None:  # the fit and what it replaced, and a message beyond its range
@@ -247,6 +240,31 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
         echo_json({**pred.to_dict(), **fitted, "reproduce": command})
         return
     _print_prediction(pred, timeline, gantt, kineto_dir, command)
+
+
+def option_cluster(trace, rel, workers, gpus_per_node, intra, inter, nics_per_node, nccl,
+                   nccl_time, *, algorithm=None, servers=1, link_alpha_us=None,
+                   link_bandwidth_gb_s=None, release=None, staging=None, staging_passes=2,
+                   shared_cpu=False, link_fit=None):
+    """The cluster ``predict``'s options describe (the keyword defaults are its option
+    defaults), before any framework profile: a link fit replaces both presets, the
+    algorithm is ``--algorithm`` or the device's default, the NICs the preset's count. With
+    the fit and the presets it replaced (None and (intra, inter) without --link-fit)."""
+    from ..predict import Cluster
+
+    fit, presets = None, (intra, inter)
+    if link_fit is not None:
+        from ..comm.linkfit import fit_link
+
+        fit = fit_link(link_fit, rel)
+        intra = inter = fit.replacing(*presets)  # both presets: docs/collectives.md
+    choice = algorithm_for(trace.device, workers, gpus_per_node, intra, inter, algorithm,
+                           link_alpha_us, link_bandwidth_gb_s, link_fit)
+    cluster = Cluster(workers, gpus_per_node, intra, inter, choice.algorithm, servers,
+                      link_alpha_us, gbps_option(link_bandwidth_gb_s), release or "latest", staging,
+                      staging_passes, shared_cpu, default_nics(inter, nics_per_node), choice.why,
+                      nccl, nccl_time)
+    return cluster, fit, presets
 
 
 def algorithm_for(device, workers, gpus_per_node, intra, inter, algorithm, link_alpha_us,
