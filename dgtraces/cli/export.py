@@ -143,7 +143,7 @@ def _echo_terms(terms: dict) -> None:
 def _cluster(trace, rel, chosen, given, workers, gpus_per_node, intra, inter, nics_per_node,
              nccl, nccl_time, *, policy="wfbp", io_overlap="off", bucket_mib=25.0,
              algorithm=None, servers=1, link_alpha_us=None, link_bandwidth_gb_s=None,
-             release=None, staging=None, staging_passes=2, shared_cpu=False, link_fit=None):
+             release, staging=None, staging_passes=2, shared_cpu=False, link_fit=None):
     """The cluster and policy ``predict --run-id`` uses for the same options (the keyword
     defaults are predict's option defaults), after the framework profile; with the link fit
     and the presets it replaced (None and (intra, inter) without --link-fit)."""

@@ -244,7 +244,7 @@ def predict(model, device, batch_size, run_id, precision, workers, intra, inter,
 
 def option_cluster(trace, rel, workers, gpus_per_node, intra, inter, nics_per_node, nccl,
                    nccl_time, *, algorithm=None, servers=1, link_alpha_us=None,
-                   link_bandwidth_gb_s=None, release=None, staging=None, staging_passes=2,
+                   link_bandwidth_gb_s=None, release, staging=None, staging_passes=2,
                    shared_cpu=False, link_fit=None):
     """The cluster ``predict``'s options describe (the keyword defaults are its option
     defaults), before any framework profile: a link fit replaces both presets, the
