@@ -1,3 +1,12 @@
+# Write bytecode for the suite even where PYTHONDONTWRITEBYTECODE is set: every xdist worker
+# and every CLI subprocess a test starts otherwise compiles the package and its tests again
+# (issue #36; ~2 s of CPU for collection alone). Set before anything else is imported; the
+# subprocesses read the __pycache__ folders this writes. The wheel leaves them out
+# (pyproject.toml's exclude-package-data, MANIFEST.in).
+import sys
+
+sys.dont_write_bytecode = False
+
 import os
 from pathlib import Path
 
