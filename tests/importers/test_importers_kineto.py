@@ -223,3 +223,27 @@ def test_default_run_id_tells_apart_files_named_alike(tmp_path):
         assert ids[-1] == f"kineto-alexnet-trace-{digest}"
         assert set(res.layer_timings["run_id"]) == {ids[-1]}
     assert ids[0] != ids[1] and ids[0] == ids[2]  # same bytes, same id
+
+
+def test_shipped_traces_are_parsed_once_and_handed_out_fresh(tmp_path, monkeypatch):
+    """A shipped reference trace is decoded once per process (issue #36); each caller gets its
+    own list and metadata, and a user's file (outside dgtraces/reference) is never kept."""
+    from dgtraces.importers.kineto import parse
+    from dgtraces.reference import ROOT
+
+    shipped = next((ROOT / "gpu" / "kineto").glob("*.json.gz"))
+    calls = []
+    real = parse._parse
+    monkeypatch.setattr(parse, "_parse", lambda p: calls.append(p) or real(p))
+    monkeypatch.setattr(parse, "_SHIPPED", {})
+    first = parse.load_trace(shipped)
+    first[0].clear()
+    first[1]["planted"] = 1
+    second = parse.load_trace(shipped)
+    assert len(calls) == 1 and second[0] and "planted" not in second[1]
+    assert second[2] == first[2] and second[0] == parse._parse(shipped)[0]
+    own = tmp_path / "own.json.gz"
+    own.write_bytes(shipped.read_bytes())
+    parse.load_trace(own)
+    parse.load_trace(own)
+    assert calls.count(own) == 2
