@@ -16,7 +16,8 @@ back, the predecessor that finished last.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field, replace
 
 from ..comm.collectives import CommCost
 from ..values import finite_results
@@ -73,10 +74,36 @@ class _Dag:
         return path[::-1]
 
 
+# Schedules already simulated, most recent last (issue #36: the evaluations and sweeps ask
+# for the same trace, cost, policy and worker count again and again; 1,868 calls, 400
+# distinct, in one evaluate_terms). Everything simulate() reads is in the key; a key that
+# cannot be hashed is simulated each time.
+_SCHEDULES: OrderedDict[tuple, Schedule] = OrderedDict()
+SCHEDULES_KEPT = 1024
+
+
 def simulate(trace: Trace, cluster: Cluster, policy: Policy) -> Schedule:
-    """Schedule one iteration of ``trace`` on ``cluster`` under ``policy``."""
+    """Schedule one iteration of ``trace`` on ``cluster`` under ``policy``.
+
+    A repeated call returns the kept schedule (frozen) with a breakdown dict of its own."""
     cost = cluster.comm_cost()
     shared = cluster.shared_cpu and bool(cost.phases)
+    key = (trace, cost, cluster.workers, shared, policy)
+    try:
+        sched = _SCHEDULES.get(key)
+    except TypeError:  # an unhashable field (a list in a hand-built trace)
+        return _simulate(trace, cluster, policy, cost, shared)
+    if sched is None:
+        sched = _SCHEDULES[key] = _simulate(trace, cluster, policy, cost, shared)
+        if len(_SCHEDULES) > SCHEDULES_KEPT:
+            _SCHEDULES.popitem(last=False)
+    else:
+        _SCHEDULES.move_to_end(key)
+    return replace(sched, breakdown=dict(sched.breakdown))
+
+
+def _simulate(trace: Trace, cluster: Cluster, policy: Policy, cost: CommCost,
+              shared: bool) -> Schedule:
     g = _Dag()
     io = g.add("io", "io", "io", trace.io_ms)
     prev = g.add("h2d", "h2d", "compute", trace.h2d_ms, () if policy.io_overlap else (io,))

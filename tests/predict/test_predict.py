@@ -1,5 +1,6 @@
 """The DAG predictor: API, comm models, links, policies, typed errors."""
 
+from dataclasses import replace
 from itertools import product
 
 import numpy as np
@@ -388,3 +389,36 @@ def test_a_release_of_another_store_supplies_its_links_and_digest(tmp_path, monk
     assert tr.run_id == trace_want.run_id and tr.h2d_ms == trace_want.h2d_ms
     pred = predict(tr, Cluster(8, 4, release=rel), Policy("wfbp"))
     assert (pred.dataset_release, pred.dataset_digest) == (version, rel.digest)
+
+
+def test_repeated_simulations_are_kept_and_handed_out_fresh(monkeypatch):
+    """simulate() keeps what it scheduled (issue #36): the same inputs are scheduled once and
+    each caller gets its own breakdown; any input that changes gives a new schedule; the
+    number kept is bounded; an unhashable trace is scheduled each time, never kept."""
+    from dgtraces.predict import dag
+
+    monkeypatch.setattr(dag, "_SCHEDULES", type(dag._SCHEDULES)())
+    monkeypatch.setattr(dag, "SCHEDULES_KEPT", 3)
+    calls = []
+    real = dag._simulate
+    monkeypatch.setattr(dag, "_simulate", lambda *a: calls.append(a) or real(*a))
+    t, c, pol = trace(update_ms=1.0), Cluster(4, 1, "pcie3", "10gbe"), Policy("wfbp")
+    first = simulate(t, c, pol)
+    first.breakdown["comm_total"] = -1.0
+    again = simulate(t, c, pol)
+    assert len(calls) == 1 and again.breakdown["comm_total"] > 0
+    assert again.tasks == first.tasks and again.iter_ms == first.iter_ms
+    fresh = real(t, c, pol, c.comm_cost(), c.shared_cpu and bool(c.comm_cost().phases))
+    assert again.iter_ms == fresh.iter_ms and again.breakdown == fresh.breakdown
+    others = [(replace(t, update_ms=2.0), c, pol), (t, Cluster(8, 1, "pcie3", "10gbe"), pol),
+              (t, c, Policy("naive")), (t, Cluster(4, 1, "nvlink", "10gbe"), pol)]
+    for args in others:
+        simulate(*args)
+    assert len(calls) == 5 and len(dag._SCHEDULES) == 3
+    assert simulate(*others[1]).iter_ms != simulate(*others[2]).iter_ms
+    simulate(t, c, pol)  # pushed out by the bound: scheduled again
+    assert len(calls) == 6
+    odd = replace(t)
+    object.__setattr__(odd, "fwd_ms", list(t.fwd_ms))
+    assert simulate(odd, c, pol).iter_ms == first.iter_ms and len(calls) == 7
+    assert simulate(odd, c, pol).iter_ms == first.iter_ms and len(calls) == 8
