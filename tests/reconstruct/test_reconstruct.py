@@ -1,6 +1,7 @@
 import json
 import subprocess
 import sys
+from itertools import product
 
 import pytest
 
@@ -239,3 +240,32 @@ def test_a_batch_no_gpu_holds_is_plausibility(method):
     assert exc.value.code == "PLAUSIBILITY" and exc.value.failures[0].column == "batch_size"
     assert reconstruct_trace("v100", "alexnet", MAX_BATCH, method=method).run["batch_size"] \
         == MAX_BATCH
+
+
+def test_whole_model_times_equal_the_layer_sums_exactly():
+    """predict_ms skips the bound labels and keeps the per-batch traffic on the arrays
+    (issue #36: the fits call it thousands of times); its figures stay bit-equal to the sums
+    of layer_costs, under every phase, precision and dispatch rule, for arrays used before
+    with other parameters and for fresh ones."""
+    from dgtraces.reconstruct.roofline.costmodel import layer_costs, use_dispatch
+
+    dev = Device("x", 14.0, 900.0, 112.0)
+    used = layer_arrays("googlenet")
+    kernels = used.fwd_kernels.copy()
+    for params in (Params(0.5, 0.6, 0.7, 8.0, 1e4, eff_tensor=0.4, wino=1.7),
+                   Params(0.3, 0.2, 0.4, 30.0, 1e5)):
+        for rule in ("layer", "iteration"):
+            with use_dispatch(rule):
+                for phase, prec, batch in product(
+                        ("train", "inference", "fwd", "bwd", "fwdbwd"), ("fp32", "amp"),
+                        (1, 32, 48.0)):
+                    c = layer_costs(layer_arrays("googlenet"), params, dev, batch, prec,
+                                    training=phase != "inference")
+                    fwd = float(c.fwd_ms.sum()) + c.host_fwd_ms
+                    bwd = float(c.bwd_ms.sum()) + c.host_bwd_ms
+                    want = {"train": fwd + bwd + c.update_ms, "fwdbwd": fwd + bwd,
+                            "bwd": bwd}.get(phase, fwd)
+                    assert predict_ms(used, params, dev, batch, phase, prec) == want
+                    assert set(c.fwd_bound) <= {"compute", "memory", "latency"}
+                    assert len(c.fwd_bound) == len(c.bwd_bound) == len(used.layer)
+    assert (used.fwd_kernels == kernels).all() and used.fwd_kernels.flags.writeable

@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -133,6 +134,30 @@ class LayerArrays:
     winograd: np.ndarray  # conv 3x3 stride 1: cuDNN may run it as a Winograd transform
     blobs: int
 
+    # masks of ``kind``, worked out once per arrays (the fits evaluate the model thousands
+    # of times on the same arrays; issue #36)
+    @cached_property
+    def is_bn(self) -> np.ndarray:
+        return self.kind == "bn"
+
+    @cached_property
+    def is_gemm(self) -> np.ndarray:
+        return (self.kind == "conv") | (self.kind == "fc")
+
+    @cached_property
+    def is_copy(self) -> np.ndarray:
+        return np.isin(self.kind, COPY_KINDS)
+
+    @cached_property
+    def is_dropout(self) -> np.ndarray:
+        return self.kind == "dropout"
+
+    @cached_property
+    def traffic_kept(self) -> dict[tuple, tuple[np.ndarray, ...]]:
+        """:func:`traffic` by (batch, bwd, amp, training), for :func:`_direction` only (which
+        never writes into them): it does not depend on the parameters a fit varies."""
+        return {}
+
 
 def kernel_counts(kind: str, n_bottoms: int, has_bias: bool, from_data: bool) -> tuple[int, int]:
     """Kernels launched by a layer (fwd, bwd) in a cuDNN/MKL-style implementation.
@@ -208,11 +233,11 @@ def traffic(la: LayerArrays, batch: float, bwd: bool, amp: bool = False,
     bytes rule of the module docstring (shared with the kernel methods)."""
     flops = batch * (la.bwd_flops if bwd else la.fwd_flops)
     act_scale = 0.5 if amp else 1.0
-    is_bn = la.kind == "bn"
+    is_bn = la.is_bn
     if bwd:
         # read the top diff, write the bottom diff, and read the bottom data except for
         # pure copies (eltwise sum, concat); bn also reduces over x and dy first
-        reads_in = np.where(np.isin(la.kind, COPY_KINDS), 0.0, la.in_bytes)
+        reads_in = np.where(la.is_copy, 0.0, la.in_bytes)
         extra = np.where(is_bn, la.in_bytes + la.act_bytes, 0.0)
         moved = act_scale * (batch * (la.in_bytes + reads_in + la.act_bytes + extra)
                              + 2 * la.grad_bytes)
@@ -227,22 +252,25 @@ def traffic(la: LayerArrays, batch: float, bwd: bool, amp: bool = False,
         kernels = la.fwd_kernels
         if not training:
             kernels = np.where(is_bn, 1.0, kernels)
-            off = la.kind == "dropout"
+            off = la.is_dropout
             kernels, moved, flops = (np.where(off, 0.0, a) for a in (kernels, moved, flops))
     return flops, moved, work, kernels
 
 
 def _direction(la: LayerArrays, p: Params, dev: Device, batch: float, bwd: bool,
-               amp: bool, training: bool = True):
-    flops, moved, work, kernels = traffic(la, batch, bwd, amp, training)
-    is_conv = la.kind == "conv"
-    is_fc = la.kind == "fc"
+               amp: bool, training: bool = True, bounds: bool = True):
+    """(total, latency, bound, launch) per layer; ``bound`` is empty without ``bounds``."""
+    key = (batch, bwd, amp, training)
+    kept = la.traffic_kept.get(key)
+    if kept is None:
+        kept = la.traffic_kept[key] = traffic(la, batch, bwd, amp, training)
+    flops, moved, work, kernels = kept
     peak = dev.peak_tflops * 1e12
     if amp:
         tensor = (dev.tensor_tflops or dev.peak_tflops) * 1e12 * (p.eff_tensor or 1.0)
-        eff_rate = np.where(is_conv | is_fc, tensor, peak)
+        eff_rate = np.where(la.is_gemm, tensor, peak)
     else:
-        eff_rate = np.where(is_conv | is_fc, p.eff_gemm * peak, peak)
+        eff_rate = np.where(la.is_gemm, p.eff_gemm * peak, peak)
         if p.wino:
             eff_rate = np.where(la.winograd, eff_rate * p.wino, eff_rate)
     if bwd:
@@ -254,18 +282,26 @@ def _direction(la: LayerArrays, p: Params, dev: Device, batch: float, bwd: bool,
     launch = kernels * p.launch_us * 1e-6
     total = launch + roof + fill
     latency = launch + fill
-    bound = np.where(latency > roof, "latency",
-                     np.where(t_compute >= t_memory, "compute", "memory"))
+    bound = _NO_BOUNDS if not bounds else np.where(
+        latency > roof, "latency", np.where(t_compute >= t_memory, "compute", "memory"))
     return total * 1e3, latency * 1e3, bound, launch * 1e3
+
+
+_NO_BOUNDS = np.empty(0, dtype=object)  # whole-model times (predict_ms) need no labels
 
 
 def layer_costs(la: LayerArrays, p: Params, dev: Device, batch: float,
                 precision: str = "fp32", training: bool = True) -> LayerCosts:
     """Per-layer forward/backward times in ms for one batch size (``training=False``:
     inference-mode forward)."""
+    return _layer_costs(la, p, dev, batch, precision, training, True)
+
+
+def _layer_costs(la: LayerArrays, p: Params, dev: Device, batch: float, precision: str,
+                 training: bool, bounds: bool) -> LayerCosts:
     amp = precision == "amp"
-    f, fl, fb, f_launch = _direction(la, p, dev, batch, False, amp, training)
-    b, bl, bb, b_launch = _direction(la, p, dev, batch, True, amp)
+    f, fl, fb, f_launch = _direction(la, p, dev, batch, False, amp, training, bounds)
+    b, bl, bb, b_launch = _direction(la, p, dev, batch, True, amp, True, bounds)
     update = (la.blobs * p.launch_us * 1e-6
               + 5 * la.grad_bytes.sum() / (p.eff_mem * dev.bandwidth_gb_s * 1e9)) * 1e3
     if dispatch_rule() == "iteration":
@@ -278,7 +314,7 @@ def predict_ms(la: LayerArrays, p: Params, dev: Device, batch: float, phase: str
                precision: str = "fp32") -> float:
     """Whole-model time: ``inference`` = forward; ``train`` = fwd + bwd + update;
     ``fwd`` / ``bwd`` = one direction (for measured totals)."""
-    c = layer_costs(la, p, dev, batch, precision, training=phase != "inference")
+    c = _layer_costs(la, p, dev, batch, precision, phase != "inference", False)
     fwd = float(c.fwd_ms.sum()) + c.host_fwd_ms
     bwd = float(c.bwd_ms.sum()) + c.host_bwd_ms
     if phase in ("inference", "fwd"):
