@@ -172,6 +172,8 @@ def run(label: str, checkout: Path, ids: list[str] | None, workers: int, ci: boo
                     if " in " in line and ("passed" in line or "failed" in line)), "")
     return {"label": label, "cpu_s": usage.ru_utime + usage.ru_stime, "wall_s": wall,
             "rc": proc.returncode, "summary": summary.strip("= "),
+            "failed": [line for line in output.splitlines() if line.startswith(("FAILED",
+                                                                                "ERROR"))],
             "tests": len(per_test), "per_test": per_test}
 
 
@@ -214,6 +216,8 @@ def main() -> int:
             results[key].append(res)
             print(f"round {r + 1} {key:2}: cpu {res['cpu_s']:7.1f} s  wall {res['wall_s']:6.1f} s"
                   f"  rc {res['rc']}  {res['summary']}", flush=True)
+            for line in res["failed"]:
+                print(f"    {line}", flush=True)
     med = {k: statistics.median(x["cpu_s"] for x in v) for k, v in results.items()}
     wall = {k: statistics.median(x["wall_s"] for x in v) for k, v in results.items()}
     print("\nmedian CPU (s) / wall (s):")

@@ -40,6 +40,23 @@ def pytest_cmdline_main(config):
         opt.dist = "loadscope"  # a module's tests on one worker: module fixtures built once
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadscope`` with the module groups of ``tests/workers.py`` (SHARED) as one
+    unit each (hook of pytest-xdist, run in the controller)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    from tests.workers import scope
+
+    class SharedScopes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope(nodeid)
+
+    return SharedScopes(config, log)
+
+
 def pytest_collection_finish(session):
     """Move everything alive after collection (imported modules, test items) out of the
     garbage collector's reach: a full collection then costs ~0 s instead of ~0.2-0.5 s, and

@@ -178,6 +178,7 @@ TOP_LEVEL_TESTS = {
     "test_tutorial.py",         # docs/tutorial.ipynb
     "test_typed_errors.py",     # typed errors across every reader and command
     "test_wheel.py",            # the built wheel
+    "test_workers.py",          # the suite's own worker plan (tests/workers.py)
 }
 TEST_HELPER_FOLDERS = {"fixtures"}
 
