@@ -16,6 +16,7 @@ import site
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,11 @@ def _build_wheel(tmp: Path) -> Path:
         shutil.copy2(REPO / name, src / name)
     skip = shutil.ignore_patterns("__pycache__", "*.pyc", "_data")
     shutil.copytree(REPO / "dgtraces", src / "dgtraces", ignore=skip)
+    # a checkout's bytecode (the suite writes it) must not reach the wheel: plant some where
+    # the reference/**/* package-data glob would take it (#36)
+    planted = src / "dgtraces" / "reference" / "__pycache__" / "devices.cpython-311.pyc"
+    planted.parent.mkdir()
+    planted.write_bytes(b"not shipped")
     for name in ("releases", "shards"):  # the manifests and the shard pool they list
         if (REPO / "data" / name).is_dir():
             shutil.copytree(REPO / "data" / name, src / "data" / name,
@@ -122,6 +128,8 @@ def test_wheel_ships_releases_and_seeds_user_store(tmp_path):
 
     wheel = _build_wheel(tmp_path)
     assert wheel.stat().st_size < WHEEL_MAX_BYTES
+    with zipfile.ZipFile(wheel) as zf:
+        assert not [n for n in zf.namelist() if n.endswith(".pyc") or "__pycache__" in n]
     # the size docs/dataset-and-schema.md states is this wheel's, within 20 % (#36 trial:
     # it said 0.55 MB, for releases 0.1.0-0.3.0, when the wheel held 0.1.0-0.5.0 in 3.3 MB)
     doc = (REPO / "docs" / "dataset-and-schema.md").read_text(encoding="utf-8")
