@@ -287,14 +287,23 @@ def _decoded(table, text: list[str], name: str, *, max_bytes: int, max_field_cha
                                f"> {decoded}")
     plain = pa.schema([pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type)
                                 else f.type) for f in table.schema])
-    df = table.cast(plain).to_pandas()
-    for f in plain:  # a stored NaN is not a missing value: keep it visible as "NaN" text
-        if pa.types.is_floating(f.type):
-            nan = pc.is_nan(table.column(f.name)).to_numpy(zero_copy_only=False)
-            nan = nan == True  # noqa: E712 (nulls come back as None)
-            if nan.any():
-                df[f.name] = df[f.name].astype(object)
-                df.loc[nan, f.name] = "NaN"
+    # the cast drops the schema's metadata (pandas' index and dtypes stay out); with no
+    # dictionary column to decode, dropping the metadata alone is the same and ~2000 times
+    # fewer arrow calls on a wide file
+    same = plain.equals(table.schema)
+    df = (table.replace_schema_metadata(None) if same else table.cast(plain)).to_pandas()
+    floats = [f.name for f in plain if pa.types.is_floating(f.type)]
+    if floats and len(set(floats)) == len(floats) and set(floats) <= set(df.columns):
+        # one pass over the frame first: only a column holding a null or a NaN can hold a
+        # stored NaN (a 2000-column file in 52 batches: 104,000 arrow calls otherwise)
+        missing = df[floats].isna().any()
+        floats = [name for name, m in zip(floats, missing.to_numpy(), strict=True) if m]
+    for name in floats:  # a stored NaN is not a missing value: keep it visible as "NaN" text
+        nan = pc.is_nan(table.column(name)).to_numpy(zero_copy_only=False)
+        nan = nan == True  # noqa: E712 (nulls come back as None)
+        if nan.any():
+            df[name] = df[name].astype(object)
+            df.loc[nan, name] = "NaN"
     return df, decoded
 
 

@@ -222,3 +222,25 @@ def test_a_lying_file_given_to_predict_link_fit(tmp_path, stem):
     lie(path)
     _refused(lambda: link_from_fit(str(path)), "predict --link-fit")
     _refused(lambda: link_from_fit(str(tmp_path)), "predict --link-fit")  # the folder form
+
+
+def test_stored_nans_stay_visible_and_pandas_metadata_stays_out(tmp_path):
+    """A stored NaN (not a null) reads as "NaN" text in any float column, a null stays
+    missing, and a pandas-written file's index metadata is not applied, whether or not the
+    file has a dictionary-encoded text column (the two paths of bounded._decoded)."""
+    import pandas as pd
+
+    kw = dict(max_rows=100, max_cells=1000, max_bytes=1 << 20, max_field_chars=100)
+    pd.DataFrame({"a": [1.0, None], "c": [1, 2]}, index=[5, 6]).to_parquet(tmp_path / "x.pq")
+    got = bounded.read_parquet(tmp_path / "x.pq", **kw)
+    assert list(got.index) == [0, 1] and list(got["__index_level_0__"]) == [5, 6]
+    assert got["a"].isna().tolist() == [False, True]
+    for text in (None, pa.array(["a", "b", "a"])):
+        cols = {"f": pa.array([1.0, float("nan"), None]), "g": pa.array([1.0, 2.0, 3.0]),
+                "h": pa.array([float("nan")] * 3, pa.float32())}
+        if text is not None:
+            cols["s"] = text
+        pq.write_table(pa.table(cols), tmp_path / "y.pq")
+        got = bounded.read_parquet(tmp_path / "y.pq", **kw)
+        assert got["f"].tolist()[:2] == [1.0, "NaN"] and pd.isna(got["f"].iloc[2])
+        assert got["h"].tolist() == ["NaN"] * 3 and got["g"].dtype == "float64"
