@@ -293,9 +293,10 @@ def _decoded(table, text: list[str], name: str, *, max_bytes: int, max_field_cha
     same = plain.equals(table.schema)
     df = (table.replace_schema_metadata(None) if same else table.cast(plain)).to_pandas()
     floats = [f.name for f in plain if pa.types.is_floating(f.type)]
-    if floats and len(set(floats)) == len(floats) and set(floats) <= set(df.columns):
-        # one pass over the frame first: only a column holding a null or a NaN can hold a
-        # stored NaN (a 2000-column file in 52 batches: 104,000 arrow calls otherwise)
+    # one pass over the frame first: only a column holding a null or a NaN can hold a stored
+    # NaN (a 2000-column file in 52 batches: 104,000 arrow calls otherwise). The frame's
+    # columns are the field names (no metadata); a repeated name selects more than itself.
+    if len(set(floats)) == len(floats):
         missing = df[floats].isna().any()
         floats = [name for name, m in zip(floats, missing.to_numpy(), strict=True) if m]
     for name in floats:  # a stored NaN is not a missing value: keep it visible as "NaN" text
